@@ -1,0 +1,188 @@
+"""Base models, adapters, their versions and lifecycle, approvals and aliases."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
+
+from tenants.models import SLUG_VALIDATOR, SloClass, Tenant
+
+
+class BaseModel(models.Model):
+    """A base model the engines serve; module dims let validation check shapes without it."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[SLUG_VALIDATOR])
+    source = models.CharField(max_length=500, help_text="HF id or local path; information only")
+    revision = models.CharField(max_length=100, blank=True, default="")
+    architecture = models.CharField(max_length=100)
+    hf_config = models.JSONField(default=dict)
+    module_dims = models.JSONField(default=dict, help_text="{module: [in, out]}")
+    num_layers = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class WarmupPolicy(models.TextChoices):
+    ON_DEMAND = "on_demand"
+    KEEP_WARM = "keep_warm"
+    PRELOAD_BUSINESS_HOURS = "preload_on_business_hours"
+
+
+class Adapter(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="adapters")
+    name = models.CharField(max_length=40, validators=[SLUG_VALIDATOR])
+    base_model = models.ForeignKey(BaseModel, on_delete=models.PROTECT, related_name="adapters")
+    description = models.TextField(blank=True, default="")
+    slo_class = models.CharField(max_length=10, choices=SloClass.choices, blank=True, default="")
+    warmup_policy = models.CharField(
+        max_length=40, choices=WarmupPolicy.choices, default=WarmupPolicy.ON_DEMAND
+    )
+    max_concurrent_requests = models.PositiveIntegerField(default=16)
+    pool = models.CharField(max_length=40, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["tenant_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="adapter_unique_tenant_name")
+        ]
+        permissions = [
+            ("upload_version", "Can upload versions of the adapter"),
+            ("release_version", "Can release versions of the adapter"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.name}"
+
+    @property
+    def effective_slo_class(self) -> str:
+        return self.slo_class or self.tenant.slo_class
+
+
+class AdapterUserObjectPermission(UserObjectPermissionBase):
+    """Direct foreign key: a grant dies with its adapter."""
+
+    content_object = models.ForeignKey(Adapter, on_delete=models.CASCADE)
+
+
+class AdapterGroupObjectPermission(GroupObjectPermissionBase):
+    content_object = models.ForeignKey(Adapter, on_delete=models.CASCADE)
+
+
+class VersionStatus(models.TextChoices):
+    UPLOADED = "uploaded"
+    VALIDATING = "validating"
+    VALIDATED = "validated"
+    REJECTED = "rejected"
+    STAGED = "staged"
+    ACTIVE = "active"
+    DISABLED = "disabled"
+    RETIRED = "retired"
+
+
+SERVABLE_STATUSES = (VersionStatus.ACTIVE,)
+
+
+class AdapterVersion(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="adapter_versions")
+    adapter = models.ForeignKey(Adapter, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=12, choices=VersionStatus.choices, default=VersionStatus.UPLOADED, db_index=True
+    )
+    served_name = models.CharField(max_length=120, unique=True)
+    manifest = models.JSONField(default=list, help_text="[{name, size, sha256}]")
+    manifest_sha256 = models.CharField(max_length=64, blank=True, default="")
+    rank = models.PositiveIntegerField(null=True, blank=True)
+    alpha = models.FloatField(null=True, blank=True)
+    target_modules = models.JSONField(default=list)
+    dtype = models.CharField(max_length=16, blank=True, default="")
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    config = models.JSONField(default=dict)
+    signature = models.TextField(blank=True, default="")
+    signer = models.CharField(max_length=100, blank=True, default="")
+    validation_report = models.JSONField(default=dict)
+    quarantine_keys = models.JSONField(default=dict, help_text="{filename: storage key}")
+    serving_keys = models.JSONField(default=dict, help_text="{filename: storage key}")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    validated_at = models.DateTimeField(null=True, blank=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["adapter_id", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["adapter", "number"], name="version_unique_number")
+        ]
+        indexes = [models.Index(fields=["tenant", "status"], name="version_tenant_status")]
+
+    def __str__(self) -> str:
+        return f"{self.adapter.name}@{self.number}"
+
+
+class DecisionKind(models.TextChoices):
+    APPROVE = "approve"
+    REJECT = "reject"
+    RELEASE_APPROVAL = "release_approval"
+    RELEASE = "release"
+    DISABLE = "disable"
+    RETIRE = "retire"
+
+
+class Decision(models.Model):
+    """Who decided what about a version, when, why, and the evidence they saw."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    version = models.ForeignKey(AdapterVersion, on_delete=models.CASCADE, related_name="decisions")
+    kind = models.CharField(max_length=20, choices=DecisionKind.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    comment = models.TextField(blank=True, default="")
+    evidence = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+
+class Alias(models.Model):
+    """A tenant-scoped model name callers use; points at weighted active versions."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="aliases")
+    name = models.CharField(max_length=40, validators=[SLUG_VALIDATOR])
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="alias_unique_tenant_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AliasTarget(models.Model):
+    alias = models.ForeignKey(Alias, on_delete=models.CASCADE, related_name="targets")
+    version = models.ForeignKey(AdapterVersion, on_delete=models.PROTECT, related_name="alias_targets")
+    weight = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["-weight", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["alias", "version"], name="aliastarget_unique")
+        ]

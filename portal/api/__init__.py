@@ -1,0 +1,1 @@
+"""Shared REST plumbing: error shape, pagination, the tenant-scoped base viewset."""

@@ -1,0 +1,142 @@
+"""Writing and verifying the hash-chained audit log.
+
+Each event's hash covers its content and the previous event's hash, so changing, removing or
+reordering any row breaks the chain from that row on. Writers lock the chain head row, which
+serialises appends without locking the whole table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+
+from portal.models import AuditChainHead, AuditEvent
+
+GENESIS_HASH = "0" * 64
+
+
+def _normalise(value: Any) -> Any:
+    """What a JSONField gives back after a round trip, so the hash is computed on stored data."""
+    if value is None:
+        return None
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+def _content(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "created_at": event.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "actor": event.actor_label,
+        "actor_id": event.actor_id,
+        "tenant": event.tenant_label,
+        "tenant_id": event.tenant_id,
+        "action": event.action,
+        "object_type": event.object_type,
+        "object_id": event.object_id,
+        "before": event.before,
+        "after": event.after,
+        "request_id": event.request_id,
+    }
+
+
+def compute_hash(prev_hash: str, event: AuditEvent) -> str:
+    payload = json.dumps(_content(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{prev_hash}\n{payload}".encode()).hexdigest()
+
+
+def _locked_head() -> AuditChainHead:
+    head = AuditChainHead.objects.select_for_update().filter(pk=1).first()
+    if head is not None:
+        return head
+    try:
+        with transaction.atomic():
+            AuditChainHead.objects.create(pk=1, last_hash=GENESIS_HASH)
+    except IntegrityError:
+        pass  # another writer created it first
+    return AuditChainHead.objects.select_for_update().get(pk=1)
+
+
+def record_event(
+    *,
+    action: str,
+    actor: Any = None,
+    tenant: Any = None,
+    obj: models.Model | None = None,
+    object_type: str = "",
+    object_id: str = "",
+    before: Any = None,
+    after: Any = None,
+    request_id: str = "",
+) -> AuditEvent:
+    """Append one event. Call it inside the transaction of the change it records."""
+    if obj is not None:
+        object_type = object_type or obj._meta.label_lower
+        object_id = object_id or str(obj.pk)
+    actor_obj = actor if getattr(actor, "is_authenticated", False) else None
+    with transaction.atomic():
+        head = _locked_head()
+        event = AuditEvent(
+            created_at=timezone.now(),
+            actor=actor_obj,
+            actor_label=actor_obj.get_username() if actor_obj else (actor if isinstance(actor, str) else "system"),
+            tenant=tenant,
+            tenant_label=getattr(tenant, "slug", "") or "",
+            action=action,
+            object_type=object_type,
+            object_id=str(object_id),
+            before=_normalise(before),
+            after=_normalise(after),
+            request_id=request_id,
+            prev_hash=head.last_hash,
+        )
+        event.hash = compute_hash(head.last_hash, event)
+        event.save(force_insert=True)
+        head.last_hash = event.hash
+        head.last_event_id = event.pk
+        head.save(update_fields=["last_hash", "last_event_id"])
+    return event
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    ok: bool
+    checked: int
+    first_broken_id: int | None = None
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "checked": self.checked,
+            "first_broken_id": self.first_broken_id,
+            "reason": self.reason,
+        }
+
+
+def verify_chain(*, batch_size: int = 2000) -> ChainReport:
+    """Walk the chain in id order and name the first event whose link or content is wrong."""
+    prev_hash = GENESIS_HASH
+    checked = 0
+    last_id = 0
+    while True:
+        batch = list(AuditEvent.objects.filter(pk__gt=last_id).order_by("pk")[:batch_size])
+        if not batch:
+            break
+        for event in batch:
+            if event.prev_hash != prev_hash:
+                return ChainReport(False, checked, event.pk, "prev_hash does not match the previous event (an event was removed or reordered)")
+            if compute_hash(prev_hash, event) != event.hash:
+                return ChainReport(False, checked, event.pk, "content does not match its hash (the event was changed)")
+            prev_hash = event.hash
+            checked += 1
+            last_id = event.pk
+    head = AuditChainHead.objects.filter(pk=1).first()
+    if head is not None and head.last_hash != prev_hash:
+        return ChainReport(False, checked, head.last_event_id or None, "the newest events are missing (the chain head points past the last event)")
+    return ChainReport(True, checked)

@@ -1,0 +1,75 @@
+"""Typed readers for settings that come from the environment; a bad value stops start-up."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class SettingError(RuntimeError):
+    """An environment variable is present but unusable."""
+
+
+def env_str(name: str, default: str | None = None, *, environ: Mapping[str, str] = os.environ) -> str:
+    value = environ.get(name)
+    if value is None:
+        if default is None:
+            raise SettingError(f"{name} is required but not set")
+        return default
+    return value
+
+
+def env_bool(name: str, default: bool, *, environ: Mapping[str, str] = os.environ) -> bool:
+    raw = environ.get(name)
+    if raw is None:
+        return default
+    lowered = raw.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise SettingError(f"{name}={raw!r} is not a boolean (use one of 1/0, true/false, yes/no, on/off)")
+
+
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, environ: Mapping[str, str] = os.environ
+) -> int:
+    raw = environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise SettingError(f"{name}={value} is below the minimum {minimum}")
+    return value
+
+
+def env_float(name: str, default: float, *, environ: Mapping[str, str] = os.environ) -> float:
+    raw = environ.get(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r} is not a number") from None
+
+
+def env_list(name: str, default: list[str], *, environ: Mapping[str, str] = os.environ) -> list[str]:
+    raw = environ.get(name)
+    if raw is None:
+        return list(default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_choice(
+    name: str, default: str, choices: tuple[str, ...], *, environ: Mapping[str, str] = os.environ
+) -> str:
+    value = env_str(name, default, environ=environ)
+    if value not in choices:
+        raise SettingError(f"{name}={value!r} must be one of {', '.join(choices)}")
+    return value

@@ -1,0 +1,85 @@
+"""/healthz: the state of every part the portal needs, checked live."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import redis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection
+
+from portal.celery import app as celery_app
+
+
+def check_database() -> dict[str, Any]:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+        return {"ok": True, "vendor": connection.vendor}
+    except Exception as exc:  # noqa: BLE001 - any failure means down
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def check_redis() -> dict[str, Any]:
+    try:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+        client.ping()
+        return {"ok": True}
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def check_celery() -> dict[str, Any]:
+    try:
+        replies = celery_app.control.ping(timeout=settings.HEALTHZ_CELERY_TIMEOUT) or []
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "workers": [], "error": f"{type(exc).__name__}: {exc}"}
+    workers = sorted(name for reply in replies for name in reply)
+    return {"ok": bool(workers), "workers": workers, **({} if workers else {"error": "no worker answered a ping"})}
+
+
+async def _check_engine(engine: Any) -> dict[str, Any]:
+    from workers.vllm_client import EngineError, VLLMClient
+
+    started = time.perf_counter()
+    client = VLLMClient(engine.url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=settings.PORTAL_ENGINE_KEY)
+    try:
+        await client.health()
+        return {"ok": True, "name": engine.name, "state": engine.state, "required": engine.required,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 1)}
+    except EngineError as exc:
+        return {"ok": False, "name": engine.name, "state": engine.state, "required": engine.required,
+                "error": str(exc)}
+    finally:
+        await client.aclose()
+
+
+async def check_engines() -> list[dict[str, Any]]:
+    from workers.models import Engine
+
+    engines = await sync_to_async(lambda: list(Engine.objects.all()))()
+    return list(await asyncio.gather(*(_check_engine(engine) for engine in engines)))
+
+
+async def health_report() -> tuple[bool, dict[str, Any]]:
+    database, redis_state, celery_state = await asyncio.gather(
+        sync_to_async(check_database, thread_sensitive=True)(),
+        asyncio.to_thread(check_redis),
+        asyncio.to_thread(check_celery),
+    )
+    engines = await check_engines() if database["ok"] else []
+    healthy = (
+        database["ok"] and redis_state["ok"] and celery_state["ok"]
+        and all(engine["ok"] for engine in engines if engine["required"])
+    )
+    return healthy, {
+        "status": "ok" if healthy else "degraded",
+        "database": database,
+        "redis": redis_state,
+        "celery": celery_state,
+        "engines": engines,
+    }

@@ -1,0 +1,119 @@
+"""Tenants, memberships with roles, API tokens, signing keys."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+SLUG_VALIDATOR = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$",
+    "Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.",
+    code="invalid_slug",
+)
+
+
+class SloClass(models.TextChoices):
+    GOLD = "gold"
+    SILVER = "silver"
+    BRONZE = "bronze"
+
+
+class TenantRole(models.TextChoices):
+    OWNER = "owner"
+    MAINTAINER = "maintainer"
+    VIEWER = "viewer"
+
+
+class PlatformRole(models.TextChoices):
+    """Platform roles are Django groups with these names."""
+
+    PLATFORM_ADMIN = "platform-admin"
+    REVIEWER = "reviewer"
+    OPERATOR = "operator"
+
+
+class Tenant(models.Model):
+    slug = models.CharField(max_length=40, unique=True, validators=[SLUG_VALIDATOR])
+    name = models.CharField(max_length=200)
+    slo_class = models.CharField(max_length=10, choices=SloClass.choices, default=SloClass.SILVER)
+    quota_adapters = models.PositiveIntegerField(default=100)
+    quota_storage_bytes = models.PositiveBigIntegerField(default=50 * 1024**3)
+    quota_pinned_slots = models.PositiveIntegerField(default=1)
+    quota_requests_per_minute = models.PositiveIntegerField(default=600)
+    require_signatures = models.BooleanField(default=False)
+    pool = models.CharField(max_length=40, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=12, choices=TenantRole.choices)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")]
+        ordering = ["tenant_id", "user_id"]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}@{self.tenant_id}:{self.role}"
+
+
+class TokenScope(models.TextChoices):
+    READ = "read"
+    WRITE = "write"
+    APPROVE = "approve"
+    INFERENCE = "inference"
+    ADMIN = "admin"
+
+
+class ApiToken(models.Model):
+    """A bearer token `lp_<prefix>_<secret>`; only the secret's hash is stored."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True, default="")
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"lp_{self.prefix}_…"
+
+    def is_active(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class SigningKey(models.Model):
+    """A tenant's trusted public key for adapter signatures."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="signing_keys")
+    name = models.CharField(max_length=100, validators=[SLUG_VALIDATOR])
+    public_key_pem = models.TextField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="signingkey_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}:{self.name}"
+
+

@@ -1,0 +1,116 @@
+"""API tokens: issue (shown once), authenticate by prefix + hash, revoke."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from portal.audit import record_event
+from portal.errors import ApplicationError
+from tenants.models import ApiToken, Tenant, TokenScope
+
+TOKEN_PREFIX = "lp_"
+MAX_EXPIRY_DAYS = 365
+# Writing last_used_at on every request would turn every read into a write.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    plaintext: str
+
+
+def _hash_secret(secret: str) -> str:
+    # Secrets are 256 random bits, so a fast hash is enough; no password stretching needed.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def parse_scopes(scopes: list[str] | None) -> list[str]:
+    if not scopes:
+        raise ApplicationError("token.scopes_required", f"Give at least one scope of: {', '.join(TokenScope.values)}.")
+    unknown = sorted(set(scopes) - set(TokenScope.values))
+    if unknown:
+        raise ApplicationError(
+            "token.unknown_scope",
+            f"Unknown scope(s) {', '.join(unknown)}; valid scopes are {', '.join(TokenScope.values)}.",
+        )
+    return sorted(set(scopes))
+
+
+def token_issue(
+    *,
+    user: AbstractBaseUser,
+    scopes: list[str],
+    tenant: Tenant | None = None,
+    name: str = "",
+    expires_in_days: int | None = 90,
+    request_id: str = "",
+) -> IssuedToken:
+    """Create a token for `user`; the caller has already checked the user may use `tenant`."""
+    scopes = parse_scopes(scopes)
+    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_EXPIRY_DAYS:
+        raise ApplicationError(
+            "token.bad_expiry", f"expires_in_days must be between 1 and {MAX_EXPIRY_DAYS}."
+        )
+    prefix = secrets.token_hex(5)
+    secret = secrets.token_urlsafe(32)
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user,
+            tenant=tenant,
+            name=name[:100],
+            prefix=prefix,
+            secret_hash=_hash_secret(secret),
+            scopes=scopes,
+            expires_at=timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None,
+        )
+        record_event(
+            action="token.create",
+            actor=user,
+            tenant=tenant,
+            obj=token,
+            after={"prefix": prefix, "scopes": scopes, "expires_at": token.expires_at, "name": token.name},
+            request_id=request_id,
+        )
+    return IssuedToken(token=token, plaintext=f"{TOKEN_PREFIX}{prefix}_{secret}")
+
+
+def token_revoke(*, token: ApiToken, actor: AbstractBaseUser, request_id: str = "") -> ApiToken:
+    with transaction.atomic():
+        locked = ApiToken.objects.select_for_update().get(pk=token.pk)
+        if locked.revoked_at is not None:
+            raise ApplicationError("token.already_revoked", "This token is already revoked.", status=409)
+        locked.revoked_at = timezone.now()
+        locked.save(update_fields=["revoked_at"])
+        record_event(
+            action="token.revoke", actor=actor, tenant=locked.tenant, obj=locked,
+            before={"revoked_at": None}, after={"revoked_at": locked.revoked_at}, request_id=request_id,
+        )
+    return locked
+
+
+def token_authenticate(plaintext: str) -> ApiToken | None:
+    """The active token for `plaintext`, or None; never says which part was wrong."""
+    if not plaintext.startswith(TOKEN_PREFIX):
+        return None
+    prefix, sep, secret = plaintext[len(TOKEN_PREFIX):].partition("_")
+    if not sep or not prefix or not secret or len(prefix) > 16:
+        return None
+    token = ApiToken.objects.select_related("user", "tenant").filter(prefix=prefix).first()
+    if token is None or not hmac.compare_digest(token.secret_hash, _hash_secret(secret)):
+        return None
+    now = timezone.now()
+    if not token.is_active(now) or not token.user.is_active:
+        return None
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
