@@ -40,7 +40,7 @@ class PendingUpload:
 class AdapterStorage(ABC):
     """Adapter files in one store. Keys come from `keys.quarantine_key` / `keys.serving_key`.
 
-    Every method validates its key (or prefix) first and raises `BadKey` before touching the backend.
+    Every method validates its key (or prefix) and raises `BadKey` before touching the backend.
     Writes are all-or-nothing: after any failure no object, temp file or pending upload remains.
     """
 
@@ -55,14 +55,14 @@ class AdapterStorage(ABC):
 
     @abstractmethod
     def save_stream(self, key: str, fileobj: Readable, *, max_bytes: int) -> StoredObject:
-        """Store the stream read in 1 MiB chunks, hashing while writing; replaces an existing object.
+        """Store the stream, read in 1 MiB chunks and hashed while written; replaces any old object.
 
         Raises TooLarge (over `max_bytes`), SourceFailed (the stream broke), BackendError.
         """
 
     @abstractmethod
     def open(self, key: str) -> BinaryIO:
-        """A binary file-like object for a streaming read; the caller closes it. NotFound if absent."""
+        """A binary file object for a streaming read; the caller closes it. NotFound if absent."""
 
     @abstractmethod
     def exists(self, key: str) -> bool: ...
@@ -81,7 +81,7 @@ class AdapterStorage(ABC):
 
     @abstractmethod
     def copy(self, src_key: str, dst_key: str) -> None:
-        """Copy inside the store (server-side on S3); the destination appears whole or not at all."""
+        """Copy inside the store (server-side on S3); the copy appears whole or not at all."""
 
     @abstractmethod
     def list(self, prefix: str) -> builtins.list[str]:
@@ -149,7 +149,7 @@ class DirectMultipartStorage(Protocol):
     """Backends that let a client upload parts straight to the store through presigned URLs.
 
     Flow: create_multipart -> presign_part per part -> client PUTs parts, keeps each ETag ->
-    complete_multipart -> verify_object (delete the object if it fails) ; abort_multipart on give-up.
+    complete_multipart -> verify_object (delete the object if it fails); abort_multipart to give up.
     """
 
     def create_multipart(self, key: str) -> str: ...

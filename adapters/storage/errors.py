@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class StorageError(Exception):
-    """Base of every storage failure. `code` is stable; `retryable` says whether trying again may help."""
+    """Base of every storage failure: `code` is stable; `retryable`: may a retry help."""
 
     code = "storage.error"
     retryable = False
@@ -34,7 +34,7 @@ class TooLarge(StorageError):
 
 
 class SourceFailed(StorageError):
-    """Reading the caller's stream failed midway (client disconnect, bad file object); nothing was kept."""
+    """Reading the caller's stream failed midway (client went away, bad file); nothing was kept."""
 
     code = "storage.source_failed"
 
@@ -44,7 +44,8 @@ class NotFound(StorageError):
 
 
 class IntegrityMismatch(StorageError):
-    """Stored bytes differ from what was expected (`storage.size_mismatch` / `storage.sha256_mismatch`)."""
+    """Stored bytes differ from what was expected; `code` is `storage.size_mismatch` or
+    `storage.sha256_mismatch`."""
 
     code = "storage.integrity"
 

@@ -170,7 +170,7 @@ class LocalDiskStorage(AdapterStorage):
         self._confirm_inside(parent)
 
     def _prune_empty_dirs(self, directory: Path) -> None:
-        """Remove now-empty folders up to (not including) the root; stop at the first non-empty one."""
+        """Remove now-empty folders up to (not including) the root; stop at the first non-empty."""
         while directory != self.root and self.root in directory.parents:
             try:
                 directory.rmdir()
