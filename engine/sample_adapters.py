@@ -217,5 +217,7 @@ def write_sample_adapters(adapters_root: str | Path) -> dict[str, Path]:
     root = Path(adapters_root)
     written: dict[str, Path] = {}
     for name, (rank, modules, seed) in SAMPLE_ADAPTERS.items():
-        written[name] = write_lora_adapter(root / name, rank=rank, target_modules=modules, seed=seed)
+        written[name] = write_lora_adapter(
+            root / name, rank=rank, target_modules=modules, seed=seed
+        )
     return written

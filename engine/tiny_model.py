@@ -28,7 +28,16 @@ DEFAULT_SEED = 1234
 VOCAB_SIZE = 512
 STAMP_NAME = ".tiny-model-stamp"
 
-SPECIAL_TOKENS = ["<s>", "</s>", "<pad>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
+SPECIAL_TOKENS = [
+    "<unk>",
+    "<s>",
+    "</s>",
+    "<pad>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|end|>",
+]
 
 # Role markers and an end marker per message; the generation prompt opens an assistant turn.
 CHAT_TEMPLATE = (
@@ -41,7 +50,7 @@ CHAT_TEMPLATE = (
 
 # A small built-in corpus: the tokenizer only needs enough text to learn ~250 byte-pair merges.
 CORPUS = """
-The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a single step.
+The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with one step.
 Tenants upload adapters, reviewers approve them, and workers place them on engines near the users.
 An engine keeps one base model in memory and swaps small adapters in and out of its cache.
 When a request arrives, the gateway chooses the engine where the adapter is already resident.
@@ -55,11 +64,18 @@ Every version of an adapter has its own name and its own path, so nothing is rel
 The library opens at nine in the morning and closes at six in the evening on every weekday.
 She said that the results of the experiment were clear, and the report would follow next week.
 Good morning, good afternoon, good evening, good night. Thanks for reading, and see you soon.
+Digits and signs: 0 1 2 3 4 5 6 7 8 9, 10% off; (a) "quoted" text - 'single' [brackets] {braces}.
+Questions: who, what, where, when, why and how? Answers: yes, no, maybe, always, never, sometimes.
+A cat sat on the mat while the dog slept by the door; the bird sang a song in the old green tree.
+Engineers measure latency, throughput and memory, then write the numbers down next to the goals.
+Small models are fast to load and easy to test, but they only babble words they have never seen.
+Colors: red, orange, yellow, green, blue, purple, black, white, brown, pink, gray, silver, gold.
+Days: Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday; months: January to December.
 """
 
 
 def _kit_fingerprint(seed: int) -> str:
-    """Hash of the kit's own sources and the seed: a changed kit rebuilds, an unchanged one skips."""
+    """Hash of the kit's sources and the seed: a changed kit rebuilds, an unchanged one skips."""
     digest = hashlib.sha256(f"seed={seed}\n".encode())
     here = Path(__file__).resolve().parent
     for name in ("tiny_model.py", "sample_adapters.py"):
@@ -74,23 +90,27 @@ def is_complete(out: Path, seed: int = DEFAULT_SEED) -> bool:
 
 
 def build_tokenizer(base_dir: Path) -> int:
-    """Train a byte-level BPE tokenizer on CORPUS and save it with the chat template; return size."""
+    """Train a byte-level BPE tokenizer on CORPUS, save it with the chat template; return size."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tokenizer = Tokenizer(models.BPE())
+    # No full byte alphabet on purpose: every token is then printable ASCII learned from CORPUS,
+    # so whatever a random model generates decodes to visible text (lone UTF-8 continuation
+    # bytes would decode to nothing and make base and adapter replies hard to tell apart).
+    # Bytes outside the corpus map to <unk>.
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
         special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    lines = [line for line in CORPUS.splitlines() if line.strip()]
-    tokenizer.train_from_iterator(lines * 4, trainer=trainer)
+    # Whole text, newlines included: the chat template puts "\n" after every role marker.
+    tokenizer.train_from_iterator([CORPUS] * 4, trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
+        unk_token="<unk>",
         bos_token="<s>",
         eos_token="<|end|>",
         pad_token="<pad>",
@@ -104,7 +124,12 @@ def build_tokenizer(base_dir: Path) -> int:
 def build_base_model(base_dir: Path, *, seed: int, tokenizer_size: int) -> None:
     """Save a seeded random LlamaForCausalLM whose head_dim is 64 (the CPU kernels refuse 16)."""
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import (
+        GenerationConfig,
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+    )
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(base_dir))
     config = LlamaConfig(
