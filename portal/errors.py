@@ -35,3 +35,14 @@ class PermissionDenied(ApplicationError):
 
 class Conflict(ApplicationError):
     status = 409
+
+
+def clean_or_raise(obj: Any, **kwargs: Any) -> None:
+    """Run a model's full_clean and turn the first failure into an ApplicationError."""
+    from django.core.exceptions import ValidationError
+
+    try:
+        obj.full_clean(**kwargs)
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        raise ApplicationError("invalid", f"{field}: {' '.join(messages)}", fields=exc.message_dict) from None

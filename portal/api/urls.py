@@ -1,5 +1,34 @@
-"""Every REST resource under /api/v1/."""
+"""Every REST resource under /api/v1/, addressed by slug or name, never by database id."""
 
-from django.urls import path
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter, SimpleRouter
 
-urlpatterns: list = []
+from adapters.api import AdapterViewSet, AliasViewSet, BaseModelViewSet, VersionQueueViewSet, VersionViewSet
+from portal.api.audit import AuditViewSet
+from tenants.api import MemberViewSet, TenantTokenViewSet, TenantViewSet, TokenObtainView, UserViewSet
+from workers.api import EngineViewSet
+
+root = DefaultRouter(trailing_slash=True)
+root.include_root_view = False
+root.register("users", UserViewSet, basename="user")
+root.register("tenants", TenantViewSet, basename="tenant")
+root.register("base-models", BaseModelViewSet, basename="base-model")
+root.register("engines", EngineViewSet, basename="engine")
+root.register("versions", VersionQueueViewSet, basename="version-queue")
+root.register("audit", AuditViewSet, basename="audit")
+
+tenant = SimpleRouter(trailing_slash=True)
+tenant.register("members", MemberViewSet, basename="member")
+tenant.register("tokens", TenantTokenViewSet, basename="tenant-token")
+tenant.register("adapters", AdapterViewSet, basename="adapter")
+tenant.register("aliases", AliasViewSet, basename="alias")
+
+adapter = SimpleRouter(trailing_slash=True)
+adapter.register("versions", VersionViewSet, basename="version")
+
+urlpatterns = [
+    path("auth/token/", TokenObtainView.as_view(), name="auth-token"),
+    path("tenants/<slug:tenant>/adapters/<slug:adapter>/", include(adapter.urls)),
+    path("tenants/<slug:tenant>/", include(tenant.urls)),
+    path("", include(root.urls)),
+]

@@ -1,0 +1,42 @@
+# LoRA Portal: `make run` (portal + demo on embedded defaults) and `make test` (every test).
+SHELL := /bin/bash
+PY := .venv/bin/python
+ENGINE_PY := .venv-engine/bin/python
+TINY := var/tiny
+PORT ?= 8000
+ENGINE_PORT ?= 8100
+
+.PHONY: run test lint bench bench-cache deps venv engine-venv tiny-model services browser demo migrate clean-var
+
+deps: venv engine-venv tiny-model services
+
+venv:
+	@scripts/ensure_venv.sh
+
+engine-venv:
+	@engine/setup_venv.sh
+
+tiny-model: engine-venv
+	@$(ENGINE_PY) -m engine.tiny_model --out $(TINY)
+
+services:
+	@scripts/ensure_services.sh
+
+browser:
+	@scripts/ensure_browser.sh
+
+# The portal with a demo: SQLite and local-disk storage (embedded defaults), Redis, one CPU engine.
+run: deps
+	@DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
+	@DJANGO_DEBUG=1 ENGINE_URL=http://127.0.0.1:$(ENGINE_PORT) $(PY) manage.py seed_demo --tiny-dir $(TINY)
+	@DJANGO_DEBUG=1 PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
+
+test: deps browser
+	@CI=$${CI:-} scripts/run_tests.sh
+
+lint: venv
+	@.venv/bin/ruff check .
+	@.venv/bin/ruff format --check .
+
+bench: venv
+	@$(PY) -m bench.run_all

@@ -1,0 +1,65 @@
+"""Reads for the registry, always through the caller's AccessContext."""
+
+from __future__ import annotations
+
+from django.db.models import Max, QuerySet
+
+from adapters.models import Adapter, AdapterVersion, Alias
+from portal.errors import NotFound
+from tenants.access import AccessContext
+from tenants.models import Tenant
+
+
+def adapters_for(*, access: AccessContext, tenant: Tenant) -> QuerySet[Adapter]:
+    return (
+        access.visible_adapters(tenant)
+        .select_related("tenant", "base_model")
+        .annotate(latest_version=Max("versions__number"))
+        .order_by("name")
+    )
+
+
+def adapter_get(*, access: AccessContext, tenant: Tenant, name: str) -> Adapter:
+    adapter = adapters_for(access=access, tenant=tenant).filter(name=name).first()
+    if adapter is None:
+        raise NotFound("adapter.not_found", f"Tenant '{tenant.slug}' has no adapter '{name}' visible to you.")
+    return adapter
+
+
+def _version_list_qs(qs: QuerySet[AdapterVersion]) -> QuerySet[AdapterVersion]:
+    return qs.select_related("tenant", "adapter", "uploaded_by").order_by("-created_at", "-id")
+
+
+def versions_of(*, adapter: Adapter) -> QuerySet[AdapterVersion]:
+    return _version_list_qs(AdapterVersion.objects.filter(adapter=adapter))
+
+
+def version_get(*, adapter: Adapter, number: int) -> AdapterVersion:
+    version = (
+        AdapterVersion.objects.select_related("tenant", "adapter", "uploaded_by", "adapter__base_model")
+        .prefetch_related("decisions__actor")
+        .filter(adapter=adapter, number=number)
+        .first()
+    )
+    if version is None:
+        raise NotFound("version.not_found", f"Adapter '{adapter.name}' has no version {number}.")
+    return version
+
+
+def versions_visible(*, access: AccessContext) -> QuerySet[AdapterVersion]:
+    """Versions across every tenant the caller can see: a reviewer's queue, a member's overview."""
+    if access.sees_all_tenants():
+        qs = AdapterVersion.objects.all()
+        if access.bound_tenant_id is not None:
+            qs = qs.filter(tenant_id=access.bound_tenant_id)
+        return _version_list_qs(qs)
+    member_tenants = [t for t in access.memberships if access.bound_tenant_id in (None, t)]
+    qs = AdapterVersion.objects.filter(tenant_id__in=member_tenants)
+    granted_tenants = access.visible_tenants().exclude(id__in=member_tenants)
+    for tenant in granted_tenants:
+        qs = qs | AdapterVersion.objects.filter(adapter__in=access.visible_adapters(tenant))
+    return _version_list_qs(qs)
+
+
+def aliases_for(*, tenant: Tenant) -> QuerySet[Alias]:
+    return Alias.objects.filter(tenant=tenant).select_related("tenant").prefetch_related("targets__version__adapter")

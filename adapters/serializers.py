@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from adapters.models import (
+    Adapter,
+    AdapterVersion,
+    Alias,
+    BaseModel,
+    Decision,
+    WarmupPolicy,
+)
+from tenants.models import SloClass
+
+
+class BaseModelSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = BaseModel
+        fields = ["name", "source", "revision", "architecture", "module_dims", "num_layers", "created_at"]
+        read_only_fields = ["architecture", "module_dims", "num_layers", "created_at"]
+
+
+class BaseModelCreateSerializer(serializers.Serializer):
+    name = serializers.SlugField(max_length=100)
+    source = serializers.CharField(max_length=500)
+    revision = serializers.CharField(max_length=100, required=False, default="")
+    hf_config = serializers.DictField(help_text="The model's config.json")
+
+
+class AdapterSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    base_model = serializers.SlugRelatedField(slug_field="name", queryset=BaseModel.objects.all())
+    slo_class = serializers.ChoiceField(choices=[("", "inherit"), *SloClass.choices], required=False)
+    warmup_policy = serializers.ChoiceField(choices=WarmupPolicy.choices, required=False)
+    latest_version = serializers.IntegerField(read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = Adapter
+        fields = ["tenant", "name", "base_model", "description", "slo_class", "warmup_policy",
+                  "max_concurrent_requests", "pool", "created_at", "latest_version"]
+        read_only_fields = ["created_at"]
+
+
+class AdapterUpdateSerializer(AdapterSerializer):
+    class Meta(AdapterSerializer.Meta):
+        read_only_fields = ["name", "base_model", "created_at"]
+
+
+class DecisionSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.username")
+
+    class Meta:
+        model = Decision
+        fields = ["kind", "actor", "comment", "created_at"]
+
+
+class VersionSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug")
+    adapter = serializers.CharField(source="adapter.name")
+    uploaded_by = serializers.CharField(source="uploaded_by.username", default=None)
+
+    class Meta:
+        model = AdapterVersion
+        fields = ["tenant", "adapter", "number", "status", "served_name", "rank", "alpha", "target_modules",
+                  "dtype", "size_bytes", "manifest_sha256", "signer", "uploaded_by", "created_at",
+                  "validated_at", "approved_at", "released_at"]
+
+
+class VersionDetailSerializer(VersionSerializer):
+    decisions = DecisionSerializer(many=True)
+
+    class Meta(VersionSerializer.Meta):
+        fields = [*VersionSerializer.Meta.fields, "manifest", "config", "validation_report", "decisions"]
+
+
+class VersionUploadSerializer(serializers.Serializer):
+    adapter_config = serializers.FileField(help_text="adapter_config.json")
+    adapter_model = serializers.FileField(help_text="adapter_model.safetensors")
+    signature = serializers.FileField(required=False, help_text="Detached signature or model-signing bundle")
+
+
+class CommentSerializer(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=4000)
+
+
+class AliasTargetSerializer(serializers.Serializer):
+    version = serializers.RegexField(r"^[a-z0-9-]{1,40}@[0-9]{1,9}$", help_text="adapter@N")
+    weight = serializers.IntegerField(min_value=1, max_value=100)
+
+
+class AliasSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    targets = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Alias
+        fields = ["tenant", "name", "targets", "created_at", "updated_at"]
+
+    def get_targets(self, alias: Alias) -> list[dict]:
+        return [
+            {"version": f"{t.version.adapter.name}@{t.version.number}", "weight": t.weight,
+             "status": t.version.status}
+            for t in alias.targets.all()
+        ]
+
+
+class AliasWriteSerializer(serializers.Serializer):
+    name = serializers.SlugField(max_length=40, required=False)
+    targets = AliasTargetSerializer(many=True, allow_empty=False)
+
+
+class GrantSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    perms = serializers.ListField(child=serializers.CharField(max_length=40), min_length=1)

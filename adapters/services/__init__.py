@@ -1,0 +1,1 @@
+"""Writes for the registry: adapters, uploads, the version lifecycle, aliases, base models."""

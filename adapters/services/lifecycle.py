@@ -1,0 +1,193 @@
+"""The version lifecycle: each transition is one function, in one transaction, audited.
+
+    uploaded -> validating -> validated -> (approve) -> staged -> (release) -> active -> disabled
+                           \\-> rejected          \\-> (reject) -> rejected            \\-> retired
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from adapters.models import AdapterVersion, Decision, DecisionKind, VersionStatus
+from portal.audit import record_event
+from portal.errors import ApplicationError, Conflict, PermissionDenied
+from tenants.access import AccessContext
+from tenants.models import SloClass
+
+S = VersionStatus
+
+
+def _locked(version: AdapterVersion) -> AdapterVersion:
+    return (
+        AdapterVersion.objects.select_for_update(of=("self",))
+        .select_related("adapter", "tenant")
+        .get(pk=version.pk)
+    )
+
+
+def _require_status(version: AdapterVersion, allowed: tuple[str, ...], action: str) -> None:
+    if version.status not in allowed:
+        raise Conflict(
+            "version.bad_transition",
+            f"Cannot {action} {version} while it is '{version.status}'; "
+            f"{action} needs status {' or '.join(allowed)}.",
+            status=version.status,
+        )
+
+
+def _transition(
+    version: AdapterVersion, *, to: str, actor: Any, action: str, request_id: str, **extra: Any
+) -> None:
+    before = {"status": version.status}
+    version.status = to
+    for key, value in extra.items():
+        setattr(version, key, value)
+    version.save()
+    record_event(
+        action=f"version.{action}", actor=actor, tenant=version.tenant, obj=version,
+        object_id=f"{version.tenant.slug}/{version.adapter.name}@{version.number}",
+        before=before, after={"status": to}, request_id=request_id,
+    )
+
+
+def _decide(version: AdapterVersion, kind: str, actor: Any, comment: str) -> Decision:
+    # The evidence is what the decider saw: the validation report and the manifest digest.
+    evidence = {
+        "validation_report": version.validation_report,
+        "manifest_sha256": version.manifest_sha256,
+        "status": version.status,
+    }
+    return Decision.objects.create(
+        tenant=version.tenant, version=version, kind=kind, actor=actor, comment=comment, evidence=evidence
+    )
+
+
+def version_claim_validation(*, version_id: int) -> bool:
+    """The validation task's claim: True for exactly one caller, however often it is delivered."""
+    return (
+        AdapterVersion.objects.filter(pk=version_id, status=S.UPLOADED).update(
+            status=S.VALIDATING, updated_at=timezone.now()
+        )
+        == 1
+    )
+
+
+def version_record_validation(*, version: AdapterVersion, report: dict[str, Any], fields: dict[str, Any]) -> AdapterVersion:
+    """validating -> validated or rejected, with the report; `fields` carries the parsed facts."""
+    with transaction.atomic():
+        locked = _locked(version)
+        _require_status(locked, (S.VALIDATING,), "record validation for")
+        target = S.VALIDATED if report.get("valid") else S.REJECTED
+        _transition(
+            locked, to=target, actor="validator", action="validate", request_id="",
+            validation_report=report, validated_at=timezone.now(), **fields,
+        )
+    return locked
+
+
+def version_approve(
+    *, version: AdapterVersion, reviewer: Any, comment: str = "", access: AccessContext | None = None,
+    request_id: str = "",
+) -> AdapterVersion:
+    """validated -> staged: four eyes (a reviewer who is not the uploader); files are promoted."""
+    from adapters.services.promotion import promote_to_serving
+
+    access = access or AccessContext.for_user(reviewer)
+    if not access.is_reviewer:
+        raise PermissionDenied("approval.not_reviewer", "Only a platform reviewer may approve a version.")
+    access.require_scope("approve")
+    if version.uploaded_by_id == reviewer.pk:
+        raise PermissionDenied("approval.four_eyes", "You uploaded this version; another reviewer must approve it.")
+    _require_status(version, (S.VALIDATED,), "approve")
+    # Copy to the content-addressed serving area before the transaction: idempotent, and if it
+    # fails nothing in the database has changed.
+    serving_keys = promote_to_serving(version)
+    with transaction.atomic():
+        locked = _locked(version)
+        _require_status(locked, (S.VALIDATED,), "approve")
+        _decide(locked, DecisionKind.APPROVE, reviewer, comment)
+        _transition(locked, to=S.STAGED, actor=reviewer, action="approve", request_id=request_id,
+                    serving_keys=serving_keys, approved_at=timezone.now())
+    return locked
+
+
+def version_reject(
+    *, version: AdapterVersion, reviewer: Any, reason: str, access: AccessContext | None = None,
+    request_id: str = "",
+) -> AdapterVersion:
+    access = access or AccessContext.for_user(reviewer)
+    if not access.is_reviewer:
+        raise PermissionDenied("approval.not_reviewer", "Only a platform reviewer may reject a version.")
+    access.require_scope("approve")
+    if not reason or not reason.strip():
+        raise ApplicationError("rejection.reason_required", "Give a reason for the rejection; the uploader will read it.")
+    with transaction.atomic():
+        locked = _locked(version)
+        _require_status(locked, (S.VALIDATED, S.STAGED), "reject")
+        _decide(locked, DecisionKind.REJECT, reviewer, reason.strip())
+        _transition(locked, to=S.REJECTED, actor=reviewer, action="reject", request_id=request_id)
+    return locked
+
+
+def version_release(
+    *, version: AdapterVersion, actor: Any, comment: str = "", access: AccessContext | None = None,
+    request_id: str = "",
+) -> AdapterVersion:
+    """staged -> active by a tenant owner; a gold tenant needs a second approval by someone else.
+
+    For gold, the first call records a release approval and leaves the version staged; the second
+    call, by a different owner or a reviewer, activates it.
+    """
+    access = access or AccessContext.for_user(actor)
+    access.require_scope("approve")
+    with transaction.atomic():
+        locked = _locked(version)
+        is_owner = access.adapter_can(locked.adapter, "release_version")
+        if not is_owner and not (locked.tenant.slo_class == SloClass.GOLD and access.is_reviewer):
+            raise PermissionDenied("release.not_owner", "Only an owner of the tenant may release a version.")
+        _require_status(locked, (S.STAGED,), "release")
+        if locked.tenant.slo_class == SloClass.GOLD:
+            approvals = list(locked.decisions.filter(kind=DecisionKind.RELEASE_APPROVAL))
+            if not approvals:
+                if not is_owner:
+                    raise PermissionDenied("release.not_owner", "An owner must start the release; a reviewer may then give the second approval.")
+                _decide(locked, DecisionKind.RELEASE_APPROVAL, actor, comment)
+                record_event(action="version.release_approval", actor=actor, tenant=locked.tenant,
+                             obj=locked, object_id=f"{locked.tenant.slug}/{locked.adapter.name}@{locked.number}",
+                             after={"approvals": 1, "needed": 2}, request_id=request_id)
+                return locked
+            if any(a.actor_id == actor.pk for a in approvals):
+                raise PermissionDenied("release.second_approval_same_user", "Gold releases need a second approval from someone other than the first approver.")
+        _decide(locked, DecisionKind.RELEASE, actor, comment)
+        _transition(locked, to=S.ACTIVE, actor=actor, action="release", request_id=request_id,
+                    released_at=timezone.now())
+    return locked
+
+
+def version_disable(
+    *, version: AdapterVersion, actor: Any, reason: str = "", access: AccessContext | None = None,
+    request_id: str = "",
+) -> AdapterVersion:
+    """Stop serving at once; workers unload it from every engine after commit."""
+    access = access or AccessContext.for_user(actor)
+    access.require_scope("write")
+    with transaction.atomic():
+        locked = _locked(version)
+        if not (access.adapter_can(locked.adapter, "release_version") or access.is_platform_admin):
+            raise PermissionDenied("disable.not_allowed", "Only a tenant owner or a platform admin may disable a version.")
+        _require_status(locked, (S.ACTIVE, S.STAGED), "disable")
+        _decide(locked, DecisionKind.DISABLE, actor, reason)
+        _transition(locked, to=S.DISABLED, actor=actor, action="disable", request_id=request_id)
+        transaction.on_commit(lambda: _enqueue_unload(locked.pk))
+    return locked
+
+
+def _enqueue_unload(version_id: int) -> None:
+    try:
+        from workers.tasks import unload_version_everywhere
+    except ImportError:  # the fleet tasks are not part of this build yet
+        return
+    unload_version_everywhere.delay(version_id)

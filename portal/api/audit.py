@@ -1,0 +1,55 @@
+"""Audit log endpoints: list (filterable) and verify the chain."""
+
+from __future__ import annotations
+
+import django_filters
+from rest_framework import mixins, serializers
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from portal.api.base import PlatformViewSet
+from portal.audit import verify_chain
+from portal.models import AuditEvent
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "created_at", "actor_label", "tenant_label", "action", "object_type", "object_id",
+                  "before", "after", "request_id", "prev_hash", "hash"]
+
+
+class AuditFilter(django_filters.FilterSet):
+    tenant = django_filters.CharFilter(field_name="tenant_label")
+    actor = django_filters.CharFilter(field_name="actor_label")
+    action = django_filters.CharFilter(field_name="action")
+    action_prefix = django_filters.CharFilter(field_name="action", lookup_expr="startswith")
+    object_type = django_filters.CharFilter(field_name="object_type")
+    object_id = django_filters.CharFilter(field_name="object_id")
+    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = AuditEvent
+        fields: list[str] = []
+
+
+class AuditViewSet(mixins.ListModelMixin, PlatformViewSet):
+    """Platform admins see every event; tenant owners see their tenants' events."""
+
+    serializer_class = AuditEventSerializer
+    filterset_class = AuditFilter
+    platform_roles = {"list": (), "verify": ("is_platform_admin",)}
+
+    def get_queryset(self):
+        qs = AuditEvent.objects.order_by("-id")
+        if self.access.is_platform_admin and self.access.bound_tenant_id is None:
+            return qs
+        owned = [t for t, role in self.access.memberships.items() if role == "owner"
+                 and self.access.bound_tenant_id in (None, t)]
+        return qs.filter(tenant_id__in=owned)
+
+    @action(detail=False, methods=["get"])
+    def verify(self, request):
+        report = verify_chain()
+        return Response(report.as_dict(), status=200 if report.ok else 409)

@@ -1,0 +1,191 @@
+"""REST endpoints for auth tokens, users, tenants, members and tenant tokens."""
+
+from __future__ import annotations
+
+from django.contrib.auth import authenticate, get_user_model
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle
+from rest_framework.views import APIView
+
+from portal.api.base import PlatformViewSet, TenantScopedViewSet
+from portal.audit import record_event
+from portal.errors import ApplicationError
+from tenants import serializers as s
+from tenants.access import AccessContext
+from tenants.models import ApiToken, Membership
+from tenants.services import (
+    membership_remove,
+    membership_set,
+    platform_roles_set,
+    tenant_create,
+    tenant_update,
+    user_create,
+)
+from tenants.tokens import token_issue, token_revoke
+
+User = get_user_model()
+
+
+class LoginThrottle(AnonRateThrottle):
+    scope = "login"
+    rate = "30/min"
+
+
+class TokenObtainView(APIView):
+    """Trade a username and password for a scoped API token (shown once)."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes = [LoginThrottle]
+
+    @extend_schema(request=s.TokenRequestSerializer, responses={201: s.IssuedTokenSerializer})
+    def post(self, request):
+        data = s.TokenRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        user = authenticate(request, username=v["username"], password=v["password"])
+        if user is None:
+            raise ApplicationError("auth.invalid_credentials", "Wrong username or password.", status=401)
+        tenant = None
+        if v.get("tenant"):
+            tenant = AccessContext.for_user(user).get_tenant(v["tenant"])
+        issued = token_issue(user=user, scopes=v["scopes"], tenant=tenant, name=v["name"],
+                             expires_in_days=v["expires_in_days"], request_id=request.request_id)
+        body = s.ApiTokenSerializer(issued.token).data
+        return Response({"token": issued.plaintext, **body}, status=status.HTTP_201_CREATED)
+
+
+class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):
+    serializer_class = s.UserSerializer
+    lookup_field = "username"
+    lookup_value_regex = r"[\w.@+-]+"
+    platform_roles = {
+        "list": ("is_platform_admin",), "retrieve": ("is_platform_admin",),
+        "create": ("is_platform_admin",), "partial_update": ("is_platform_admin",),
+    }
+    action_scopes = {"create": "admin", "partial_update": "admin"}
+
+    def get_queryset(self):
+        return User.objects.prefetch_related("groups").order_by("username")
+
+    @extend_schema(request=s.UserCreateSerializer, responses={201: s.UserSerializer})
+    def create(self, request):
+        data = s.UserCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        user = user_create(actor=request.user, roles=data.validated_data.pop("platform_roles"),
+                           request_id=self.request_id, **data.validated_data)
+        return Response(s.UserSerializer(user).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.UserUpdateSerializer, responses={200: s.UserSerializer})
+    def partial_update(self, request, username=None):
+        user = self.get_object()
+        data = s.UserUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        with transaction.atomic():
+            if "platform_roles" in v:
+                platform_roles_set(actor=request.user, user=user, roles=v["platform_roles"], request_id=self.request_id)
+            if "is_active" in v and v["is_active"] != user.is_active:
+                if user.pk == request.user.pk:
+                    raise ApplicationError("user.self_deactivate", "You cannot deactivate yourself.")
+                record_event(action="user.set_active", actor=request.user, obj=user, object_id=user.username,
+                             before={"is_active": user.is_active}, after={"is_active": v["is_active"]},
+                             request_id=self.request_id)
+                user.is_active = v["is_active"]
+                user.save(update_fields=["is_active"])
+        return Response(s.UserSerializer(User.objects.prefetch_related("groups").get(pk=user.pk)).data)
+
+
+class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):
+    serializer_class = s.TenantSerializer
+    lookup_field = "slug"
+    lookup_url_kwarg = "tenant"
+    platform_roles = {"list": (), "retrieve": (), "create": ("is_platform_admin",),
+                      "partial_update": ("is_platform_admin",)}
+    action_scopes = {"create": "admin", "partial_update": "admin"}
+    filterset_fields = ["slo_class"]
+
+    def get_queryset(self):
+        return self.access.visible_tenants()
+
+    @extend_schema(request=s.TenantSerializer, responses={201: s.TenantSerializer})
+    def create(self, request):
+        data = s.TenantSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        tenant = tenant_create(actor=request.user, request_id=self.request_id, **data.validated_data)
+        return Response(s.TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.TenantUpdateSerializer, responses={200: s.TenantSerializer})
+    def partial_update(self, request, tenant=None):
+        obj = self.get_object()
+        data = s.TenantUpdateSerializer(obj, data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        obj = tenant_update(actor=request.user, tenant=obj, request_id=self.request_id, **data.validated_data)
+        return Response(s.TenantSerializer(obj).data)
+
+
+class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    serializer_class = s.MembershipSerializer
+    lookup_field = "user__username"
+    lookup_url_kwarg = "username"
+    lookup_value_regex = r"[\w.@+-]+"
+    tenant_capabilities = {
+        "list": "view", "retrieve": "view", "create": "manage_members",
+        "partial_update": "manage_members", "destroy": "manage_members",
+    }
+
+    def get_queryset(self):
+        return Membership.objects.filter(tenant=self.tenant).select_related("user").order_by("user__username")
+
+    @extend_schema(request=s.MembershipSerializer, responses={201: s.MembershipSerializer})
+    def create(self, request, tenant=None):
+        data = s.MembershipSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        membership = membership_set(actor=request.user, tenant=self.tenant, username=data.validated_data["user"]["username"],
+                                    role=data.validated_data["role"], request_id=self.request_id)
+        return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.MembershipRoleSerializer, responses={200: s.MembershipSerializer})
+    def partial_update(self, request, tenant=None, username=None):
+        membership = self.get_object()
+        data = s.MembershipRoleSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        membership = membership_set(actor=request.user, tenant=self.tenant, username=membership.user.username,
+                                    role=data.validated_data["role"], request_id=self.request_id)
+        return Response(s.MembershipSerializer(membership).data)
+
+    def destroy(self, request, tenant=None, username=None):
+        membership_remove(actor=request.user, membership=self.get_object(), request_id=self.request_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """Tokens bound to this tenant: owners see all of them, everyone else only their own."""
+
+    serializer_class = s.ApiTokenSerializer
+    lookup_field = "prefix"
+    tenant_capabilities = {"list": "view", "retrieve": "view", "create": "view", "destroy": "view"}
+
+    def get_queryset(self):
+        qs = ApiToken.objects.filter(tenant=self.tenant).select_related("user", "tenant")
+        if not self.access.tenant_can(self.tenant, "manage_members"):
+            qs = qs.filter(user=self.request.user)
+        return qs
+
+    @extend_schema(request=s.TokenCreateSerializer, responses={201: s.IssuedTokenSerializer})
+    def create(self, request, tenant=None):
+        data = s.TokenCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        issued = token_issue(user=request.user, tenant=self.tenant, request_id=self.request_id, **data.validated_data)
+        return Response({"token": issued.plaintext, **s.ApiTokenSerializer(issued.token).data},
+                        status=status.HTTP_201_CREATED)
+
+    def destroy(self, request, tenant=None, prefix=None):
+        token_revoke(token=self.get_object(), actor=request.user, request_id=self.request_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from tenants.models import ApiToken, Membership, PlatformRole, Tenant, TenantRole, TokenScope
+
+User = get_user_model()
+
+
+class TokenRequestSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=256, style={"input_type": "password"})
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=TokenScope.values), min_length=1)
+    tenant = serializers.SlugField(required=False, allow_null=True)
+    expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=365, default=90)
+    name = serializers.CharField(required=False, max_length=100, default="")
+
+
+class TokenCreateSerializer(serializers.Serializer):
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=TokenScope.values), min_length=1)
+    expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=365, default=90)
+    name = serializers.CharField(required=False, max_length=100, default="")
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.username", read_only=True)
+    tenant = serializers.CharField(source="tenant.slug", read_only=True, default=None)
+    active = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiToken
+        fields = ["prefix", "name", "user", "tenant", "scopes", "created_at", "expires_at",
+                  "last_used_at", "revoked_at", "active"]
+
+    def get_active(self, token: ApiToken) -> bool:
+        return token.is_active()
+
+
+class IssuedTokenSerializer(ApiTokenSerializer):
+    token = serializers.CharField(help_text="Shown once; store it now.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = ["token", *ApiTokenSerializer.Meta.fields]
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Tenant
+        fields = ["slug", "name", "slo_class", "quota_adapters", "quota_storage_bytes", "quota_pinned_slots",
+                  "quota_requests_per_minute", "require_signatures", "pool", "created_at"]
+        read_only_fields = ["created_at"]
+
+
+class TenantUpdateSerializer(TenantSerializer):
+    class Meta(TenantSerializer.Meta):
+        read_only_fields = ["slug", "created_at"]
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username")
+    role = serializers.ChoiceField(choices=TenantRole.values)
+
+    class Meta:
+        model = Membership
+        fields = ["username", "role", "created_at"]
+        read_only_fields = ["created_at"]
+
+
+class MembershipRoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=TenantRole.values)
+
+
+class UserSerializer(serializers.ModelSerializer):
+    platform_roles = serializers.SerializerMethodField()
+
+    class Meta:
+        model = User
+        fields = ["username", "email", "is_active", "platform_roles", "date_joined", "last_login"]
+        read_only_fields = fields
+
+    def get_platform_roles(self, user) -> list[str]:
+        return sorted(g.name for g in user.groups.all() if g.name in PlatformRole.values)
+
+
+class UserCreateSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=256, write_only=True)
+    email = serializers.EmailField(required=False, default="")
+    platform_roles = serializers.ListField(
+        child=serializers.ChoiceField(choices=PlatformRole.values), required=False, default=list
+    )
+
+
+class UserUpdateSerializer(serializers.Serializer):
+    is_active = serializers.BooleanField(required=False)
+    platform_roles = serializers.ListField(child=serializers.ChoiceField(choices=PlatformRole.values), required=False)
