@@ -70,7 +70,8 @@ CODES: dict[str, str] = {
     + ".",
     "safetensors.header_not_object": "The safetensors header must be a JSON object, got {kind}.",
     "safetensors.header_duplicate_key": "The safetensors header has the key {key} more than once.",
-    "safetensors.header_nan_literal": "The safetensors header contains {literal}, which is not JSON.",
+    "safetensors.header_nan_literal": "The safetensors header contains {literal}, "
+    "which is not JSON.",
     "safetensors.metadata_invalid": "__metadata__ must map strings to strings ({reason}).",
     "safetensors.tensor_entry_invalid": "Tensor {name}: {reason}; each entry must be "
     '{{"dtype", "shape", "data_offsets"}}.',
@@ -111,7 +112,8 @@ CODES: dict[str, str] = {
     "F16, BF16, F32 or F64.",
     "tensors.shape_mismatch": "Tensor {name} has shape {shape}; base model {base_model} "
     "needs {expected}.",
-    "tensors.rank_mismatch": "Tensor {name} has rank {found} but adapter_config.json says r={rank}.",
+    "tensors.rank_mismatch": "Tensor {name} has rank {found}, but adapter_config.json "
+    "says r={rank}.",
     "tensors.nonfinite": "Tensor {name} contains NaN or infinite values.",
     # signatures
     "signature.missing": "This tenant requires signed adapters and none was uploaded; sign the "
@@ -161,5 +163,5 @@ def clip(value: Any, limit: int = 120) -> str:
 def issue(code: str, **params: Any) -> Issue:
     """Build an Issue; unknown codes are a programming error and raise KeyError."""
     template = CODES[code]
-    rendered = _Params({k: v if isinstance(v, str) else clip(v) for k, v in params.items()})
+    rendered = _Params({k: clip(v) for k, v in params.items()})
     return Issue(code=code, message=template.format_map(rendered))
