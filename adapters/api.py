@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from adapters import selectors
 from adapters import serializers as s
-from adapters.models import BaseModel
+from adapters.models import Adapter, AdapterVersion, Alias, BaseModel
 from adapters.services import aliases, lifecycle, registry, uploads
 from portal.api.base import PlatformViewSet, TenantScopedViewSet
 from portal.errors import ApplicationError, NotFound
@@ -33,6 +33,7 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Platfor
 
 
 class AdapterViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+    schema_model = Adapter
     serializer_class = s.AdapterSerializer
     lookup_field = "name"
     lookup_url_kwarg = "adapter"
@@ -86,6 +87,7 @@ class AdapterViewSet(mixins.ListModelMixin, TenantScopedViewSet):
 
 
 class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+    schema_model = AdapterVersion
     serializer_class = s.VersionSerializer
     lookup_field = "number"
     lookup_url_kwarg = "number"
@@ -172,6 +174,7 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
 class VersionQueueViewSet(mixins.ListModelMixin, PlatformViewSet):
     """Versions across every visible tenant: `?status=validated` is the reviewer queue."""
 
+    schema_model = AdapterVersion
     serializer_class = s.VersionSerializer
     platform_roles = {"list": ()}
     filterset_fields = ["status"]
@@ -183,6 +186,7 @@ class VersionQueueViewSet(mixins.ListModelMixin, PlatformViewSet):
 
 
 class AliasViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+    schema_model = Alias
     serializer_class = s.AliasSerializer
     lookup_field = "name"
     lookup_url_kwarg = "alias"

@@ -16,7 +16,7 @@ from portal.audit import record_event
 from portal.errors import ApplicationError
 from tenants import serializers as s
 from tenants.access import AccessContext
-from tenants.models import ApiToken, Membership
+from tenants.models import ApiToken, Membership, Tenant
 from tenants.services import (
     membership_remove,
     membership_set,
@@ -60,6 +60,7 @@ class TokenObtainView(APIView):
 
 
 class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):
+    schema_model = User
     serializer_class = s.UserSerializer
     lookup_field = "username"
     lookup_value_regex = r"[\w.@+-]+"
@@ -101,6 +102,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformView
 
 
 class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):
+    schema_model = Tenant
     serializer_class = s.TenantSerializer
     lookup_field = "slug"
     lookup_url_kwarg = "tenant"
@@ -129,6 +131,7 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
 
 
 class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    schema_model = Membership
     serializer_class = s.MembershipSerializer
     lookup_field = "user__username"
     lookup_url_kwarg = "username"
@@ -166,6 +169,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
 class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
     """Tokens bound to this tenant: owners see all of them, everyone else only their own."""
 
+    schema_model = ApiToken
     serializer_class = s.ApiTokenSerializer
     lookup_field = "prefix"
     tenant_capabilities = {"list": "view", "retrieve": "view", "create": "view", "destroy": "view"}

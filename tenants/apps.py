@@ -3,3 +3,6 @@ from django.apps import AppConfig
 
 class TenantsConfig(AppConfig):
     name = "tenants"
+
+    def ready(self) -> None:
+        from tenants import schema  # noqa: F401  (registers the OpenAPI auth extension)

@@ -11,3 +11,12 @@ pytest_plugins = [
     for name in ("tests.fixtures.engines", "tests.fixtures.s3")
     if importlib.util.find_spec(name) is not None  # TEMP while the fixture modules are being written
 ]
+
+
+@pytest.fixture
+def world(db, settings, tmp_path):
+    from tests.factories import build_world
+
+    settings.ADAPTER_STORAGE_BACKEND = "local"
+    settings.ADAPTER_STORAGE_ROOT = str(tmp_path / "storage")
+    return build_world()

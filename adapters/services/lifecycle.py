@@ -34,7 +34,7 @@ def _require_status(version: AdapterVersion, allowed: tuple[str, ...], action: s
             "version.bad_transition",
             f"Cannot {action} {version} while it is '{version.status}'; "
             f"{action} needs status {' or '.join(allowed)}.",
-            status=version.status,
+            current_status=version.status,
         )
 
 

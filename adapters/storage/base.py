@@ -127,7 +127,6 @@ class AdapterStorage(ABC):
         """
         self.check_key(key)
         target = Path(local_path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         hasher = hashlib.sha256()
 
         def chunks_then_check(stream: BinaryIO) -> Iterator[bytes]:
@@ -140,6 +139,7 @@ class AdapterStorage(ABC):
                 )
 
         with self.open(key) as stream:
+            target.parent.mkdir(parents=True, exist_ok=True)
             size = write_atomically(target, chunks_then_check(stream), mode=0o644)
         return StoredObject(key=key, size=size, sha256=hasher.hexdigest())
 

@@ -239,6 +239,19 @@ class S3Storage(AdapterStorage):
                 raise MultipartError(
                     f"part {part.part_number} has no ETag", code="storage.multipart_invalid"
                 )
+        # Checked against the server's own list first: a precise error for an unknown upload or a
+        # wrong ETag, the same on every S3-compatible store (some answer 500 to a bad completion).
+        uploaded = self._uploaded_parts(key, upload_id)
+        for part in parts:
+            if part.part_number not in uploaded:
+                raise MultipartError(
+                    f"part {part.part_number} was never uploaded", code="storage.multipart_invalid"
+                )
+            if part.etag.strip('"') != uploaded[part.part_number]:
+                raise MultipartError(
+                    f"part {part.part_number} has another ETag on the server (re-upload it)",
+                    code="storage.multipart_invalid",
+                )
         self._complete(key, upload_id, sorted(parts, key=lambda p: p.part_number))
         return self.size(key)
 
@@ -288,6 +301,15 @@ class S3Storage(AdapterStorage):
                 ContentMD5=_md5_b64(body),
             )
         return CompletedPart(number, response["ETag"])
+
+    def _uploaded_parts(self, key: str, upload_id: str) -> dict[int, str]:
+        etags: dict[int, str] = {}
+        with s3_errors(f"listing the parts of {key}"):
+            paginator = self.client.get_paginator("list_parts")
+            for page in paginator.paginate(Bucket=self.bucket, Key=key, UploadId=upload_id):
+                for part in page.get("Parts", []):
+                    etags[int(part["PartNumber"])] = str(part["ETag"]).strip('"')
+        return etags
 
     def _complete(self, key: str, upload_id: str, parts: builtins.list[CompletedPart]) -> None:
         with s3_errors(f"completing the upload of {key}"):

@@ -37,6 +37,7 @@ class AuditFilter(django_filters.FilterSet):
 class AuditViewSet(mixins.ListModelMixin, PlatformViewSet):
     """Platform admins see every event; tenant owners see their tenants' events."""
 
+    schema_model = AuditEvent
     serializer_class = AuditEventSerializer
     filterset_class = AuditFilter
     platform_roles = {"list": (), "verify": ("is_platform_admin",)}

@@ -19,7 +19,21 @@ from tenants.models import Tenant
 class PortalViewSet(viewsets.GenericViewSet):
     # action -> token scope; default: read for safe methods, write otherwise
     action_scopes: dict[str, str] = {}
+    # The model listed, for the OpenAPI schema, which is generated without a request.
+    schema_model: Any = None
     access: AccessContext
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("get_queryset")
+        if own is not None:
+
+            def get_queryset(self: Any, _own: Any = own) -> Any:
+                if getattr(self, "swagger_fake_view", False) and self.schema_model is not None:
+                    return self.schema_model.objects.none()
+                return _own(self)
+
+            cls.get_queryset = get_queryset  # type: ignore[method-assign]
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
