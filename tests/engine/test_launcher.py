@@ -1,0 +1,74 @@
+"""The launcher without an engine: the command and environment it builds, and group shutdown."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.launcher import EngineConfig, EngineProcess, EngineStartError, stop_process_group
+
+
+def test_it_starts_the_openai_server_with_lora_on_loopback(tmp_path: Path) -> None:
+    config = EngineConfig(
+        model=tmp_path, port=8123, max_loras=2, max_cpu_loras=4, max_lora_rank=32, engine_key="k"
+    )
+    cmd = config.command()
+    assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    joined = " ".join(cmd)
+    for flag in ("--enable-lora", "--max-loras 2", "--max-cpu-loras 4", "--max-lora-rank 32"):
+        assert flag in joined
+    assert "--host 127.0.0.1" in joined
+    env = config.environment()
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert env["HF_HUB_OFFLINE"] == "1"
+    assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "true"
+    assert env["VLLM_PLUGINS"] == "portal"
+    assert env["PORTAL_ENGINE_KEY"] == "k"
+
+
+def test_it_refuses_ranks_vllm_does_not_accept(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_lora_rank"):
+        EngineConfig(model=tmp_path, port=1, max_lora_rank=24)
+    with pytest.raises(ValueError, match="max_cpu_loras"):
+        EngineConfig(model=tmp_path, port=1, max_loras=4, max_cpu_loras=2)
+
+
+def test_stop_ends_the_whole_process_group() -> None:
+    # A stand-in for the server: a session leader with a child that ignores nothing special,
+    # like vLLM's API server and its engine-core process.
+    leader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess,sys,time; "
+            "subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)']); "
+            "time.sleep(600)",
+        ],
+        start_new_session=True,
+    )
+    try:
+        assert leader.poll() is None
+        stop_process_group(leader.pid, timeout=10, child=leader)
+        with pytest.raises(ProcessLookupError):
+            os.killpg(leader.pid, 0)
+    finally:
+        if leader.poll() is None:
+            leader.kill()
+
+
+def test_wait_ready_reports_an_engine_that_dies(tmp_path: Path) -> None:
+    # A "python" that exits at once stands in for a server that crashes during start-up.
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
+    fake.chmod(0o755)
+    log = tmp_path / "engine.log"
+    engine = EngineProcess(EngineConfig(model=tmp_path, port=1, python=fake, log_path=log))
+    engine.start()
+    with pytest.raises(EngineStartError, match="exited with 3") as info:
+        engine.wait_ready(timeout=60)
+    assert "boom" in str(info.value)
+    engine.stop()
