@@ -242,6 +242,8 @@ ADAPTER_MAX_CONFIG_BYTES = env_int("ADAPTER_MAX_CONFIG_BYTES", 64 * 1024, minimu
 # --- fleet ---
 # Shared secret sent to the engine plugin's admin routes; engines are on a private network.
 PORTAL_ENGINE_KEY = env_str("PORTAL_ENGINE_KEY", "")
+# Used for validation when no engine of the base model is registered yet.
+DEFAULT_MAX_LORA_RANK = env_int("DEFAULT_MAX_LORA_RANK", 64, minimum=1)
 ENGINE_ADAPTER_ROOT = env_str("ENGINE_ADAPTER_ROOT", str(VAR_DIR / "engine-adapters"))
 ENGINE_HTTP_TIMEOUT = env_float("ENGINE_HTTP_TIMEOUT", 60.0)
 HEALTHZ_ENGINE_TIMEOUT = env_float("HEALTHZ_ENGINE_TIMEOUT", 2.0)

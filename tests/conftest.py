@@ -8,7 +8,7 @@ import pytest
 
 pytest_plugins = [
     name
-    for name in ("tests.fixtures.engines", "tests.fixtures.s3")
+    for name in ("tests.fixtures.engines", "tests.fixtures.s3", "tests.fixtures.celery_worker")
     if importlib.util.find_spec(name) is not None  # TEMP while the fixture modules are being written
 ]
 

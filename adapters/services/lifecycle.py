@@ -65,16 +65,6 @@ def _decide(version: AdapterVersion, kind: str, actor: Any, comment: str) -> Dec
     )
 
 
-def version_claim_validation(*, version_id: int) -> bool:
-    """The validation task's claim: True for exactly one caller, however often it is delivered."""
-    return (
-        AdapterVersion.objects.filter(pk=version_id, status=S.UPLOADED).update(
-            status=S.VALIDATING, updated_at=timezone.now()
-        )
-        == 1
-    )
-
-
 def version_record_validation(*, version: AdapterVersion, report: dict[str, Any], fields: dict[str, Any]) -> AdapterVersion:
     """validating -> validated or rejected, with the report; `fields` carries the parsed facts."""
     with transaction.atomic():

@@ -18,9 +18,10 @@ def uploaded(world, tmp_path, settings):
 
 
 def _mark_validated(version):
-    from adapters.services.lifecycle import version_claim_validation, version_record_validation
+    from adapters.services.lifecycle import version_record_validation
+    from adapters.services.validation import version_claim_for_validation
 
-    assert version_claim_validation(version_id=version.pk)
+    assert version_claim_for_validation(version_id=version.pk)
     return version_record_validation(version=version, report={"valid": True, "errors": []}, fields={"rank": 8})
 
 

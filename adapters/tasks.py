@@ -1,0 +1,20 @@
+"""Celery tasks of the registry: thin wrappers that take ids and call a service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from adapters.services.validation import TransientValidationFailure, run_validation
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(TransientValidationFailure,),
+    retry_backoff=5,
+    retry_backoff_max=300,
+    max_retries=8,
+)
+def validate_version(self, version_id: int) -> str:
+    version = run_validation(version_id=version_id)
+    return version.status if version is not None else "skipped"

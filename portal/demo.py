@@ -1,0 +1,94 @@
+"""The demo world `make run` seeds: two tenants, a user per role, the tiny model, an engine,
+and a few adapters uploaded through the real upload path. Idempotent."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from adapters.models import Adapter, BaseModel
+from adapters.services.registry import adapter_create, base_model_register
+from adapters.services.uploads import IncomingFile, version_upload
+from tenants.access import AccessContext
+from tenants.models import Membership, Tenant
+from workers.models import Engine, EngineState
+
+User = get_user_model()
+DEMO_PASSWORD_ENV = "DEMO_PASSWORD"
+DEFAULT_DEMO_PASSWORD = "lora-portal-demo"
+
+DEMO_USERS = {
+    # username: (platform roles, {tenant: role})
+    "admin": (("platform-admin",), {}),
+    "alice": ((), {"acme": "owner"}),
+    "bob": ((), {"acme": "maintainer"}),
+    "vera": ((), {"acme": "viewer"}),
+    "charlie": ((), {"globex": "owner"}),
+    "rita": (("reviewer",), {}),
+    "olga": (("operator",), {}),
+}
+DEMO_TENANTS = {"acme": ("Acme Corp", "gold"), "globex": ("Globex", "silver")}
+# adapter (tenant, name) -> sample adapter directory name written by engine.tiny_model
+DEMO_ADAPTERS = {("acme", "support"): "sample-r8", ("acme", "code-style"): "sample-r16",
+                 ("globex", "legal"): "sample-r32"}
+
+
+@dataclass
+class DemoResult:
+    password: str
+    users: list[str]
+    uploaded: list[str]
+
+
+def seed_demo(*, tiny_dir: Path, engine_url: str, engine_name: str = "local-1", adapter_root: Path) -> DemoResult:
+    password = os.environ.get(DEMO_PASSWORD_ENV, DEFAULT_DEMO_PASSWORD)
+    with transaction.atomic():
+        tenants = {slug: Tenant.objects.get_or_create(slug=slug, defaults={"name": n, "slo_class": c})[0]
+                   for slug, (n, c) in DEMO_TENANTS.items()}
+        for username, (roles, memberships) in DEMO_USERS.items():
+            user, created = User.objects.get_or_create(username=username)
+            if created:
+                user.set_password(password)
+                user.is_staff = username == "admin"
+                user.is_superuser = username == "admin"
+                user.save()
+            user.groups.add(*Group.objects.filter(name__in=roles))
+            for slug, role in memberships.items():
+                Membership.objects.get_or_create(user=user, tenant=tenants[slug], defaults={"role": role})
+        base = BaseModel.objects.filter(name="tiny-llama").first() or base_model_register(
+            actor=None, name="tiny-llama", source=str(tiny_dir / "base"),
+            hf_config=json.loads((tiny_dir / "base" / "config.json").read_text()),
+        )
+        Engine.objects.update_or_create(
+            name=engine_name,
+            defaults={"base_model": base, "url": engine_url, "served_model_name": "tiny-llama", "max_loras": 2,
+                      "max_cpu_loras": 4, "max_lora_rank": 32, "adapter_root": str(adapter_root),
+                      "has_plugin": True, "state": EngineState.WARMING},
+        )
+    uploaded = []
+    for (slug, name), sample in DEMO_ADAPTERS.items():
+        owner = Membership.objects.get(tenant__slug=slug, role="owner").user
+        access = AccessContext.for_user(owner)
+        adapter = Adapter.objects.filter(tenant=tenants[slug], name=name).first() or adapter_create(
+            access=access, tenant=tenants[slug], name=name, base_model=base,
+            description=f"Demo adapter from {sample}",
+        )
+        if adapter.versions.exists():
+            continue
+        source = tiny_dir / "adapters" / sample
+        config = (source / "adapter_config.json").read_bytes()
+        with open(source / "adapter_model.safetensors", "rb") as model:
+            version_upload(
+                access=access, adapter=adapter,
+                config=IncomingFile(io.BytesIO(config), len(config)),
+                model=IncomingFile(model, os.fstat(model.fileno()).st_size),
+            )
+        uploaded.append(f"{slug}/{name}")
+    return DemoResult(password=password, users=list(DEMO_USERS), uploaded=uploaded)
