@@ -6,6 +6,7 @@ them, so a code is never renamed or reused; add a new one instead.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,7 @@ CODES: dict[str, str] = {
     "config.feature_not_supported": "{field} is {value}; vLLM does not implement this PEFT "
     "feature, so the served adapter would differ from the trained one.",
     "config.target_modules_invalid": "target_modules must be a non-empty list of module names "
-    "(got {value}); regular expressions and 'all-linear' are not accepted.",
+    '(got {value}); regular expressions and "all-linear" are not accepted.',
     "config.target_module_unknown": "target module {module} is not a LoRA-targetable module of "
     "base model {base_model} (known: {known}).",
     "config.base_model_mismatch": "base_model_name_or_path is {value}, but the adapter is for "
@@ -158,6 +159,15 @@ def clip(value: Any, limit: int = 120) -> str:
     text = text.encode("ascii", "backslashreplace").decode("ascii")
     text = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def as_json(value: Any) -> str:
+    """A config value as the person wrote it in JSON ("4" and 4 differ), bounded."""
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return clip(text)
 
 
 def issue(code: str, **params: Any) -> Issue:

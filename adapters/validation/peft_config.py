@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.validation.base_model import BaseModelSpec
-from adapters.validation.codes import Issue, issue
+from adapters.validation.codes import Issue, as_json, issue
 from adapters.validation.report import Recorder
 from adapters.validation.strict_json import StrictJSONError, loads_strict
 
@@ -62,14 +62,15 @@ def check_config(
         else [
             issue("config.field_missing", field="peft_type")
             if peft_type is None
-            else issue("config.peft_type_not_lora", value=peft_type)
+            else issue("config.peft_type_not_lora", value=as_json(peft_type))
         ],
     )
     rank = _check_rank(config, max_rank, recorder)
     alpha = _check_alpha(config, recorder)
     bias = config.get("bias", "none")
     recorder.record(
-        "config.bias", [] if bias == "none" else [issue("config.bias_not_supported", value=bias)]
+        "config.bias",
+        [] if bias == "none" else [issue("config.bias_not_supported", value=as_json(bias))],
     )
     dora = config.get("use_dora", False)
     recorder.record("config.dora", _flag(dora, "use_dora", "config.dora_not_supported"))
@@ -78,12 +79,12 @@ def check_config(
     to_save = config.get("modules_to_save")
     recorder.record(
         "config.modules_to_save",
-        [issue("config.modules_to_save_not_supported", value=to_save)] if to_save else [],
+        [issue("config.modules_to_save_not_supported", value=as_json(to_save))] if to_save else [],
     )
     recorder.record(
         "config.rank_pattern",
         [
-            issue("config.rank_pattern_not_supported", field=key, value=config[key])
+            issue("config.rank_pattern_not_supported", field=key, value=as_json(config[key]))
             for key in ("rank_pattern", "alpha_pattern")
             if config.get(key)
         ],
@@ -102,7 +103,9 @@ def check_config(
 
 def _flag(value: Any, name: str, refused_code: str | None) -> list[Issue]:
     if not isinstance(value, bool):
-        return [issue("config.field_type", field=name, expected="true or false", value=value)]
+        return [
+            issue("config.field_type", field=name, expected="true or false", value=as_json(value))
+        ]
     return [issue(refused_code)] if value and refused_code else []
 
 
@@ -112,7 +115,7 @@ def _check_rank(config: dict[str, Any], max_rank: int, recorder: Recorder) -> in
         return None
     rank = config["r"]
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
-        recorder.record("config.rank", [issue("config.rank_invalid", value=rank)])
+        recorder.record("config.rank", [issue("config.rank_invalid", value=as_json(rank))])
         return None
     if rank > max_rank:
         recorder.record(
@@ -134,7 +137,9 @@ def _check_alpha(config: dict[str, Any], recorder: Recorder) -> float | None:
         and math.isfinite(alpha)  # 1e999 parses to inf in Python
         and alpha > 0
     )
-    recorder.record("config.alpha", [] if ok else [issue("config.alpha_invalid", value=alpha)])
+    recorder.record(
+        "config.alpha", [] if ok else [issue("config.alpha_invalid", value=as_json(alpha))]
+    )
     return float(alpha) if ok else None
 
 
@@ -152,11 +157,15 @@ def _unsupported_features(config: dict[str, Any]) -> list[Issue]:
         "fan_in_fan_out",
     ):
         if config.get(key):
-            found.append(issue("config.feature_not_supported", field=key, value=config[key]))
+            found.append(
+                issue("config.feature_not_supported", field=key, value=as_json(config[key]))
+            )
     init = config.get("init_lora_weights", True)
     if isinstance(init, str) and init.lower() not in _PLAIN_INITS:
         # PiSSA, OLoRA, LoftQ... modify the base weights: served on the shared base they differ.
-        found.append(issue("config.feature_not_supported", field="init_lora_weights", value=init))
+        found.append(
+            issue("config.feature_not_supported", field="init_lora_weights", value=as_json(init))
+        )
     return found
 
 
@@ -175,7 +184,8 @@ def _check_target_modules(
         or not all(isinstance(t, str) and t for t in targets)
     ):
         recorder.record(
-            "config.target_modules", [issue("config.target_modules_invalid", value=targets)]
+            "config.target_modules",
+            [issue("config.target_modules_invalid", value=as_json(targets))],
         )
         return None
     known = ", ".join(spec.module_dims)
@@ -207,7 +217,7 @@ def _check_base_model(config: dict[str, Any], spec: BaseModelSpec) -> list[Issue
     return [
         issue(
             "config.base_model_mismatch",
-            value=value,
+            value=as_json(value),
             base_model=spec.name,
             accepted=", ".join(spec.accepted_names),
         )

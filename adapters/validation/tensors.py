@@ -133,7 +133,8 @@ def _check_shapes(
             (shape[0], shape[1], d_in) if lora.matrix == "A" else (shape[1], shape[0], d_out)
         )
         if dim != expected_dim or found_rank < 1:
-            expected = [rank or "r", d_in] if lora.matrix == "A" else [d_out, rank or "r"]
+            r = rank or "r"
+            expected = f"[{r}, {d_in}]" if lora.matrix == "A" else f"[{d_out}, {r}]"
             shape_issues.append(
                 issue(
                     "tensors.shape_mismatch",
