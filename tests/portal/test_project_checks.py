@@ -1,0 +1,57 @@
+"""Deploy checks with production-like settings, and no missing migrations."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+REPO = Path(__file__).resolve().parents[2]
+# tests/settings.py puts test defaults into os.environ; a production-like run must not inherit them.
+TEST_ONLY_VARS = {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "SECURE_SSL_REDIRECT", "ALLOWED_HOSTS", "PORTAL_VAR_DIR"}
+
+
+def production_env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in TEST_ONLY_VARS}
+    return {**env, "DJANGO_SETTINGS_MODULE": "portal.settings", **overrides}
+
+
+def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    env = production_env(
+        DJANGO_DEBUG="0",
+        SECRET_KEY="prod-like-" + "k3y" * 20,
+        ALLOWED_HOSTS="portal.example.com",
+        DATABASE_URL="postgres://root@127.0.0.1:5432/test",
+        PORTAL_VAR_DIR=str(tmp_path),
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_settings_refuse_to_start_without_a_secret_key_in_production(tmp_path):
+    env = production_env(DJANGO_DEBUG="0", SECRET_KEY="", PORTAL_VAR_DIR=str(tmp_path))
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode != 0
+    assert "SECRET_KEY is required when DJANGO_DEBUG is off" in result.stderr
+
+
+def test_settings_fail_loudly_on_a_bad_boolean(tmp_path):
+    env = production_env(DJANGO_DEBUG="maybe", PORTAL_VAR_DIR=str(tmp_path))
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode != 0
+    assert "DJANGO_DEBUG='maybe' is not a boolean" in result.stderr
+
+
+@pytest.mark.django_db
+def test_no_model_change_lacks_a_migration():
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)
