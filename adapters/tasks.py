@@ -18,3 +18,17 @@ from adapters.services.validation import TransientValidationFailure, run_validat
 def validate_version(self, version_id: int) -> str:
     version = run_validation(version_id=version_id)
     return version.status if version is not None else "skipped"
+
+
+@shared_task(acks_late=True)
+def requeue_stalled_validations() -> int:
+    """Beat entry: re-enqueue uploads whose validation never ran or whose worker died.
+
+    The broker normally redelivers; this covers a lost message or a broker restart.
+    """
+    from adapters.services.validation import stalled_validation_ids
+
+    version_ids = stalled_validation_ids()
+    for version_id in version_ids:
+        validate_version.delay(version_id)
+    return len(version_ids)

@@ -216,6 +216,10 @@ CELERY_TASK_DEFAULT_QUEUE = "portal"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Synced into django-celery-beat's tables at beat start; operators edit them in the admin.
+CELERY_BEAT_SCHEDULE = {
+    "requeue-stalled-validations": {"task": "adapters.tasks.requeue_stalled_validations", "schedule": 300.0},
+}
 
 # --- Channels ---
 CHANNEL_LAYERS = {

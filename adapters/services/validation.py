@@ -100,3 +100,14 @@ def run_validation(*, version_id: int) -> AdapterVersion | None:
         "dtype": report.dtype or "", "config": report.config or {}, "signer": report.signer or "",
     }
     return version_record_validation(version=version, report=result, fields=fields)
+
+
+def stalled_validation_ids(*, grace: timedelta = timedelta(minutes=10)) -> list[int]:
+    """Uploaded for longer than `grace` without a claim, or claimed longer than the lease ago."""
+    now = timezone.now()
+    return list(
+        AdapterVersion.objects.filter(
+            Q(status=S.UPLOADED, updated_at__lt=now - grace)
+            | Q(status=S.VALIDATING, updated_at__lt=now - claim_lease())
+        ).values_list("pk", flat=True)[:500]
+    )

@@ -29,12 +29,12 @@ class FileTooLarge(Exception):
     """More bytes arrived than the caller's limit allows."""
 
 
-class StreamUnreadable(Exception):
-    """The stream raised while being read."""
-
-
 class HashingReader:
-    """Reads a stream, hashing everything it reads and refusing to read past `limit` bytes."""
+    """Reads a stream, hashing everything it reads and refusing to read past `limit` bytes.
+
+    Errors the stream raises propagate unchanged: whether a storage failure is worth a retry is
+    the caller's decision, never a verdict on the adapter.
+    """
 
     def __init__(self, stream: BinaryIO, *, limit: int) -> None:
         self._stream = stream
@@ -48,7 +48,7 @@ class HashingReader:
         parts: list[bytes] = []
         remaining = n
         while remaining > 0:
-            data = self._call(self._stream.read, remaining)
+            data = self._stream.read(remaining)
             if not data:
                 break
             parts.append(data)
@@ -63,9 +63,9 @@ class HashingReader:
         total = len(buffer)
         while filled < total:
             if self._readinto is not None:
-                got = self._call(self._readinto, buffer[filled:]) or 0
+                got = self._readinto(buffer[filled:]) or 0
             else:  # e.g. an HTTP body without readinto
-                data = self._call(self._stream.read, total - filled)
+                data = self._stream.read(total - filled)
                 got = len(data)
                 buffer[filled : filled + got] = data
             if got == 0:
@@ -73,12 +73,6 @@ class HashingReader:
             filled += got
         self._account(buffer[:filled])
         return filled
-
-    def _call(self, method, arg):  # type: ignore[no-untyped-def]
-        try:
-            return method(arg)
-        except (OSError, ValueError) as exc:  # ValueError: read on a closed file
-            raise StreamUnreadable(type(exc).__name__) from None
 
     def _account(self, data: bytes | memoryview) -> None:
         self.size += len(data)

@@ -23,7 +23,7 @@ from adapters.validation.files import (
 )
 from adapters.validation.peft_config import LoraConfig, check_config, parse_config
 from adapters.validation.report import FileDigest, Recorder, ValidationReport, manifest_sha256
-from adapters.validation.scan import FileTooLarge, HashingReader, StreamUnreadable
+from adapters.validation.scan import FileTooLarge, HashingReader
 from adapters.validation.signatures import (
     SignatureFailure,
     SignatureResult,
@@ -180,11 +180,6 @@ def _read_config(
         recorder.record(
             "files.config_size",
             [issue("file.too_large", name=CONFIG_NAME, limit=limits.max_config_bytes, detail="")],
-        )
-        return None, None
-    except StreamUnreadable as exc:
-        recorder.record(
-            "files.config_read", [issue("file.unreadable", name=CONFIG_NAME, reason=str(exc))]
         )
         return None, None
     recorder.record("files.config_size", [])

@@ -17,7 +17,7 @@ from adapters.validation.safetensors_header import (
     parse_header,
     read_header_length,
 )
-from adapters.validation.scan import FileTooLarge, FiniteScanner, HashingReader, StreamUnreadable
+from adapters.validation.scan import FileTooLarge, FiniteScanner, HashingReader
 from adapters.validation.tensors import TensorSummary, check_tensors
 
 # Checks that need a readable header; listed as skipped when it is not.
@@ -82,11 +82,6 @@ def scan_weights(
         recorder.record(
             "files.weights_size",
             [issue("file.too_large", name=WEIGHTS_NAME, limit=limits.max_weights_bytes, detail="")],
-        )
-        return None, summary
-    except StreamUnreadable as exc:
-        recorder.record(
-            "files.weights_read", [issue("file.unreadable", name=WEIGHTS_NAME, reason=str(exc))]
         )
         return None, summary
     recorder.record("files.weights_size", [])

@@ -63,3 +63,24 @@ def test_running_the_task_twice_validates_once(worker_world, tmp_path, monkeypat
     assert AdapterVersion.objects.get(pk=version_id).status == "validated"
     assert AuditEvent.objects.filter(action="version.validate", object_id="acme/support@1").count() == 1
     assert response.status_code == 201
+
+
+def test_a_stalled_upload_is_found_by_the_sweep(world, tmp_path, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from adapters.services import uploads
+    from adapters.services.validation import stalled_validation_ids, version_claim_for_validation
+
+    monkeypatch.setattr(uploads, "_enqueue_validation", lambda version_id: None)
+    upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "stalled"))
+    version = AdapterVersion.objects.get(adapter=world.support)
+    assert stalled_validation_ids() == []
+    AdapterVersion.objects.filter(pk=version.pk).update(updated_at=timezone.now() - timedelta(hours=1))
+    assert stalled_validation_ids() == [version.pk]
+    # A claim that outlived its lease (the worker died) is taken over.
+    assert version_claim_for_validation(version_id=version.pk)
+    assert not version_claim_for_validation(version_id=version.pk)
+    AdapterVersion.objects.filter(pk=version.pk).update(updated_at=timezone.now() - timedelta(days=1))
+    assert version_claim_for_validation(version_id=version.pk)

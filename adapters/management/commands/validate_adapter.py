@@ -97,14 +97,17 @@ class Command(BaseCommand):
             raise _usage("--max-rank must be at least 1.")
         signature = _read_small(options["signature"], "signature") if options["signature"] else None
         keys = [_trusted_key(path) for path in options["trusted_key"]]
-        report = validate_adapter_dir(
-            adapter_dir,
-            base_model=spec,
-            max_rank=max_rank,
-            signature=signature,
-            trusted_keys=keys,
-            require_signature=options["require_signature"],
-        )
+        try:
+            report = validate_adapter_dir(
+                adapter_dir,
+                base_model=spec,
+                max_rank=max_rank,
+                signature=signature,
+                trusted_keys=keys,
+                require_signature=options["require_signature"],
+            )
+        except OSError as exc:  # the disk failed us; says nothing about the adapter
+            raise _usage(f"Cannot read {adapter_dir}: {exc}") from None
         if options["manifest_out"] and report.manifest_sha256:
             Path(options["manifest_out"]).write_bytes(canonical_manifest(report.files))
         self.stdout.write(_render_json(report) if options["json"] else _render_text(report))

@@ -1,0 +1,76 @@
+"""The aliases page: list, create or replace weighted targets (summing to 100), delete."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from adapters.models import VersionStatus
+from adapters.pages.lookup import Scope, tenant_scope
+from adapters.selectors import aliases_for, versions_visible
+from adapters.services.aliases import TOTAL_WEIGHT, alias_delete, alias_set
+from portal.errors import ApplicationError, NotFound
+from portal.pagekit import page_view, post_int, post_text, render_page
+
+TARGET_ROWS = 4
+# The same shapes the API accepts, so a forged form cannot reach the service with junk.
+VERSION_REF = re.compile(r"^[a-z0-9-]{1,40}@[0-9]{1,9}$")
+
+
+def _targets(request: HttpRequest) -> list[dict[str, Any]]:
+    targets = []
+    for row in range(TARGET_ROWS):
+        ref = post_text(request, f"version_{row}", max_length=60)
+        if not ref:
+            continue
+        if not VERSION_REF.match(ref):
+            raise ApplicationError("alias.bad_target", f"'{ref}' is not a version like 'adapter@3'.")
+        weight = post_int(request, f"weight_{row}", code="alias.bad_weights")
+        if weight is None or not 1 <= weight <= TOTAL_WEIGHT:
+            raise ApplicationError("alias.bad_weights", f"Give '{ref}' a weight from 1 to {TOTAL_WEIGHT}.")
+        targets.append({"version": ref, "weight": weight})
+    return targets
+
+
+def _aliases_page(request: HttpRequest, scope: Scope, error: ApplicationError | None = None) -> HttpResponse:
+    return render_page(request, "adapters/aliases.html", {
+        "tenant": scope.tenant,
+        "aliases": aliases_for(tenant=scope.tenant),
+        "active_versions": versions_visible(access=scope.access).filter(
+            tenant=scope.tenant, status=VersionStatus.ACTIVE),
+        "can_manage": scope.access.tenant_can(scope.tenant, "manage_aliases"),
+        "rows": range(TARGET_ROWS), "total_weight": TOTAL_WEIGHT,
+        "form": request.POST if error else None,
+    }, error=error)
+
+
+@page_view
+def aliases(request: HttpRequest, tenant: str) -> HttpResponse:
+    scope = tenant_scope(request, tenant)
+    if request.method != "POST":
+        return _aliases_page(request, scope)
+    name = post_text(request, "name", max_length=40)
+    try:
+        alias_set(access=scope.access, tenant=scope.tenant, name=name, targets=_targets(request),
+                  request_id=request.request_id)
+    except ApplicationError as exc:
+        return _aliases_page(request, scope, exc)
+    messages.success(request, f"Alias '{name}' saved.")
+    return redirect("tenant-aliases", tenant=tenant)
+
+
+@page_view
+@require_POST
+def alias_delete_page(request: HttpRequest, tenant: str, alias: str) -> HttpResponse:
+    scope = tenant_scope(request, tenant)
+    found = aliases_for(tenant=scope.tenant).filter(name=alias).first()
+    if found is None:
+        raise NotFound("alias.not_found", f"Tenant '{scope.tenant.slug}' has no alias '{alias}'.")
+    alias_delete(access=scope.access, alias=found, request_id=request.request_id)
+    messages.success(request, f"Alias '{alias}' deleted.")
+    return redirect("tenant-aliases", tenant=tenant)
