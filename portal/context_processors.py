@@ -13,4 +13,14 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     return {
         "nav_is_reviewer": "reviewer" in groups or user.is_superuser,
         "nav_is_operator": "operator" in groups or "platform-admin" in groups or user.is_superuser,
+        **_page_links(user, is_admin="platform-admin" in groups or user.is_superuser),
+    }
+
+
+def _page_links(user: Any, *, is_admin: bool) -> dict[str, Any]:
+    """Tenant pages of the user's memberships, and the audit log for admins and tenant owners."""
+    roles = list(user.memberships.order_by("tenant__slug").values_list("tenant__slug", "role"))
+    return {
+        "nav_tenants": [slug for slug, _ in roles],
+        "nav_can_audit": is_admin or any(role == "owner" for _, role in roles),
     }

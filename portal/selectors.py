@@ -14,3 +14,41 @@ def dashboard_context(*, user: Any) -> dict[str, Any]:
         "engines": Engine.objects.select_related("base_model").all(),
         "tenants": tenants_visible_to(user=user),
     }
+
+
+def audit_events_for(
+    *, access: Any, tenant: str = "", actor: str = "", action_prefix: str = "", obj: str = "",
+    since: Any = None, until: Any = None,
+) -> Any:
+    """Audit events the caller may read, newest first: all for platform admins, else the tenants
+    they own. A tenant filter outside that reach is not found; no reach at all is forbidden."""
+    from django.db.models import Q
+
+    from portal.errors import NotFound, PermissionDenied
+    from portal.models import AuditEvent
+
+    qs = AuditEvent.objects.order_by("-id")
+    if not (access.is_platform_admin and access.bound_tenant_id is None):
+        owned = access.visible_tenants().filter(
+            id__in=[t for t, role in access.memberships.items() if role == "owner"]
+        )
+        if not owned.exists():
+            raise PermissionDenied(
+                "audit.not_allowed", "Only platform admins and tenant owners may read the audit."
+            )
+        if tenant and not owned.filter(slug=tenant).exists():
+            raise NotFound("tenant.not_found", f"No tenant '{tenant}' whose audit you may read.")
+        qs = qs.filter(tenant_id__in=owned.values("id"))
+    if tenant:
+        qs = qs.filter(tenant_label=tenant)
+    if actor:
+        qs = qs.filter(actor_label=actor)
+    if action_prefix:
+        qs = qs.filter(action__startswith=action_prefix)
+    if obj:
+        qs = qs.filter(Q(object_id__startswith=obj) | Q(object_type=obj))
+    if since is not None:
+        qs = qs.filter(created_at__gte=since)
+    if until is not None:
+        qs = qs.filter(created_at__lt=until)
+    return qs

@@ -14,4 +14,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("portal.api.urls")),
+    # Server-rendered pages, one URL module per app that owns the data.
+    path("", include("portal.page_urls")),
+    path("", include("tenants.urls")),
+    path("", include("adapters.urls")),
 ]

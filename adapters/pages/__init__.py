@@ -1,1 +1,1 @@
-"""Server-rendered pages for the registry: tenant adapters and versions, uploads, aliases, review."""
+"""Server-rendered registry pages: tenant adapters and versions, uploads, aliases, review."""

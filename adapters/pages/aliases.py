@@ -29,24 +29,37 @@ def _targets(request: HttpRequest) -> list[dict[str, Any]]:
         if not ref:
             continue
         if not VERSION_REF.match(ref):
-            raise ApplicationError("alias.bad_target", f"'{ref}' is not a version like 'adapter@3'.")
+            raise ApplicationError(
+                "alias.bad_target", f"'{ref}' is not a version like 'adapter@3'."
+            )
         weight = post_int(request, f"weight_{row}", code="alias.bad_weights")
         if weight is None or not 1 <= weight <= TOTAL_WEIGHT:
-            raise ApplicationError("alias.bad_weights", f"Give '{ref}' a weight from 1 to {TOTAL_WEIGHT}.")
+            raise ApplicationError(
+                "alias.bad_weights", f"Give '{ref}' a weight from 1 to {TOTAL_WEIGHT}."
+            )
         targets.append({"version": ref, "weight": weight})
     return targets
 
 
-def _aliases_page(request: HttpRequest, scope: Scope, error: ApplicationError | None = None) -> HttpResponse:
-    return render_page(request, "adapters/aliases.html", {
-        "tenant": scope.tenant,
-        "aliases": aliases_for(tenant=scope.tenant),
-        "active_versions": versions_visible(access=scope.access).filter(
-            tenant=scope.tenant, status=VersionStatus.ACTIVE),
-        "can_manage": scope.access.tenant_can(scope.tenant, "manage_aliases"),
-        "rows": range(TARGET_ROWS), "total_weight": TOTAL_WEIGHT,
-        "form": request.POST if error else None,
-    }, error=error)
+def _aliases_page(
+    request: HttpRequest, scope: Scope, error: ApplicationError | None = None
+) -> HttpResponse:
+    return render_page(
+        request,
+        "adapters/aliases.html",
+        {
+            "tenant": scope.tenant,
+            "aliases": aliases_for(tenant=scope.tenant),
+            "active_versions": versions_visible(access=scope.access).filter(
+                tenant=scope.tenant, status=VersionStatus.ACTIVE
+            ),
+            "can_manage": scope.access.tenant_can(scope.tenant, "manage_aliases"),
+            "rows": range(TARGET_ROWS),
+            "total_weight": TOTAL_WEIGHT,
+            "form": request.POST if error else None,
+        },
+        error=error,
+    )
 
 
 @page_view
@@ -54,10 +67,17 @@ def aliases(request: HttpRequest, tenant: str) -> HttpResponse:
     scope = tenant_scope(request, tenant)
     if request.method != "POST":
         return _aliases_page(request, scope)
+    # Refuse a role without the right before reading its input, as the API does.
+    scope.access.require_tenant(scope.tenant, "manage_aliases")
     name = post_text(request, "name", max_length=40)
     try:
-        alias_set(access=scope.access, tenant=scope.tenant, name=name, targets=_targets(request),
-                  request_id=request.request_id)
+        alias_set(
+            access=scope.access,
+            tenant=scope.tenant,
+            name=name,
+            targets=_targets(request),
+            request_id=request.request_id,
+        )
     except ApplicationError as exc:
         return _aliases_page(request, scope, exc)
     messages.success(request, f"Alias '{name}' saved.")

@@ -34,31 +34,50 @@ def _owner_actions(scope: Scope, adapter: Any) -> dict[str, bool]:
 @page_view
 def tenant_adapters(request: HttpRequest, tenant: str) -> HttpResponse:
     scope = tenant_scope(request, tenant)
-    return render(request, "adapters/tenant_adapters.html", {
-        "tenant": scope.tenant,
-        "adapters": adapters_for(access=scope.access, tenant=scope.tenant),
-        "role": scope.access.tenant_role(scope.tenant),
-    })
+    return render(
+        request,
+        "adapters/tenant_adapters.html",
+        {
+            "tenant": scope.tenant,
+            "adapters": adapters_for(access=scope.access, tenant=scope.tenant),
+            "role": scope.access.tenant_role(scope.tenant),
+        },
+    )
 
 
 @page_view
 def adapter_detail(request: HttpRequest, tenant: str, adapter: str) -> HttpResponse:
     scope, found = adapter_in_scope(request, tenant, adapter)
-    return render(request, "adapters/adapter_detail.html", {
-        "tenant": scope.tenant, "adapter": found,
-        "versions": versions_of(adapter=found).prefetch_related("decisions__actor"),
-        **_owner_actions(scope, found),
-    })
+    return render(
+        request,
+        "adapters/adapter_detail.html",
+        {
+            "tenant": scope.tenant,
+            "adapter": found,
+            "versions": versions_of(adapter=found).prefetch_related("decisions__actor"),
+            **_owner_actions(scope, found),
+        },
+    )
 
 
 def _version_page(
-    request: HttpRequest, scope: Scope, version: AdapterVersion, error: ApplicationError | None = None
+    request: HttpRequest,
+    scope: Scope,
+    version: AdapterVersion,
+    error: ApplicationError | None = None,
 ) -> HttpResponse:
-    return render_page(request, "adapters/version_detail.html", {
-        "tenant": scope.tenant, "adapter": version.adapter, "version": version,
-        "report": version.validation_report or {},
-        **_owner_actions(scope, version.adapter),
-    }, error=error)
+    return render_page(
+        request,
+        "adapters/version_detail.html",
+        {
+            "tenant": scope.tenant,
+            "adapter": version.adapter,
+            "version": version,
+            "report": version.validation_report or {},
+            **_owner_actions(scope, version.adapter),
+        },
+        error=error,
+    )
 
 
 @page_view
@@ -69,27 +88,44 @@ def version_detail(request: HttpRequest, tenant: str, adapter: str, number: int)
 
 @page_view
 @require_POST
-def version_release_page(request: HttpRequest, tenant: str, adapter: str, number: int) -> HttpResponse:
+def version_release_page(
+    request: HttpRequest, tenant: str, adapter: str, number: int
+) -> HttpResponse:
     scope, version = version_in_scope(request, tenant, adapter, number)
     try:
-        result = version_release(version=version, actor=request.user, comment=post_text(request, "comment"),
-                                 access=scope.access, request_id=request.request_id)
+        result = version_release(
+            version=version,
+            actor=request.user,
+            comment=post_text(request, "comment"),
+            access=scope.access,
+            request_id=request.request_id,
+        )
     except ApplicationError as exc:
         return _version_page(request, scope, version, exc)
     if result.status == VersionStatus.ACTIVE:
         messages.success(request, f"{result} is released and active.")
     else:
-        messages.info(request, f"Release approval for {result} recorded; a second approval by someone else is needed.")
+        messages.info(
+            request,
+            f"Release approval for {result} recorded; a second approval by someone else is needed.",
+        )
     return redirect("version-detail", tenant=tenant, adapter=adapter, number=number)
 
 
 @page_view
 @require_POST
-def version_disable_page(request: HttpRequest, tenant: str, adapter: str, number: int) -> HttpResponse:
+def version_disable_page(
+    request: HttpRequest, tenant: str, adapter: str, number: int
+) -> HttpResponse:
     scope, version = version_in_scope(request, tenant, adapter, number)
     try:
-        result = version_disable(version=version, actor=request.user, reason=post_text(request, "reason"),
-                                 access=scope.access, request_id=request.request_id)
+        result = version_disable(
+            version=version,
+            actor=request.user,
+            reason=post_text(request, "reason"),
+            access=scope.access,
+            request_id=request.request_id,
+        )
     except ApplicationError as exc:
         return _version_page(request, scope, version, exc)
     messages.success(request, f"{result} is disabled; engines unload it.")

@@ -20,13 +20,19 @@ QUEUE_LIMIT = 200
 
 def _require_reviewer(access: AccessContext) -> None:
     if not access.is_reviewer:
-        raise PermissionDenied("review.not_reviewer", "Only platform reviewers may open the review queue.")
+        raise PermissionDenied(
+            "review.not_reviewer", "Only platform reviewers may open the review queue."
+        )
 
 
-def _queue_page(request: HttpRequest, access: AccessContext, error: ApplicationError | None = None) -> HttpResponse:
+def _queue_page(
+    request: HttpRequest, access: AccessContext, error: ApplicationError | None = None
+) -> HttpResponse:
     queue = (
-        versions_visible(access=access).filter(status=VersionStatus.VALIDATED)
-        .select_related("adapter__base_model").order_by("created_at", "id")[:QUEUE_LIMIT]
+        versions_visible(access=access)
+        .filter(status=VersionStatus.VALIDATED)
+        .select_related("adapter__base_model")
+        .order_by("created_at", "id")[:QUEUE_LIMIT]
     )
     return render_page(request, "adapters/review_queue.html", {"queue": queue}, error=error)
 
@@ -38,11 +44,17 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     return _queue_page(request, access)
 
 
-def _answer(request: HttpRequest, version: AdapterVersion, done: str, error: ApplicationError | None) -> HttpResponse:
+def _answer(
+    request: HttpRequest, version: AdapterVersion, done: str, error: ApplicationError | None
+) -> HttpResponse:
     """HTMX swaps the row (with the error in it); a plain form gets the queue page back."""
     if is_htmx(request):
-        return render(request, "adapters/_review_row.html", {"version": version, "done": done, "error": error},
-                      status=error.status if error else 200)
+        return render(
+            request,
+            "adapters/_review_row.html",
+            {"version": version, "done": done, "error": error},
+            status=error.status if error else 200,
+        )
     if error is not None:
         return _queue_page(request, access_for(request), error)
     messages.success(request, f"{version.tenant.slug}/{version} {done}.")
@@ -55,8 +67,13 @@ def review_approve(request: HttpRequest, tenant: str, adapter: str, number: int)
     scope, version = version_in_scope(request, tenant, adapter, number)
     _require_reviewer(scope.access)
     try:
-        version = version_approve(version=version, reviewer=request.user, comment=post_text(request, "comment"),
-                                  access=scope.access, request_id=request.request_id)
+        version = version_approve(
+            version=version,
+            reviewer=request.user,
+            comment=post_text(request, "comment"),
+            access=scope.access,
+            request_id=request.request_id,
+        )
     except ApplicationError as exc:
         return _answer(request, version, "", exc)
     return _answer(request, version, "approved", None)
@@ -68,8 +85,13 @@ def review_reject(request: HttpRequest, tenant: str, adapter: str, number: int) 
     scope, version = version_in_scope(request, tenant, adapter, number)
     _require_reviewer(scope.access)
     try:
-        version = version_reject(version=version, reviewer=request.user, reason=post_text(request, "reason"),
-                                 access=scope.access, request_id=request.request_id)
+        version = version_reject(
+            version=version,
+            reviewer=request.user,
+            reason=post_text(request, "reason"),
+            access=scope.access,
+            request_id=request.request_id,
+        )
     except ApplicationError as exc:
         return _answer(request, version, "", exc)
     return _answer(request, version, "rejected", None)

@@ -32,16 +32,21 @@ def version_upload_page(request: HttpRequest, tenant: str, adapter: str) -> Http
     scope, found = adapter_in_scope(request, tenant, adapter)
     scope.access.require_adapter(found, "upload_version")
     context = {
-        "tenant": scope.tenant, "adapter": found,
-        "max_model_bytes": settings.ADAPTER_MAX_MODEL_BYTES, "max_config_bytes": settings.ADAPTER_MAX_CONFIG_BYTES,
+        "tenant": scope.tenant,
+        "adapter": found,
+        "max_model_bytes": settings.ADAPTER_MAX_MODEL_BYTES,
+        "max_config_bytes": settings.ADAPTER_MAX_CONFIG_BYTES,
     }
     if request.method != "POST":
         return render_page(request, "adapters/upload.html", context)
     try:
         version = version_upload(
-            access=scope.access, adapter=found,
-            config=_incoming(request, "adapter_config"), model=_incoming(request, "adapter_model"),
-            signature=_signature(request), request_id=request.request_id,
+            access=scope.access,
+            adapter=found,
+            config=_incoming(request, "adapter_config"),
+            model=_incoming(request, "adapter_model"),
+            signature=_signature(request),
+            request_id=request.request_id,
         )
     except ApplicationError as exc:
         return render_page(request, "adapters/upload.html", context, error=exc)

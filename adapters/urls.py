@@ -1,0 +1,37 @@
+"""Page URLs for the registry: tenant adapters and versions, uploads, aliases, the review queue."""
+
+from django.urls import path
+
+from adapters.pages import aliases, registry, review, upload
+
+VERSION = "t/<slug:tenant>/a/<slug:adapter>/v/<int:number>/"
+
+urlpatterns = [
+    path("review/", review.review_queue, name="review-queue"),
+    path(
+        "review/<slug:tenant>/<slug:adapter>/<int:number>/approve/",
+        review.review_approve,
+        name="review-approve",
+    ),
+    path(
+        "review/<slug:tenant>/<slug:adapter>/<int:number>/reject/",
+        review.review_reject,
+        name="review-reject",
+    ),
+    path("t/<slug:tenant>/", registry.tenant_adapters, name="tenant-adapters"),
+    path("t/<slug:tenant>/aliases/", aliases.aliases, name="tenant-aliases"),
+    path(
+        "t/<slug:tenant>/aliases/<slug:alias>/delete/",
+        aliases.alias_delete_page,
+        name="alias-delete",
+    ),
+    path("t/<slug:tenant>/a/<slug:adapter>/", registry.adapter_detail, name="adapter-detail"),
+    path(
+        "t/<slug:tenant>/a/<slug:adapter>/upload/",
+        upload.version_upload_page,
+        name="version-upload",
+    ),
+    path(VERSION, registry.version_detail, name="version-detail"),
+    path(VERSION + "release/", registry.version_release_page, name="version-release"),
+    path(VERSION + "disable/", registry.version_disable_page, name="version-disable"),
+]

@@ -1,0 +1,67 @@
+"""Pages the portal app owns: the audit log, with filters, pages and a chain check."""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from portal.audit import verify_chain
+from portal.errors import ApplicationError, PermissionDenied
+from portal.pagekit import access_for, is_htmx, page_view
+from portal.selectors import audit_events_for
+
+AUDIT_PAGE_SIZE = 50
+AUDIT_FILTERS = ("tenant", "actor", "action", "object", "since", "until")
+
+
+def _day_start(raw: str, name: str, *, days_after: int = 0) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        day = datetime.strptime(raw, "%Y-%m-%d").date() + timedelta(days=days_after)  # noqa: DTZ007
+    except ValueError:
+        raise ApplicationError(
+            "audit.bad_date", f"'{name}' must be a date like 2025-01-31."
+        ) from None
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+@page_view
+def audit_log(request: HttpRequest) -> HttpResponse:
+    access = access_for(request)
+    filters = {name: request.GET.get(name, "").strip()[:200] for name in AUDIT_FILTERS}
+    events = audit_events_for(
+        access=access,
+        tenant=filters["tenant"],
+        actor=filters["actor"],
+        action_prefix=filters["action"],
+        obj=filters["object"],
+        since=_day_start(filters["since"], "since"),
+        # `until` is inclusive: everything before the start of the next day.
+        until=_day_start(filters["until"], "until", days_after=1),
+    )
+    page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "portal/audit.html",
+        {
+            "page": page,
+            "filters": filters,
+            "can_verify": access.is_platform_admin,
+        },
+    )
+
+
+@page_view
+def audit_verify(request: HttpRequest) -> HttpResponse:
+    if not access_for(request).is_platform_admin:
+        raise PermissionDenied(
+            "audit.not_platform_admin", "Only platform admins may verify the audit chain."
+        )
+    report = verify_chain()
+    template = "portal/_audit_verify.html" if is_htmx(request) else "portal/audit_verify.html"
+    return render(request, template, {"report": report})

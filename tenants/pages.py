@@ -1,0 +1,61 @@
+"""Pages for a user's own API tokens: list, create (plaintext shown once), revoke."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from portal.errors import ApplicationError
+from portal.pagekit import access_for, page_view, post_int, post_text, render_page
+from tenants.models import TokenScope
+from tenants.selectors import token_get, tokens_of
+from tenants.tokens import MAX_EXPIRY_DAYS, token_issue, token_revoke
+
+
+def _tokens_context(request: HttpRequest, **extra: object) -> dict[str, object]:
+    return {
+        "tokens": tokens_of(user=request.user),
+        "scopes": TokenScope.values,
+        "tenants": access_for(request).visible_tenants(),
+        "max_expiry_days": MAX_EXPIRY_DAYS,
+        **extra,
+    }
+
+
+@page_view
+def tokens(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return render_page(request, "tenants/tokens.html", _tokens_context(request))
+    access = access_for(request)
+    try:
+        slug = post_text(request, "tenant", max_length=40)
+        issued = token_issue(
+            user=request.user,
+            scopes=request.POST.getlist("scopes"),
+            tenant=access.get_tenant(slug) if slug else None,
+            name=post_text(request, "name", max_length=100),
+            expires_in_days=post_int(
+                request, "expires_in_days", code="token.bad_expiry", default=90
+            ),
+            request_id=request.request_id,
+        )
+    except ApplicationError as exc:
+        return render_page(
+            request, "tenants/tokens.html", _tokens_context(request, form=request.POST), error=exc
+        )
+    # Rendered, never redirected or stored: the plaintext exists only in this one response.
+    response = render_page(request, "tenants/tokens.html", _tokens_context(request, issued=issued))
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@page_view
+@require_POST
+def token_revoke_page(request: HttpRequest, token_id: int) -> HttpResponse:
+    token_revoke(
+        token=token_get(user=request.user, token_id=token_id),
+        actor=request.user,
+        request_id=request.request_id,
+    )
+    return redirect("tokens")
