@@ -154,7 +154,15 @@ class DirectMultipartStorage(Protocol):
 
     def create_multipart(self, key: str) -> str: ...
 
-    def presign_part(self, key: str, upload_id: str, part_number: int, expires: int) -> str: ...
+    def presign_part(
+        self,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        expires: int,
+        *,
+        content_length: int | None = None,
+    ) -> str: ...
 
     def complete_multipart(
         self, key: str, upload_id: str, parts: builtins.list[CompletedPart]

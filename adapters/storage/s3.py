@@ -25,6 +25,7 @@ MiB = 1024 * 1024
 GiB = 1024 * MiB
 MIN_PART_SIZE = 5 * MiB  # S3's floor for every part but the last
 MAX_PARTS = 10_000
+MAX_PART_SIZE = 5 * 1024 * 1024 * 1024
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600  # SigV4 limit
 MAX_SINGLE_COPY = 5 * GiB  # CopyObject's limit; above it, copy part by part
 
@@ -197,8 +198,20 @@ class S3Storage(AdapterStorage):
             response = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)
         return str(response["UploadId"])
 
-    def presign_part(self, key: str, upload_id: str, part_number: int, expires: int) -> str:
-        """A URL the client PUTs one part's bytes to; the response's ETag header names the part."""
+    def presign_part(
+        self,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        expires: int,
+        *,
+        content_length: int | None = None,
+    ) -> str:
+        """A URL the client PUTs one part's bytes to; the response's ETag header names the part.
+
+        With `content_length` the length is signed into the URL, so S3 refuses a part of any other
+        size: a client cannot park more bytes in the bucket than the portal agreed to.
+        """
         self.check_key(key)
         _check_upload_id(upload_id)
         _check_part_number(part_number)
@@ -206,16 +219,23 @@ class S3Storage(AdapterStorage):
             raise MultipartError(
                 f"expiry must be 1..{MAX_PRESIGN_SECONDS} seconds", code="storage.multipart_invalid"
             )
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "UploadId": upload_id,
+            "PartNumber": part_number,
+        }
+        if content_length is not None:
+            if isinstance(content_length, bool) or not 0 < content_length <= MAX_PART_SIZE:
+                raise MultipartError(
+                    f"part length must be 1..{MAX_PART_SIZE}", code="storage.multipart_invalid"
+                )
+            params["ContentLength"] = content_length
         with s3_errors(f"presigning part {part_number} of {key}"):
             return str(
                 self._presign_client.generate_presigned_url(
                     "upload_part",
-                    Params={
-                        "Bucket": self.bucket,
-                        "Key": key,
-                        "UploadId": upload_id,
-                        "PartNumber": part_number,
-                    },
+                    Params=params,
                     ExpiresIn=expires,
                     HttpMethod="PUT",
                 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -57,6 +58,20 @@ def test_presigned_parts_complete_into_a_verified_object(s3_storage) -> None:
     stored = s3_storage.verify_object(KEY, len(data), hashlib.sha256(data).hexdigest())
     assert stored.sha256 == hashlib.sha256(data).hexdigest()
     assert leftovers(s3_storage) == [KEY]
+
+
+def test_a_part_url_can_carry_its_signed_length(s3_storage) -> None:
+    data = b"exactly this long"
+    upload_id = s3_storage.create_multipart(KEY)
+    url = s3_storage.presign_part(KEY, upload_id, 1, expires=60, content_length=len(data))
+
+    # Real S3 enforces signed headers; moto does not check them, so check that it is signed.
+    signed = parse_qs(urlsplit(url).query)["X-Amz-SignedHeaders"][0].split(";")
+    assert "content-length" in signed
+    etag = put_part(url, data)
+    s3_storage.complete_multipart(KEY, upload_id, [CompletedPart(1, etag)])
+
+    assert s3_storage.verify_object(KEY, len(data), hashlib.sha256(data).hexdigest())
 
 
 def test_a_corrupted_part_is_caught_by_verification(s3_storage) -> None:
@@ -132,12 +147,17 @@ def test_malformed_part_lists_are_refused_before_s3(s3_storage, parts) -> None:
     s3_storage.abort_multipart(KEY, upload_id)
 
 
-@pytest.mark.parametrize("part_number, expires", [(0, 60), (10_001, 60), (1, 0), (1, 8 * 86400)])
-def test_presign_refuses_out_of_range_values(s3_storage, part_number: int, expires: int) -> None:
+@pytest.mark.parametrize(
+    "part_number, expires, length",
+    [(0, 60, None), (10_001, 60, None), (1, 0, None), (1, 8 * 86400, None), (1, 60, 0)],
+)
+def test_presign_refuses_out_of_range_values(
+    s3_storage, part_number: int, expires: int, length: int | None
+) -> None:
     upload_id = s3_storage.create_multipart(KEY)
 
     with pytest.raises(MultipartError):
-        s3_storage.presign_part(KEY, upload_id, part_number, expires)
+        s3_storage.presign_part(KEY, upload_id, part_number, expires, content_length=length)
 
     s3_storage.abort_multipart(KEY, upload_id)
 
