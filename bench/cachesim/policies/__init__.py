@@ -1,0 +1,29 @@
+"""The policies the simulator compares, by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bench.cachesim.policies.base import Controller, SimContext
+from bench.cachesim.policies.belady import Belady
+from bench.cachesim.policies.classic import GDSF, LFU, Chameleon
+from bench.cachesim.policies.portal import Portal
+
+POLICIES: dict[str, Callable[[], Controller]] = {
+    "lru": Controller,
+    "lfu": LFU,
+    "gdsf": GDSF,
+    "chameleon": Chameleon,
+    "portal": Portal,
+    "belady": Belady,
+}
+
+
+def make_policy(name: str) -> Controller:
+    try:
+        return POLICIES[name]()
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; one of {', '.join(POLICIES)}") from None
+
+
+__all__ = ["POLICIES", "Controller", "SimContext", "make_policy"]

@@ -1,0 +1,72 @@
+"""The portal's policy (workers.cache_policy), imported as the cache controller will call it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bench.cachesim.engine import EngineModel
+from bench.cachesim.policies.base import Controller, SimContext
+from bench.cachesim.trace import TraceRequest
+from workers.cache_policy import (
+    Action,
+    DemandParams,
+    DemandTracker,
+    EngineSnapshot,
+    PolicyParams,
+    Resident,
+    plan_actions,
+)
+
+
+class Portal(Controller):
+    name = "portal"
+
+    def __init__(
+        self,
+        params: PolicyParams | None = None,
+        demand: DemandParams | None = None,
+        tick_s: float = 5.0,
+    ) -> None:
+        self.params = params or PolicyParams()
+        self.demand_params = demand
+        self.tick_s = tick_s
+
+    def attach(self, ctx: SimContext) -> None:
+        super().attach(ctx)
+        self.params = replace(self.params, rules=ctx.rules)  # the run's rules are the ones in force
+        self.demand = DemandTracker(self.demand_params)
+
+    def observe(self, engine: EngineModel, req: TraceRequest, now: float) -> None:
+        self.demand.observe(req.adapter, now)
+
+    def snapshot(self, engine: EngineModel, now: float, incoming: str | None) -> EngineSnapshot:
+        resident = {
+            v: Resident(
+                name=v,
+                tier="gpu" if v in engine.gpu else "cpu",
+                pinned=v in engine.pinned,
+                in_flight=engine.running.get(v, 0),
+                loaded_at=engine.loaded_at.get(v, 0.0),
+                last_used=engine.last_used.get(v, 0.0),
+            )
+            for v in engine.cpu
+        }
+        names = list(resident) + ([incoming] if incoming and incoming not in resident else [])
+        return EngineSnapshot(
+            engine=engine.name,
+            now=now,
+            gpu_slots=engine.gpu_slots,
+            cpu_slots=engine.cpu_slots,
+            max_lora_rank=self.ctx.max_lora_rank,
+            resident=resident,
+            versions={v: self.ctx.catalog[v] for v in names},
+            tenant_pin_quota=self.ctx.tenant_pin_quota,
+            pinned_rank_budget=self.ctx.pinned_rank_budget,
+        )
+
+    def on_miss(self, engine: EngineModel, req: TraceRequest, now: float) -> list[Action]:
+        snap = self.snapshot(engine, now, req.adapter)
+        return plan_actions(snap, self.demand, incoming=req.adapter, params=self.params)
+
+    def on_tick(self, engine: EngineModel, now: float) -> list[Action]:
+        return plan_actions(self.snapshot(engine, now, None), self.demand, params=self.params)

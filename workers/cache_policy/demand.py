@@ -1,0 +1,110 @@
+"""Demand prediction from recent request history: decayed counts at two scales, with a switch.
+
+The clock is the number of requests observed, not seconds, so the prediction (the share of the next
+requests that will ask for a version) does not depend on the load level. A decayed count with
+half-life h requests estimates share * h / ln 2. The long scale is the prediction (steady
+popularity; one stray request barely moves it) unless the short scale disagrees with it beyond
+chance (a Poisson z-test): a version turning hot, or gone cold, after a drift or in a burst.
+Rates in requests per second come from the same share times the overall request rate.
+Pure state, fed by whoever sees the requests (the gateway's log, the simulator).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class DemandParams:
+    short_half_life: float = 50.0  # requests
+    long_half_life: float = 1000.0  # requests
+    switch_z: float = 2.5  # how far (in standard deviations) the short scale must disagree
+    rate_half_life_s: float = 300.0  # for the overall request rate, in seconds
+    max_tracked: int = 20_000  # versions remembered; the least demanded are forgotten first
+
+
+@dataclass(slots=True)
+class _Counts:
+    n: float  # the request clock at the last update
+    short: float
+    long: float
+
+
+class DemandTracker:
+    def __init__(self, params: DemandParams | None = None) -> None:
+        self.params = params or DemandParams()
+        self._k_short = math.log(2) / self.params.short_half_life
+        self._k_long = math.log(2) / self.params.long_half_life
+        self._k_rate = math.log(2) / self.params.rate_half_life_s
+        self._counts: dict[str, _Counts] = {}
+        self._n = 0.0  # requests observed
+        self._rate_t = 0.0
+        self._rate_count = 0.0  # time-decayed count of all requests, for requests per second
+        self._last_seen: dict[str, float] = {}
+
+    @classmethod
+    def from_history(
+        cls, history: Iterable[tuple[float, str]], params: DemandParams | None = None
+    ) -> DemandTracker:
+        """Build from (time, version) pairs in time order, e.g. the gateway's recent request log."""
+        tracker = cls(params)
+        for t, version in history:
+            tracker.observe(version, t)
+        return tracker
+
+    def observe(self, version: str, t: float) -> None:
+        self._n += 1.0
+        dt = max(0.0, t - self._rate_t)
+        self._rate_count = self._rate_count * math.exp(-self._k_rate * dt) + 1.0
+        self._rate_t = max(self._rate_t, t)
+        self._last_seen[version] = t
+        c = self._counts.get(version)
+        if c is None:
+            if len(self._counts) >= self.params.max_tracked:
+                self._forget_least_demanded()
+            self._counts[version] = _Counts(self._n, 1.0, 1.0)
+            return
+        dn = self._n - c.n
+        c.short = c.short * math.exp(-self._k_short * dn) + 1.0
+        c.long = c.long * math.exp(-self._k_long * dn) + 1.0
+        c.n = self._n
+
+    def _decayed(self, version: str) -> tuple[float, float]:
+        c = self._counts.get(version)
+        if c is None:
+            return 0.0, 0.0
+        dn = self._n - c.n
+        return c.short * math.exp(-self._k_short * dn), c.long * math.exp(-self._k_long * dn)
+
+    def share(self, version: str) -> float:
+        """Predicted share of the next requests that will ask for this version."""
+        return self.share_and_hits(version)[0]
+
+    def share_and_hits(self, version: str) -> tuple[float, float]:
+        """(predicted share, recent decayed hits) in one look-up."""
+        short, long = self._decayed(version)
+        share = long * self._k_long
+        expected_short = share / self._k_short
+        if abs(short - expected_short) > self.params.switch_z * math.sqrt(expected_short + 1.0):
+            share = short * self._k_short
+        return share, short
+
+    def total_rate(self, now: float) -> float:
+        """Requests per second over all versions, lately."""
+        dt = max(0.0, now - self._rate_t)
+        return self._rate_count * math.exp(-self._k_rate * dt) * self._k_rate
+
+    def rate(self, version: str, now: float) -> float:
+        """Predicted requests per second for this version."""
+        return self.share(version) * self.total_rate(now)
+
+    def last_seen(self, version: str) -> float | None:
+        return self._last_seen.get(version)
+
+    def _forget_least_demanded(self) -> None:
+        drop = sorted(self._counts, key=lambda v: self._decayed(v)[1])
+        for version in drop[: max(1, len(drop) // 10)]:
+            del self._counts[version]
+            self._last_seen.pop(version, None)
