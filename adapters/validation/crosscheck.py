@@ -36,7 +36,9 @@ def crosscheck_header(
                 }
                 order = list(handle.offset_keys())
                 metadata = handle.metadata() or {}
-        except Exception as exc:  # the library's error types vary by version; any refusal counts
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException; any refusal counts
             return [issue("safetensors.library_rejected", reason=clip(str(exc), 200))]
     ours = {t.name: (t.dtype, t.shape) for t in header.tensors}
     if seen != ours:

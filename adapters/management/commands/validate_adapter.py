@@ -89,10 +89,12 @@ class Command(BaseCommand):
             raise _usage(f"{adapter_dir} is not a directory.")
         if options["base_model_dir"]:
             spec = _spec_from_dir(Path(options["base_model_dir"]))
-            max_rank = options["max_rank"] or VLLM_MAX_LORA_RANK
+            max_rank = VLLM_MAX_LORA_RANK if options["max_rank"] is None else options["max_rank"]
         else:
             spec, engine_rank = _spec_from_db(options["base_model"])
-            max_rank = options["max_rank"] or engine_rank or VLLM_MAX_LORA_RANK
+            max_rank = options["max_rank"]
+            if max_rank is None:
+                max_rank = engine_rank or VLLM_MAX_LORA_RANK
         if max_rank < 1:
             raise _usage("--max-rank must be at least 1.")
         signature = _read_small(options["signature"], "signature") if options["signature"] else None
