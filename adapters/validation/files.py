@@ -47,14 +47,29 @@ def pickle_reason(prefix: bytes) -> str | None:
     return None
 
 
+def extra_file_issue(name: str, stream: BinaryIO) -> Issue:
+    """Extra files are refused either way; say "pickle" when that is what they are."""
+    found = name_problem(name)
+    if found is not None:
+        return found
+    try:
+        reason = pickle_reason(stream.read(16) or b"")
+    except (OSError, ValueError):
+        reason = None
+    if reason:
+        return issue("file.pickle_refused", name=name, reason=reason)
+    return issue("file.unexpected", name=name)
+
+
 @contextlib.contextmanager
 def open_adapter_dir(
     path: str | os.PathLike[str],
 ) -> Iterator[tuple[dict[str, BinaryIO], list[Issue]]]:
-    """Open every regular file of `path` without following links; report links and specials.
+    """Open the adapter's files in `path` without following links; report every other entry.
 
     Opened relative to a directory descriptor with O_NOFOLLOW, and checked with fstat after the
-    open, so a file swapped for a link between listing and opening is still refused.
+    open, so a file swapped for a link between listing and opening is still refused. Extra files
+    are sniffed and closed at once, so a folder of many files cannot exhaust descriptors.
     """
     problems: list[Issue] = []
     streams: dict[str, BinaryIO] = {}
@@ -75,7 +90,12 @@ def open_adapter_dir(
                 problems.append(issue("file.not_regular", name=name))
                 continue
             os.set_blocking(fd, True)
-            streams[name] = os.fdopen(fd, "rb", buffering=0)
+            stream = os.fdopen(fd, "rb", buffering=0)
+            if name in REQUIRED_FILES:
+                streams[name] = stream
+            else:
+                with stream:
+                    problems.append(extra_file_issue(name, stream))
         yield streams, problems
     finally:
         for stream in streams.values():

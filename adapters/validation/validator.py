@@ -17,7 +17,7 @@ from adapters.validation.files import (
     CONFIG_NAME,
     REQUIRED_FILES,
     WEIGHTS_NAME,
-    name_problem,
+    extra_file_issue,
     open_adapter_dir,
     pickle_reason,
 )
@@ -147,27 +147,13 @@ def _validate(
 def _check_file_set(
     files: Mapping[str, BinaryIO], problems: list[Issue], recorder: Recorder
 ) -> None:
-    for name, stream in files.items():
-        found = name_problem(name)
-        if found is None and name not in REQUIRED_FILES:
-            # Extra files are refused either way; say "pickle" when that is what they are.
-            reason = _sniff(stream)
-            found = (
-                issue("file.pickle_refused", name=name, reason=reason)
-                if reason
-                else issue("file.unexpected", name=name)
-            )
-        if found is not None:
-            problems.append(found)
+    problems += [
+        extra_file_issue(name, stream)
+        for name, stream in files.items()
+        if name not in REQUIRED_FILES
+    ]
     problems += [issue("file.missing", name=n) for n in REQUIRED_FILES if n not in files]
     recorder.record("files.set", problems)
-
-
-def _sniff(stream: BinaryIO) -> str | None:
-    try:
-        return pickle_reason(stream.read(16) or b"")
-    except (OSError, ValueError):
-        return None
 
 
 def _read_config(

@@ -133,3 +133,19 @@ def test_a_pickle_weights_file_is_not_parsed_further(tmp_path: Path) -> None:
     assert outcomes["files.weights_not_pickle"] == "failed"
     assert outcomes["safetensors.header"] == "skipped"
     assert outcomes["tensors.finite"] == "skipped"
+
+
+def test_a_folder_of_many_files_is_refused_with_a_bounded_report(tmp_path: Path) -> None:
+    import resource
+
+    from tests.validation.builders import good_adapter, validate
+
+    adapter = good_adapter(tmp_path / "adapter")
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    count = min(soft + 100, 2000)  # more than can be open at once, where the limit allows
+    for i in range(count):
+        (adapter / f"shard-{i:05d}.txt").write_bytes(b"x")
+    report = validate(adapter, limits=ValidationLimits(max_errors=50))
+    assert not report.valid
+    assert len(report.errors) == 50 and report.errors_truncated
+    assert set(report.error_codes) == {"file.unexpected"}
