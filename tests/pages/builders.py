@@ -30,14 +30,20 @@ def upload_files(world: World, who: str, adapter: Adapter, directory: Path) -> A
     cfg, model = directory / "adapter_config.json", directory / "adapter_model.safetensors"
     with open(cfg, "rb") as c, open(model, "rb") as m:
         return version_upload(
-            access=access, adapter=adapter,
-            config=IncomingFile(c, cfg.stat().st_size), model=IncomingFile(m, model.stat().st_size),
+            access=access,
+            adapter=adapter,
+            config=IncomingFile(c, cfg.stat().st_size),
+            model=IncomingFile(m, model.stat().st_size),
         )
 
 
-def validated(world: World, who: str, adapter: Adapter, tmp: Path, *, seed: int = 1, **kw: Any) -> AdapterVersion:
+def validated(
+    world: World, who: str, adapter: Adapter, tmp: Path, *, seed: int = 1, **kw: Any
+) -> AdapterVersion:
     """Uploaded, then checked by the real validator (which moves it to validated or rejected)."""
-    version = upload_files(world, who, adapter, adapter_files(tmp / f"{adapter.name}-{seed}", seed=seed, **kw))
+    version = upload_files(
+        world, who, adapter, adapter_files(tmp / f"{adapter.name}-{seed}", seed=seed, **kw)
+    )
     run_validation(version_id=version.pk)
     return AdapterVersion.objects.get(pk=version.pk)
 
@@ -71,7 +77,13 @@ def build_pages_world(world: World, tmp: Path) -> PagesWorld:
     v2 = active(world, validated(world, "bob", world.support, tmp, seed=2))
     foreign = validated(world, "charlie", world.legal, tmp, seed=3)
     assert (v1.status, v2.status, foreign.status) == ("validated", "active", "validated")
-    alias = alias_set(access=AccessContext.for_user(world.users["alice"]), tenant=world.acme, name="prod",
-                      targets=[{"version": "support@2", "weight": 100}])
+    alias = alias_set(
+        access=AccessContext.for_user(world.users["alice"]),
+        tenant=world.acme,
+        name="prod",
+        targets=[{"version": "support@2", "weight": 100}],
+    )
     token = token_issue(user=world.users["alice"], scopes=["read"], name="ci")
-    return PagesWorld(world=world, validated=v1, active=v2, foreign=foreign, alias=alias, token=token)
+    return PagesWorld(
+        world=world, validated=v1, active=v2, foreign=foreign, alias=alias, token=token
+    )

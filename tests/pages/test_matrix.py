@@ -24,7 +24,9 @@ def test_it_sends_anonymous_callers_to_login(pages, route):
     assert response["Location"].startswith(reverse("login") + "?next=")
 
 
-@pytest.mark.parametrize(("route", "who", "status"), CASES, ids=[f"{r.id}-{w}" for r, w, _ in CASES])
+@pytest.mark.parametrize(
+    ("route", "who", "status"), CASES, ids=[f"{r.id}-{w}" for r, w, _ in CASES]
+)
 def test_each_persona_gets_its_status(pages, route, who, status):
     response = _call(pages.client(who), route, pages)
     assert response.status_code == status, response.content.decode()[:2000]
@@ -37,7 +39,9 @@ def test_writes_refuse_get(pages, route):
     assert response.status_code == 405
 
 
-@pytest.mark.parametrize("route", [r for r in PAGE_ROUTES if r.method == "post"], ids=lambda r: r.id)
+@pytest.mark.parametrize(
+    "route", [r for r in PAGE_ROUTES if r.method == "post"], ids=lambda r: r.id
+)
 def test_writes_need_a_csrf_token(pages, route):
     from django.test import Client
 
