@@ -48,8 +48,10 @@ def validate_adapter(
 ) -> ValidationReport:
     """Validate the adapter whose files are `files` ({file name: readable binary stream}).
 
-    Streams are read from their current position to their end and left open. `max_rank` is the
-    smallest max_lora_rank of the engines that may serve the adapter.
+    Streams are read from their current position to their end and left open; an exception a
+    stream raises propagates (a storage failure is not a verdict on the adapter). `max_rank` is
+    the largest r accepted: the max_lora_rank of the engines meant to serve it. A signature is
+    verified whenever one is given; `require_signature` also refuses an unsigned adapter.
     """
     return _validate(
         files, [], base_model, max_rank, signature, trusted_keys, require_signature, limits
@@ -147,13 +149,12 @@ def _validate(
 def _check_file_set(
     files: Mapping[str, BinaryIO], problems: list[Issue], recorder: Recorder
 ) -> None:
-    problems += [
-        extra_file_issue(name, stream)
-        for name, stream in files.items()
-        if name not in REQUIRED_FILES
+    found = [
+        *problems,
+        *(extra_file_issue(name, s) for name, s in files.items() if name not in REQUIRED_FILES),
+        *(issue("file.missing", name=n) for n in REQUIRED_FILES if n not in files),
     ]
-    problems += [issue("file.missing", name=n) for n in REQUIRED_FILES if n not in files]
-    recorder.record("files.set", problems)
+    recorder.record("files.set", found)
 
 
 def _read_config(

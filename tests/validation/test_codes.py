@@ -39,3 +39,8 @@ def test_every_template_renders_with_its_parameters_and_without_them() -> None:
 def test_messages_from_hostile_values_are_bounded_and_printable() -> None:
     message = issue("tensors.name_invalid", name="\x1b[31m" + "x" * 10_000).message
     assert len(message) < 400 and "\x1b" not in message
+
+
+def test_every_code_is_documented() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "validation.md").read_text()
+    assert [code for code in CODES if f"`{code}`" not in docs] == []
