@@ -1,8 +1,8 @@
 """Demand prediction from recent request history: decayed counts at two scales, with a switch.
 
 The clock is the number of requests observed, not seconds, so the prediction (the share of the next
-requests that will ask for a version) does not depend on the load level. A decayed count with
-half-life h requests estimates share * h / ln 2. The long scale is the prediction (steady
+requests that will ask for a version) does not depend on the load level. A version's decayed count
+over the decayed count of all requests is its share at that scale. The long scale is the prediction (steady
 popularity; one stray request barely moves it) unless the short scale disagrees with it beyond
 chance (a Poisson z-test): a version turning hot, or gone cold, after a drift or in a burst.
 Rates in requests per second come from the same share times the overall request rate.
@@ -41,6 +41,7 @@ class DemandTracker:
         self._counts: dict[str, _Counts] = {}
         self._n = 0.0  # requests observed
         self._rate_t = 0.0
+        self._rate_t0: float | None = None  # first request seen
         self._rate_count = 0.0  # time-decayed count of all requests, for requests per second
         self._last_seen: dict[str, float] = {}
 
@@ -56,6 +57,8 @@ class DemandTracker:
 
     def observe(self, version: str, t: float) -> None:
         self._n += 1.0
+        if self._rate_t0 is None:
+            self._rate_t0 = self._rate_t = t
         dt = max(0.0, t - self._rate_t)
         self._rate_count = self._rate_count * math.exp(-self._k_rate * dt) + 1.0
         self._rate_t = max(self._rate_t, t)
@@ -85,16 +88,27 @@ class DemandTracker:
     def share_and_hits(self, version: str) -> tuple[float, float]:
         """(predicted share, recent decayed hits) in one look-up."""
         short, long = self._decayed(version)
-        share = long * self._k_long
-        expected_short = share / self._k_short
+        if self._n == 0:
+            return 0.0, 0.0
+        share = long / self._clock_mass(self._k_long)
+        short_mass = self._clock_mass(self._k_short)
+        expected_short = share * short_mass
         if abs(short - expected_short) > self.params.switch_z * math.sqrt(expected_short + 1.0):
-            share = short * self._k_short
+            share = short / short_mass
         return share, short
+
+    def _clock_mass(self, k: float) -> float:
+        """The decayed count of all requests so far: sum of exp(-k * age) over ages 0..n-1."""
+        return -math.expm1(-k * self._n) / -math.expm1(-k)
 
     def total_rate(self, now: float) -> float:
         """Requests per second over all versions, lately."""
+        if self._rate_t0 is None:
+            return 0.0
         dt = max(0.0, now - self._rate_t)
-        return self._rate_count * math.exp(-self._k_rate * dt) * self._k_rate
+        # Divided by the decayed length of the time observed, not of all time: no warm-up bias.
+        span_mass = -math.expm1(-self._k_rate * max(now - self._rate_t0, 1.0)) / self._k_rate
+        return self._rate_count * math.exp(-self._k_rate * dt) / span_mass
 
     def rate(self, version: str, now: float) -> float:
         """Predicted requests per second for this version."""

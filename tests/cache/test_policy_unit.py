@@ -1,0 +1,195 @@
+"""The policy's choices on small engines where the right answer is plain."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from workers.cache_policy import (
+    DemandParams,
+    DemandTracker,
+    EngineChoice,
+    EngineSnapshot,
+    Evict,
+    HardRules,
+    Pin,
+    PolicyParams,
+    Resident,
+    ScoreWeights,
+    Unpin,
+    VersionInfo,
+    choose_engine,
+    plan_actions,
+)
+
+NOW = 10_000.0
+NO_PRIORITY = PolicyParams(weights=ScoreWeights(priority=0.0, load_cost=0.0))
+
+
+def info(name: str, slo: str = "bronze", tenant: str = "t0") -> VersionInfo:
+    return VersionInfo(name, tenant, slo, 16, 32 * 2**20, 0.07)  # type: ignore[arg-type]
+
+
+def demand_of(counts: dict[str, int]) -> DemandTracker:
+    """Interleaved history: each version's share is its count over the total."""
+    d = DemandTracker()
+    seq = [n for n, c in counts.items() for _ in range(c)]
+    seq = [seq[(i * 7919) % len(seq)] for i in range(len(seq))]  # a fixed shuffle
+    for i, n in enumerate(seq):
+        d.observe(n, NOW - len(seq) + i)
+    return d
+
+
+def engine(resident: list[Resident], gpu: int, cpu: int, **kw: object) -> EngineSnapshot:
+    names = {r.name for r in resident} | {"new"}
+    versions = {n: info(n) for n in names}
+    versions.update(kw.pop("versions", {}))  # type: ignore[arg-type]
+    return EngineSnapshot(
+        "e",
+        NOW,
+        gpu,
+        cpu,
+        128,
+        {r.name: r for r in resident},
+        versions,
+        tenant_pin_quota=kw.pop("quota", {"t0": 8, "t1": 8}),  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_it_evicts_the_least_demanded_not_the_least_recent() -> None:
+    snap = engine(
+        [Resident("hot", "cpu", last_used=1.0), Resident("cold", "gpu", last_used=NOW - 1)],
+        gpu=1,
+        cpu=2,
+    )
+    actions = plan_actions(
+        snap, demand_of({"hot": 50, "cold": 2}), incoming="new", params=NO_PRIORITY
+    )
+    assert Evict("cold", "make room for new") in actions
+
+
+def test_it_spares_busy_pinned_and_young_gold_versions() -> None:
+    snap = engine(
+        [
+            Resident("busy", "gpu", in_flight=1),
+            Resident("pinned", "gpu", pinned=True),
+            Resident("gold", "cpu", loaded_at=NOW - 10),
+            Resident("old-gold", "cpu", loaded_at=NOW - 1000),
+            Resident("hot", "cpu"),
+        ],
+        gpu=3,
+        cpu=5,
+        versions={"gold": info("gold", "gold"), "old-gold": info("old-gold", "gold")},
+    )
+    d = demand_of({"hot": 50, "busy": 1, "pinned": 1, "gold": 1, "old-gold": 1})
+    params = replace(NO_PRIORITY, rules=HardRules(gold_min_residency_s=300))
+    evicted = [
+        a.version
+        for a in plan_actions(snap, d, incoming="new", params=params)
+        if isinstance(a, Evict)
+    ]
+    assert evicted == ["old-gold"]
+
+
+def test_gold_priority_keeps_a_gold_version_over_a_busier_bronze_one() -> None:
+    snap = engine(
+        [Resident("gold", "cpu"), Resident("bronze", "cpu")],
+        gpu=1,
+        cpu=2,
+        versions={"gold": info("gold", "gold")},
+    )
+    d = demand_of({"gold": 10, "bronze": 15})
+    params = PolicyParams(rules=HardRules(gold_min_residency_s=0))
+    evicted = [
+        a.version
+        for a in plan_actions(snap, d, incoming="new", params=params)
+        if isinstance(a, Evict)
+    ]
+    assert evicted == ["bronze"]
+    evicted = [
+        a.version
+        for a in plan_actions(snap, d, incoming="new", params=NO_PRIORITY)
+        if isinstance(a, Evict)
+    ]
+    assert evicted == ["gold"]
+
+
+def test_it_pins_the_hottest_within_quota_and_leaves_a_slot() -> None:
+    snap = engine(
+        [Resident(n, "gpu") for n in ("a", "b", "c", "d")],
+        gpu=4,
+        cpu=6,
+        versions={"d": info("d", tenant="t1")},
+        quota={"t0": 1, "t1": 1},
+    )
+    d = demand_of({"a": 40, "b": 30, "c": 20, "d": 10})
+    pins = [a.version for a in plan_actions(snap, d, params=NO_PRIORITY) if isinstance(a, Pin)]
+    # quota 1 each: a (t0) and d (t1); b and c are hotter than d but t0 is full
+    assert pins == ["a", "d"]
+
+
+def test_a_pin_is_not_traded_for_a_slightly_hotter_version() -> None:
+    snap = engine([Resident("a", "gpu", pinned=True), Resident("b", "gpu")], gpu=2, cpu=3)
+    d = demand_of({"a": 20, "b": 24})
+    assert plan_actions(snap, d, params=NO_PRIORITY) == []  # hysteresis
+    d = demand_of({"a": 5, "b": 60})
+    actions = plan_actions(snap, d, params=NO_PRIORITY)
+    assert [type(a) for a in actions] == [Unpin, Pin]
+
+
+def test_a_request_that_finds_every_slot_pinned_or_busy_gets_one() -> None:
+    snap = engine(
+        [
+            Resident("p1", "gpu", pinned=True),
+            Resident("p2", "gpu", pinned=True),
+            Resident("busy", "gpu", in_flight=2),
+        ],
+        gpu=3,
+        cpu=4,
+    )
+    d = demand_of({"p1": 50, "p2": 5, "busy": 5, "new": 1})
+    actions = plan_actions(snap, d, incoming="new", params=NO_PRIORITY)
+    assert Unpin("p2", "GPU slot for new") in actions
+
+
+def test_demand_follows_a_burst_and_forgets_a_version_gone_cold() -> None:
+    d = DemandTracker(DemandParams(short_half_life=20, long_half_life=1000))
+    for i in range(600):
+        d.observe("old" if i % 3 else "steady", float(i))
+    assert d.share("old") > d.share("steady") > 0.2
+    for i in range(600, 660):
+        d.observe("steady" if i % 2 else "burst", float(i))
+    # 30 requests are little against a 1000-request memory, but the short scale sees the burst
+    assert d.share("burst") > 0.3
+    # "old" had two thirds of the traffic, then none for 60 requests: the short scale says it
+    # cooled, while the long one alone would still give it about 0.6
+    assert d.share("old") < 0.1
+    # a steady version keeps its long-scale share: no switch on noise
+    assert d.share("steady") == pytest.approx(0.33, abs=0.08)
+    assert d.total_rate(660.0) == pytest.approx(1.0, rel=0.1)
+
+
+def test_from_history_equals_observing() -> None:
+    history = [(float(i), "ab"[i % 2]) for i in range(50)]
+    d = DemandTracker.from_history(history)
+    assert d.share("a") == pytest.approx(d.share("b"), rel=0.05)
+    assert d.last_seen("b") == 49.0
+
+
+def choice(name: str, where: str, free: int = 0, load: int = 0) -> EngineChoice:
+    return EngineChoice(name, where, free, load, 10)  # type: ignore[arg-type]
+
+
+def test_engine_choice_prefers_gpu_then_cpu_then_free_slot_then_least_loaded() -> None:
+    assert choose_engine([choice("a", "cpu"), choice("b", "gpu", load=5)]) == "b"
+    assert choose_engine([choice("a", "none", free=1), choice("b", "cpu", load=5)]) == "b"
+    assert choose_engine([choice("a", "none"), choice("b", "none", free=2, load=9)]) == "b"
+    assert choose_engine([choice("a", "none", load=3), choice("b", "none", load=1)]) == "b"
+    # a hot version on two engines spreads to the less loaded one
+    assert choose_engine([choice("a", "gpu", load=8), choice("b", "gpu", load=2)]) == "b"
+    # a saturated engine loses its preference
+    assert choose_engine([choice("a", "gpu", load=25), choice("b", "none", load=0)]) == "b"
+    with pytest.raises(ValueError):
+        choose_engine([])
