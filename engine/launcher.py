@@ -33,6 +33,10 @@ PLUGIN_NAME = "portal"  # entry-point name in engine/plugin/pyproject.toml
 VALID_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # what vLLM 0.32 accepts
 
 
+class _Terminated(Exception):
+    """Raised by the `run` command's signal handler so the engine is stopped outside it."""
+
+
 class EngineStartError(RuntimeError):
     """The server exited or never answered /ping; the message carries the log's tail."""
 
@@ -311,35 +315,43 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = EngineProcess(_config_from_args(args))
     if args.action == "run":
-        # Foreground for process managers: their SIGTERM/SIGINT ends the engine group too.
+        # Foreground for process managers: their SIGTERM/SIGINT ends the engine group too. The
+        # handler only raises; stopping happens below, outside it (stopping inside would reap
+        # the child while Popen.wait may hold its lock, and hang).
         def _terminate(signum: int, frame: object) -> None:
-            engine.stop()
-            sys.exit(0)
+            raise _Terminated(signum)
 
         signal.signal(signal.SIGTERM, _terminate)
         signal.signal(signal.SIGINT, _terminate)
 
-    engine.start()
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    _pid_file(args.port).write_text(f"{engine.pid}\n")
     try:
-        seconds = engine.wait_ready(timeout=args.timeout)
-    except EngineStartError as exc:
+        engine.start()
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        _pid_file(args.port).write_text(f"{engine.pid}\n")
+        try:
+            seconds = engine.wait_ready(timeout=args.timeout)
+        except EngineStartError as exc:
+            engine.stop()
+            _pid_file(args.port).unlink(missing_ok=True)
+            print(str(exc), file=sys.stderr)
+            return 1
+        summary = {
+            "base_url": engine.base_url,
+            "pid": engine.pid,
+            "seconds_to_ready": round(seconds, 1),
+        }
+        print(json.dumps(summary), flush=True)
+        if args.action == "start":
+            return 0
+        while engine.process is not None and engine.process.poll() is None:
+            time.sleep(0.5)
+        return engine.process.returncode if engine.process else 1
+    except _Terminated:
         engine.stop()
-        _pid_file(args.port).unlink(missing_ok=True)
-        print(str(exc), file=sys.stderr)
-        return 1
-    print(
-        json.dumps(
-            {"base_url": engine.base_url, "pid": engine.pid, "seconds_to_ready": round(seconds, 1)}
-        ),
-        flush=True,
-    )
-    if args.action == "run":
-        code = engine.process.wait() if engine.process else 1
-        _pid_file(args.port).unlink(missing_ok=True)
-        return code
-    return 0
+        return 0
+    finally:
+        if args.action == "run":
+            _pid_file(args.port).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
