@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +15,7 @@ from tests.cache.helpers import trace_of
 def brute_force_min_misses(names: tuple[str, ...], capacity: int) -> int:
     """Fewest misses of any demand-paging cache of `capacity` entries, by trying every victim."""
 
-    @lru_cache(maxsize=None)
+    @cache
     def best(i: int, cache: frozenset[str]) -> int:
         if i == len(names):
             return 0

@@ -2,10 +2,10 @@
 
 The clock is the number of requests observed, not seconds, so the prediction (the share of the next
 requests that will ask for a version) does not depend on the load level. A version's decayed count
-over the decayed count of all requests is its share at that scale. The long scale is the prediction (steady
-popularity; one stray request barely moves it) unless the short scale disagrees with it beyond
-chance (a Poisson z-test): a version turning hot, or gone cold, after a drift or in a burst.
-Rates in requests per second come from the same share times the overall request rate.
+over the decayed count of all requests is its share at that scale. The long scale is the
+prediction (steady popularity; one stray request barely moves it) unless the short scale disagrees
+with it beyond chance (a Poisson z-test): a version turning hot, or gone cold, after a drift or in
+a burst. Rates in requests per second come from the same share times the overall request rate.
 Pure state, fed by whoever sees the requests (the gateway's log, the simulator).
 """
 
