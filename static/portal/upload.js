@@ -17,6 +17,7 @@
         var pct = Math.floor((e.loaded / e.total) * 100);
         bar.value = pct;
         text.textContent = pct + "%";
+        form.dispatchEvent(new CustomEvent("upload:progress", { detail: pct }));
       });
       xhr.addEventListener("load", function () {
         if (xhr.status >= 200 && xhr.status < 300 && xhr.responseURL && xhr.responseURL !== form.action) {
