@@ -87,15 +87,24 @@ class DemandTracker:
 
     def share_and_hits(self, version: str) -> tuple[float, float]:
         """(predicted share, recent decayed hits) in one look-up."""
-        short, long = self._decayed(version)
+        return self.shares_and_hits([version])[version]
+
+    def shares_and_hits(self, versions: Iterable[str]) -> dict[str, tuple[float, float]]:
+        """share_and_hits for many versions at once (the clock's masses computed once)."""
         if self._n == 0:
-            return 0.0, 0.0
-        share = long / self._clock_mass(self._k_long)
+            return {v: (0.0, 0.0) for v in versions}
+        long_mass = self._clock_mass(self._k_long)
         short_mass = self._clock_mass(self._k_short)
-        expected_short = share * short_mass
-        if abs(short - expected_short) > self.params.switch_z * math.sqrt(expected_short + 1.0):
-            share = short / short_mass
-        return share, short
+        z = self.params.switch_z
+        out: dict[str, tuple[float, float]] = {}
+        for version in versions:
+            short, long = self._decayed(version)
+            share = long / long_mass
+            expected_short = share * short_mass
+            if abs(short - expected_short) > z * math.sqrt(expected_short + 1.0):
+                share = short / short_mass
+            out[version] = (share, short)
+        return out
 
     def _clock_mass(self, k: float) -> float:
         """The decayed count of all requests so far: sum of exp(-k * age) over ages 0..n-1."""

@@ -20,10 +20,10 @@ from workers.cache_policy.snapshot import EngineSnapshot, Resident
 class PolicyParams:
     weights: ScoreWeights = field(default_factory=ScoreWeights)
     rules: HardRules = field(default_factory=HardRules)
-    # Pins hold GPU slots even while idle, while vLLM's scheduler admits up to --max-loras distinct
-    # adapters per batch whatever is pinned: pins only take slots that unpinned versions with
-    # requests in flight do not need, plus `gpu_spare_slots` left free for a newcomer.
-    gpu_spare_slots: int = 1
+    # Pins hold GPU slots even while idle, and vLLM's scheduler admits up to --max-loras distinct
+    # adapters per batch whatever is pinned: pins only take slots that were not needed lately
+    # (EngineSnapshot.busy_peak), plus `gpu_spare_slots` kept free.
+    gpu_spare_slots: int = 0
     max_pinned_fraction: float = 1.0
     pin_min_share: float = 0.01  # share of all predicted demand a version needs to be pinned
     pin_hysteresis: float = 0.7  # keep-value bonus of a current pin: avoids pin/unpin churn
@@ -59,8 +59,9 @@ class _Plan:
         self.value: dict[str, float] = {}
         self.share: dict[str, float] = {}
         now = snapshot.now
+        shares = demand.shares_and_hits(snapshot.versions)
         for name, info in snapshot.versions.items():
-            share, hits = demand.share_and_hits(name)
+            share, hits = shares[name]
             res = snapshot.resident.get(name)
             idle = max(0.0, now - res.last_used) if res is not None else 0.0
             self.share[name] = share
@@ -88,14 +89,12 @@ class _Plan:
         return True
 
     def _pin_limit(self) -> int:
-        busy_unpinned = sum(
-            1 for r in self.state.values() if r.tier == "gpu" and not r.pinned and r.in_flight
-        )
-        free_needed = max(self.p.rules.min_unpinned_gpu, busy_unpinned + self.p.gpu_spare_slots)
+        busy_now = sum(1 for r in self.state.values() if r.tier == "gpu" and r.in_flight)
+        busy = max(busy_now, self.snap.busy_peak)
+        free_needed = max(self.p.rules.min_unpinned_gpu, busy + self.p.gpu_spare_slots)
         share = int(self.snap.gpu_slots * self.p.max_pinned_fraction)
-        return max(
-            0, min(max_pins(self.snap, self.p.rules), share, self.snap.gpu_slots - free_needed)
-        )
+        rule = max_pins(self.snap, self.p.rules)
+        return max(0, min(rule, share, self.snap.gpu_slots - free_needed))
 
     def repair_pins(self) -> None:
         """Unpin the least valuable pins while a quota, the rank budget or pin limit is broken."""
@@ -153,17 +152,18 @@ class _Plan:
         return info.rank <= self.snap.max_lora_rank and self.share[name] >= self.p.pin_min_share
 
     def choose_pins(self, exclude: str | None) -> None:
-        """Pin the most valuable residents, within the limits; current pins get a bonus.
-
-        Pins are added only while the slots left unpinned cover the busy unpinned versions plus a
-        spare; they are not dropped when the load rises (free_gpu_slot_for does that, on demand).
-        """
+        """Pin the most valuable versions in GPU slots, up to the limit; pins get a bonus."""
         snap = self.snap
-        current = [n for n, r in self.state.items() if r.pinned]
-        limit = max(self._pin_limit(), len(current))
+        limit = self._pin_limit()
         bonus = {n: self.p.pin_hysteresis if r.pinned else 0.0 for n, r in self.state.items()}
+        # Only versions already in a GPU slot: a pin then never costs a transfer, and pins that
+        # were given up for a busy moment come back for free.
         ranked = sorted(
-            (n for n in self.state if n != exclude and self._pinnable(n)),
+            (
+                n
+                for n, r in self.state.items()
+                if n != exclude and r.tier == "gpu" and self._pinnable(n)
+            ),
             key=lambda n: self.value[n] + bonus[n],
             reverse=True,
         )
@@ -182,19 +182,13 @@ class _Plan:
             wanted.append(name)
             tenant_pins[info.tenant] = tenant_pins.get(info.tenant, 0) + 1
             rank_sum += info.rank
-        for name in current:
-            if name not in wanted:
-                self._unpin(name, "no longer among the most valuable")
-        pinned_now = sum(1 for r in self.state.values() if r.pinned)
+        for name, res in list(self.state.items()):
+            if res.pinned and name not in wanted:
+                self._unpin(name, "not among the most valuable, or the engine is busy")
         for name in wanted:
-            if self.state[name].pinned:
-                continue
-            if pinned_now >= self._pin_limit():
-                break
-            if self._activate(name):
+            if not self.state[name].pinned and self._activate(name):
                 self.state[name] = replace(self.state[name], pinned=True)
                 self.actions.append(Pin(name, f"predicted share {self.share[name]:.3g}"))
-                pinned_now += 1
 
     def prefetch(self, min_share: float, exclude: str | None) -> None:
         """Warm hot cached versions into free GPU slots; load hot known ones into free CPU slots."""

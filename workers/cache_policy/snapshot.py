@@ -52,6 +52,7 @@ class EngineSnapshot:
     # Pins a tenant may hold on this engine; a tenant missing here may pin nothing (fail closed).
     tenant_pin_quota: Mapping[str, int] = field(default_factory=dict)
     pinned_rank_budget: int | None = None  # the sum of ranks of pinned versions; None: no budget
+    busy_peak: int = 0  # the most GPU slots serving requests at once lately (pins leave them free)
 
     def on_gpu(self) -> list[str]:
         return [n for n, r in self.resident.items() if r.tier == "gpu"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import replace
 
 from bench.cachesim.engine import EngineModel
@@ -25,19 +26,35 @@ class Portal(Controller):
         self,
         params: PolicyParams | None = None,
         demand: DemandParams | None = None,
-        tick_s: float = 5.0,
+        tick_s: float = 30.0,
+        busy_window_s: float = 300.0,
     ) -> None:
         self.params = params or PolicyParams()
         self.demand_params = demand
         self.tick_s = tick_s
+        self.busy_window_s = busy_window_s
 
     def attach(self, ctx: SimContext) -> None:
         super().attach(ctx)
         self.params = replace(self.params, rules=ctx.rules)  # the run's rules are the ones in force
         self.demand = DemandTracker(self.demand_params)
+        # Per engine, (time, busy GPU slots) with busy decreasing: a sliding-window maximum.
+        self.busy: dict[str, deque[tuple[float, int]]] = {e.name: deque() for e in ctx.engines}
+
+    def _busy_peak(self, engine: EngineModel, now: float) -> int:
+        """The controller's view of load: most GPU slots busy at once over the last window."""
+        window = self.busy[engine.name]
+        busy = len(engine.running)
+        while window and window[-1][1] <= busy:
+            window.pop()
+        window.append((now, busy))
+        while window[0][0] < now - self.busy_window_s:
+            window.popleft()
+        return window[0][1]
 
     def observe(self, engine: EngineModel, req: TraceRequest, now: float) -> None:
         self.demand.observe(req.adapter, now)
+        self._busy_peak(engine, now)
 
     def snapshot(self, engine: EngineModel, now: float, incoming: str | None) -> EngineSnapshot:
         resident = {
@@ -62,6 +79,7 @@ class Portal(Controller):
             versions={v: self.ctx.catalog[v] for v in names},
             tenant_pin_quota=self.ctx.tenant_pin_quota,
             pinned_rank_budget=self.ctx.pinned_rank_budget,
+            busy_peak=self._busy_peak(engine, now),
         )
 
     def on_miss(self, engine: EngineModel, req: TraceRequest, now: float) -> list[Action]:
