@@ -38,7 +38,9 @@ class AdapterViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     lookup_field = "name"
     lookup_url_kwarg = "adapter"
     tenant_capabilities = {
-        "list": "view", "retrieve": "object", "create": "create_adapter", "partial_update": "object",
+        # list is "object": the queryset is what the caller may see, so a per-adapter grantee
+        # lists the adapters granted to them and nothing else.
+        "list": "object", "retrieve": "object", "create": "create_adapter", "partial_update": "object",
         "grants": "object", "revoke_grants": "object",
     }
     filterset_fields = ["base_model__name", "slo_class"]

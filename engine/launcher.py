@@ -31,6 +31,9 @@ ENGINE_PYTHON = REPO_ROOT / ".venv-engine" / "bin" / "python"
 STATE_DIR = REPO_ROOT / "var" / "engines"
 PLUGIN_NAME = "portal"  # entry-point name in engine/plugin/pyproject.toml
 VALID_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # what vLLM 0.32 accepts
+# An engine that never answered /ping has nothing to shut down gracefully, and vLLM may sit on
+# SIGTERM while it is still importing and loading: give it this long before SIGKILL.
+STARTING_STOP_TIMEOUT = 5.0
 
 
 class _Terminated(Exception):
@@ -203,11 +206,16 @@ class EngineProcess:
         """SIGTERM the process group, SIGKILL what is left after `timeout`; return the code."""
         if self.process is None:
             return None
-        code = stop_process_group(self.process.pid, timeout=timeout, child=self.process)
+        code = stop_process_group(
+            self.process.pid, timeout=self._stop_timeout(timeout), child=self.process
+        )
         if self._log_file is not None:
             self._log_file.close()  # type: ignore[attr-defined]
             self._log_file = None
         return code
+
+    def _stop_timeout(self, timeout: float) -> float:
+        return timeout if self.seconds_to_ready is not None else min(timeout, STARTING_STOP_TIMEOUT)
 
     def log_tail(self, lines: int = 40) -> str:
         if self.config.log_path is None or not Path(self.config.log_path).exists():
@@ -238,25 +246,47 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+def stop_process_groups(
+    groups: list[tuple[int, subprocess.Popen[bytes] | None]], *, timeout: float = 30.0
+) -> None:
+    """End process groups (session leaders we started, with their Popen if we have it) together:
+    TERM all, wait up to `timeout` for all, KILL what is left. Together, so two engines take
+    one timeout at worst, not two (vLLM can sit on SIGTERM while it is still starting)."""
+    for pgid, _ in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    alive = list(groups)
+    while alive and time.monotonic() < deadline:
+        for _, child in alive:
+            if child is not None:
+                child.poll()  # reaps the leader, or it stays a zombie and the group looks alive
+        alive = [(pgid, child) for pgid, child in alive if _group_alive(pgid)]
+        if alive:
+            time.sleep(0.2)
+    for pgid, _ in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    for _, child in groups:
+        if child is not None:
+            child.wait()
+
+
 def stop_process_group(
     pgid: int, *, timeout: float = 30.0, child: subprocess.Popen[bytes] | None = None
 ) -> int | None:
     """End the process group `pgid` (a session leader we started): TERM, wait, then KILL."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return child.wait() if child is not None else None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if child is not None:
-            child.poll()  # reaps the leader, or it stays a zombie and the group looks alive
-        if not _group_alive(pgid):
-            break
-        time.sleep(0.2)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
-    return child.wait() if child is not None else None
+    stop_process_groups([(pgid, child)], timeout=timeout)
+    return child.returncode if child is not None else None
+
+
+def stop_engines(engines: list[EngineProcess], timeout: float = 30.0) -> None:
+    """Stop several engines at once (see stop_process_groups)."""
+    running = [e for e in engines if e.process is not None]
+    timeout = max((e._stop_timeout(timeout) for e in running), default=timeout)
+    stop_process_groups([(e.process.pid, e.process) for e in running if e.process], timeout=timeout)
+    for engine in running:
+        engine.stop()  # already gone: this only closes the log file
 
 
 def _pid_file(port: int) -> Path:

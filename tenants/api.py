@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib.auth import authenticate, get_user_model
 from django.db import transaction
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.permissions import AllowAny
@@ -184,6 +187,7 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
     def create(self, request, tenant=None):
         data = s.TokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        _confine_to_calling_token(self.access, data.validated_data, days_given="expires_in_days" in request.data)
         issued = token_issue(user=request.user, tenant=self.tenant, request_id=self.request_id, **data.validated_data)
         return Response({"token": issued.plaintext, **s.ApiTokenSerializer(issued.token).data},
                         status=status.HTTP_201_CREATED)
@@ -193,3 +197,21 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+def _confine_to_calling_token(access: AccessContext, wanted: dict, *, days_given: bool) -> None:
+    """A token may mint tokens only within itself: no scope it lacks, no later expiry (the
+    default lifetime shrinks to fit; an explicit longer one is refused)."""
+    if access.token is None:
+        return
+    for scope in wanted["scopes"]:
+        access.require_scope(scope)
+    parent_expiry = access.token.expires_at
+    if parent_expiry is None:
+        return
+    days_left = (parent_expiry - timezone.now()).days
+    if not days_given:
+        wanted["expires_in_days"] = min(wanted["expires_in_days"], days_left)
+    days = wanted["expires_in_days"]
+    if days is None or days < 1 or timezone.now() + timedelta(days=days) > parent_expiry:
+        raise ApplicationError(
+            "token.bad_expiry", f"A token cannot mint a token that outlives it ({days_left} whole days left)."
+        )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.launcher import EngineConfig, EngineProcess, EngineStartError, stop_process_group
+from engine.launcher import EngineConfig, EngineProcess, EngineStartError, stop_process_groups
 
 
 def test_it_starts_the_openai_server_with_lora_on_loopback(tmp_path: Path) -> None:
@@ -37,10 +37,10 @@ def test_it_refuses_ranks_vllm_does_not_accept(tmp_path: Path) -> None:
         EngineConfig(model=tmp_path, port=1, max_loras=4, max_cpu_loras=2)
 
 
-def test_stop_ends_the_whole_process_group() -> None:
-    # A stand-in for the server: a session leader with a child that ignores nothing special,
-    # like vLLM's API server and its engine-core process.
-    leader = subprocess.Popen(
+def _leader_with_child() -> subprocess.Popen[bytes]:
+    # A stand-in for the server: a session leader with a child of its own, like vLLM's API
+    # server and its engine-core process.
+    return subprocess.Popen(
         [
             sys.executable,
             "-c",
@@ -50,14 +50,20 @@ def test_stop_ends_the_whole_process_group() -> None:
         ],
         start_new_session=True,
     )
+
+
+def test_stop_ends_whole_process_groups_together() -> None:
+    leaders = [_leader_with_child(), _leader_with_child()]
     try:
-        assert leader.poll() is None
-        stop_process_group(leader.pid, timeout=10, child=leader)
-        with pytest.raises(ProcessLookupError):
-            os.killpg(leader.pid, 0)
+        assert all(leader.poll() is None for leader in leaders)
+        stop_process_groups([(leader.pid, leader) for leader in leaders], timeout=10)
+        for leader in leaders:
+            with pytest.raises(ProcessLookupError):
+                os.killpg(leader.pid, 0)
     finally:
-        if leader.poll() is None:
-            leader.kill()
+        for leader in leaders:
+            if leader.poll() is None:
+                leader.kill()
 
 
 def test_wait_ready_reports_an_engine_that_dies(tmp_path: Path) -> None:

@@ -1,0 +1,347 @@
+"""The API permission matrix: every endpoint x every principal -> status and error code.
+
+Each endpoint is one row, NetBox-style: its success status, the token scope it needs, the persona
+who succeeds (the *actor*, whose tokens the token columns use) and one cell per role column:
+
+    anon  no credentials               adm   adam, platform-admin
+    own   alice, owner of acme          rev   rita, reviewer
+    mnt   bob, maintainer of acme       opr   olga, operator
+    vwr   vera, viewer of acme          oth   charlie, owner of globex (another tenant)
+    gnt   gus, guardian grant on acme/support only, asking about acme/support
+    gno   gus again, asking about acme/billing (no grant): not found
+    nora  a user with no membership and no role
+    bnd   the actor's token (needed scope) bound to globex, asking about acme
+
+The token columns are the same for every endpoint, so they are not written out (TOKEN_COLUMNS):
+the actor's token holding only the needed scope succeeds (bound to acme on tenant routes); a token
+of the actor lacking that scope gets 403 token.missing_scope; an expired or revoked token, 401.
+
+Cells: `ok` (the endpoint's success status), `-` (not applicable) or a key of CELLS.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.urls import URLPattern, URLResolver, get_resolver, resolve
+from django.utils import timezone
+
+from tenants.access import SCOPE_IMPLIES
+from tenants.models import TokenScope
+
+API_PREFIX = "/api/v1/"
+ROLE_COLUMNS = ("anon", "own", "mnt", "vwr", "adm", "rev", "opr", "oth", "gnt", "gno", "nora", "bnd")
+TOKEN_COLUMNS = ("tok", "nos", "exp", "rvk")
+SESSION_USERS = {"own": "alice", "mnt": "bob", "vwr": "vera", "adm": "adam", "rev": "rita",
+                 "opr": "olga", "oth": "charlie", "gnt": "gus", "gno": "gus", "nora": "nora"}
+
+CELLS: dict[str, tuple[int, str]] = {
+    "401": (401, "not_authenticated"),
+    "403": (403, "permission.denied"),
+    "403s": (403, "token.missing_scope"),
+    "403b": (403, "token.tenant_bound"),
+    "403r": (403, "approval.not_reviewer"),
+    "403o": (403, "release.not_owner"),
+    "403d": (403, "disable.not_allowed"),
+    "404": (404, "not_found"),
+    "404t": (404, "tenant.not_found"),
+    "404a": (404, "adapter.not_found"),
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    route: str  # under /api/v1/, with {placeholders}
+    ok: int
+    scope: str
+    actor: str
+    row: str
+    params: dict[str, str] = field(default_factory=dict)
+    body: Any = None  # a dict, or a callable(state) -> dict for multipart uploads
+    audit: str | None = None  # the action a successful write appends to the audit log
+    then: Callable[[Any, Any], None] | None = None  # checks the state after a success
+    multipart: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.method, self.route)
+
+    @property
+    def cells(self) -> dict[str, str]:
+        cells = self.row.split()
+        if len(cells) != len(ROLE_COLUMNS):
+            raise ValueError(f"{self.method} {self.route}: {len(cells)} cells for {len(ROLE_COLUMNS)} columns")
+        return dict(zip(ROLE_COLUMNS, cells, strict=True))
+
+    def expected(self, column: str) -> tuple[int, str | None] | None:
+        if column in TOKEN_COLUMNS:
+            return {"tok": (self.ok, None), "nos": CELLS["403s"], "exp": CELLS["401"],
+                    "rvk": CELLS["401"]}[column]
+        cell = self.cells[column]
+        if cell == "-":
+            return None
+        return (self.ok, None) if cell == "ok" else CELLS[cell]
+
+
+# --- effects of successful writes (the audit event is checked for every write) ---
+
+def _exists(model_path: str, **lookup: Any) -> Callable[[Any, Any], None]:
+    def check(state: Any, response: Any) -> None:
+        from django.apps import apps
+
+        model = apps.get_model(model_path)
+        assert model.objects.filter(**lookup).exists(), f"no {model_path} {lookup} after success"
+
+    return check
+
+
+def _gone(model_path: str, **lookup: Any) -> Callable[[Any, Any], None]:
+    def check(state: Any, response: Any) -> None:
+        from django.apps import apps
+
+        assert not apps.get_model(model_path).objects.filter(**lookup).exists()
+
+    return check
+
+
+def _version_status(number: int, status: str) -> Callable[[Any, Any], None]:
+    def check(state: Any, response: Any) -> None:
+        version = state.world.support.versions.get(number=number)
+        assert version.status == status and response.json()["status"] == status
+
+    return check
+
+
+def _token_revoked(state: Any, response: Any) -> None:
+    state.bob_token.refresh_from_db()
+    assert state.bob_token.revoked_at is not None
+
+
+def _upload_body(state: Any) -> dict[str, Any]:
+    return state.upload_files()
+
+
+TINY = "tiny-llama"
+E = Endpoint
+#            anon own  mnt  vwr  adm  rev  opr  oth  gnt  gno  nora bnd
+PLATFORM_ADMIN = "401 403  403  403  ok   403  403  403  403  -    403  403b"
+OPERATORS = "     401 403  403  403  ok   403  ok   403  403  -    403  403b"
+EVERYONE = "      401 ok   ok   ok   ok   ok   ok   ok   ok   -    ok   ok"
+TENANT_READ = "   401 ok   ok   ok   ok   ok   404t 404t 403  -    404t 404t"
+MEMBER_ADMIN = "  401 ok   403  403  ok   403  404t 404t 403  -    404t 404t"
+TENANT_WRITE = "  401 ok   ok   403  403  403  404t 404t 403  -    404t 404t"
+ADAPTER_READ = "  401 ok   ok   ok   ok   ok   404t 404t ok   404a 404t 404t"
+ADAPTER_WRITE = " 401 ok   ok   403  403  403  404t 404t ok   404a 404t 404t"
+ADAPTER_GRANT = " 401 ok   403  403  ok   403  404t 404t 403  404a 404t 404t"
+REVIEWERS = "     401 403r 403r 403r 403r ok   404t 404t 403r 404a 404t 404t"
+OWN_TOKEN = "     401 ok   ok   404  ok   404  404t 404t 403  -    404t 404t"
+VER = "tenants/{tenant}/adapters/{adapter}/versions/"
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    # users (platform admins)
+    E("GET", "users/", 200, "read", "adam", PLATFORM_ADMIN),
+    E("POST", "users/", 201, "admin", "adam", PLATFORM_ADMIN,
+      body={"username": "newbie", "password": "a-Long-enough-passphrase-42", "platform_roles": ["operator"]},
+      audit="user.create", then=_exists("auth.User", username="newbie", groups__name="operator")),
+    E("GET", "users/{username}/", 200, "read", "adam", PLATFORM_ADMIN, params={"username": "bob"}),
+    E("PATCH", "users/{username}/", 200, "admin", "adam", PLATFORM_ADMIN, params={"username": "nora"},
+      body={"platform_roles": ["operator"]}, audit="user.platform_roles",
+      then=_exists("auth.User", username="nora", groups__name="operator")),
+    # tenants
+    E("GET", "tenants/", 200, "read", "alice", EVERYONE),
+    E("POST", "tenants/", 201, "admin", "adam", PLATFORM_ADMIN, body={"slug": "initech", "name": "Initech"},
+      audit="tenant.create", then=_exists("tenants.Tenant", slug="initech")),
+    E("GET", "tenants/{tenant}/", 200, "read", "alice",
+      "401 ok   ok   ok   ok   ok   404  404  ok   -    404  404"),
+    E("PATCH", "tenants/{tenant}/", 200, "admin", "adam", PLATFORM_ADMIN, body={"quota_adapters": 7},
+      audit="tenant.update", then=_exists("tenants.Tenant", slug="acme", quota_adapters=7)),
+    # members
+    E("GET", "tenants/{tenant}/members/", 200, "read", "alice", TENANT_READ),
+    E("POST", "tenants/{tenant}/members/", 201, "write", "alice", MEMBER_ADMIN,
+      body={"username": "nora", "role": "viewer"}, audit="membership.set",
+      then=_exists("tenants.Membership", tenant__slug="acme", user__username="nora", role="viewer")),
+    E("GET", "tenants/{tenant}/members/{username}/", 200, "read", "alice", TENANT_READ,
+      params={"username": "bob"}),
+    E("PATCH", "tenants/{tenant}/members/{username}/", 200, "write", "alice", MEMBER_ADMIN,
+      params={"username": "bob"}, body={"role": "viewer"}, audit="membership.set",
+      then=_exists("tenants.Membership", tenant__slug="acme", user__username="bob", role="viewer")),
+    E("DELETE", "tenants/{tenant}/members/{username}/", 204, "write", "alice", MEMBER_ADMIN,
+      params={"username": "vera"}, audit="membership.remove",
+      then=_gone("tenants.Membership", tenant__slug="acme", user__username="vera")),
+    # tenant tokens: everyone who may view the tenant has their own; owners see all of them
+    E("GET", "tenants/{tenant}/tokens/", 200, "read", "alice", TENANT_READ),
+    E("POST", "tenants/{tenant}/tokens/", 201, "write", "alice", TENANT_READ,
+      body={"scopes": ["read"], "name": "ci"}, audit="token.create",
+      then=_exists("tenants.ApiToken", tenant__slug="acme", name="ci", scopes=["read"])),
+    E("GET", "tenants/{tenant}/tokens/{prefix}/", 200, "read", "alice", OWN_TOKEN),
+    E("DELETE", "tenants/{tenant}/tokens/{prefix}/", 204, "write", "alice", OWN_TOKEN,
+      audit="token.revoke", then=_token_revoked),
+    # adapters and per-adapter grants
+    E("GET", "tenants/{tenant}/adapters/", 200, "read", "alice",
+      "401 ok   ok   ok   ok   ok   404t 404t ok   -    404t 404t"),
+    E("POST", "tenants/{tenant}/adapters/", 201, "write", "alice", TENANT_WRITE,
+      body={"name": "fresh", "base_model": TINY}, audit="adapter.create",
+      then=_exists("adapters.Adapter", tenant__slug="acme", name="fresh")),
+    E("GET", "tenants/{tenant}/adapters/{adapter}/", 200, "read", "alice", ADAPTER_READ),
+    E("PATCH", "tenants/{tenant}/adapters/{adapter}/", 200, "write", "alice", ADAPTER_WRITE,
+      body={"description": "edited"}, audit="adapter.update",
+      then=_exists("adapters.Adapter", name="support", description="edited")),
+    E("POST", "tenants/{tenant}/adapters/{adapter}/grants/", 200, "write", "alice", ADAPTER_GRANT,
+      body={"username": "nora", "perms": ["view_adapter"]}, audit="adapter.grant",
+      then=_exists("adapters.AdapterUserObjectPermission", user__username="nora",
+                   content_object__name="support")),
+    E("DELETE", "tenants/{tenant}/adapters/{adapter}/grants/{username}/", 204, "write", "alice",
+      ADAPTER_GRANT, params={"username": "gus"}, audit="adapter.revoke",
+      then=_gone("adapters.AdapterUserObjectPermission", user__username="gus",
+                 content_object__name="support")),
+    # versions and their lifecycle (support@1 active, @2 validated, @3 staged; bob uploaded them)
+    E("GET", VER, 200, "read", "alice", ADAPTER_READ),
+    E("POST", VER, 201, "write", "alice", ADAPTER_WRITE, body=_upload_body, multipart=True, audit="version.upload",
+      then=_version_status(4, "uploaded")),
+    E("GET", VER + "{number}/", 200, "read", "alice", ADAPTER_READ, params={"number": "1"}),
+    E("POST", VER + "{number}/approve/", 200, "approve", "rita", REVIEWERS, params={"number": "2"},
+      body={"comment": "looks right"}, audit="version.approve", then=_version_status(2, "staged")),
+    E("POST", VER + "{number}/reject/", 200, "approve", "rita", REVIEWERS, params={"number": "2"},
+      body={"reason": "rank too large"}, audit="version.reject", then=_version_status(2, "rejected")),
+    E("POST", VER + "{number}/release/", 200, "approve", "alice",
+      "401 ok   403o 403o 403o 403o 404t 404t 403o 404a 404t 404t", params={"number": "3"},
+      audit="version.release", then=_version_status(3, "active")),
+    E("POST", VER + "{number}/disable/", 200, "write", "alice",
+      "401 ok   403d 403d ok   403d 404t 404t 403d 404a 404t 404t", params={"number": "1"},
+      body={"reason": "incident"}, audit="version.disable", then=_version_status(1, "disabled")),
+    # aliases (support-bot -> support@1)
+    E("GET", "tenants/{tenant}/aliases/", 200, "read", "alice", TENANT_READ),
+    E("POST", "tenants/{tenant}/aliases/", 201, "write", "alice", TENANT_WRITE,
+      body={"name": "canary", "targets": [{"version": "support@1", "weight": 100}]}, audit="alias.set",
+      then=_exists("adapters.Alias", tenant__slug="acme", name="canary")),
+    E("GET", "tenants/{tenant}/aliases/{alias}/", 200, "read", "alice", TENANT_READ),
+    E("PUT", "tenants/{tenant}/aliases/{alias}/", 200, "write", "alice", TENANT_WRITE,
+      body={"targets": [{"version": "support@1", "weight": 100}]}, audit="alias.set",
+      then=_exists("adapters.Alias", tenant__slug="acme", name="support-bot")),
+    E("DELETE", "tenants/{tenant}/aliases/{alias}/", 204, "write", "alice", TENANT_WRITE,
+      audit="alias.delete", then=_gone("adapters.Alias", name="support-bot")),
+    # the platform catalogue, fleet, cross-tenant version list and audit
+    E("GET", "base-models/", 200, "read", "alice", EVERYONE),
+    E("POST", "base-models/", 201, "admin", "adam", PLATFORM_ADMIN,
+      body=lambda state: {"name": "tiny-2", "source": "var/tiny/base", "hf_config": state.hf_config},
+      audit="base_model.register", then=_exists("adapters.BaseModel", name="tiny-2")),
+    E("GET", "base-models/{name}/", 200, "read", "alice", EVERYONE),
+    E("GET", "engines/", 200, "read", "olga", OPERATORS),
+    E("POST", "engines/", 201, "admin", "olga", OPERATORS,
+      body={"name": "cpu-2", "base_model": TINY, "url": "http://127.0.0.1:8199",
+            "served_model_name": TINY, "adapter_root": "/srv/adapters"},
+      audit="engine.create", then=_exists("workers.Engine", name="cpu-2")),
+    E("GET", "engines/{engine}/", 200, "read", "olga", OPERATORS),
+    E("PATCH", "engines/{engine}/", 200, "admin", "olga", OPERATORS, body={"state": "draining"},
+      audit="engine.update", then=_exists("workers.Engine", name="cpu-1", state="draining")),
+    E("GET", "engines/{engine}/residency/", 200, "read", "olga", OPERATORS),
+    E("GET", "versions/", 200, "read", "alice", EVERYONE),
+    E("GET", "audit/", 200, "read", "alice", EVERYONE),
+    E("GET", "audit/verify/", 200, "read", "adam", PLATFORM_ADMIN),
+)
+
+# Which rows each principal sees in a list (the acme/globex world of State), by a stable key.
+LIST_KEYS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "tenants/": lambda row: row["slug"],
+    "tenants/{tenant}/adapters/": lambda row: row["name"],
+    "versions/": lambda row: f"{row['tenant']}/{row['adapter']}@{row['number']}",
+    "base-models/": lambda row: row["name"],
+}
+ACME_VERSIONS = {"acme/support@1", "acme/support@2", "acme/support@3", "acme/billing@1"}
+ALL_VERSIONS = ACME_VERSIONS | {"globex/legal@1"}
+LIST_VISIBILITY: dict[str, dict[str, set[str]]] = {
+    "tenants/": {"own": {"acme"}, "vwr": {"acme"}, "adm": {"acme", "globex"},
+                 "rev": {"acme", "globex"}, "opr": set(), "oth": {"globex"}, "gnt": {"acme"},
+                 "nora": set(), "bnd": {"globex"}},
+    "tenants/{tenant}/adapters/": {"own": {"support", "billing"}, "vwr": {"support", "billing"},
+                                   "adm": {"support", "billing"}, "rev": {"support", "billing"},
+                                   "gnt": {"support"}},
+    "versions/": {"own": ACME_VERSIONS, "vwr": ACME_VERSIONS, "adm": ALL_VERSIONS,
+                  "rev": ALL_VERSIONS, "opr": set(), "oth": {"globex/legal@1"},
+                  "gnt": {"acme/support@1", "acme/support@2", "acme/support@3"}, "nora": set(),
+                  "bnd": {"globex/legal@1"}},
+    "base-models/": {"own": {TINY}, "oth": {TINY}, "nora": {TINY}},
+}
+
+
+def endpoint_by_key() -> dict[tuple[str, str], Endpoint]:
+    table: dict[tuple[str, str], Endpoint] = {}
+    for endpoint in ENDPOINTS:
+        if endpoint.key in table:
+            raise ValueError(f"{endpoint.key} is declared twice")
+        table[endpoint.key] = endpoint
+    return table
+
+
+def scopes_lacking(scope: str) -> list[str]:
+    """Every scope that does not grant `scope`: the most a token can hold and still miss it."""
+    return sorted(s for s in TokenScope.values if scope not in SCOPE_IMPLIES[s])
+
+
+def is_tenant_route(route: str) -> bool:
+    from portal.api.base import TenantScopedViewSet
+
+    view = resolve(API_PREFIX + fill(route, _SAMPLE_PARAMS)).func
+    return issubclass(getattr(view, "cls", object), TenantScopedViewSet)
+
+
+# --- the URL resolver's view of the API, for the meta-test ---
+
+_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)|<(?:\w+:)?(\w+)>")
+_FORMAT_SUFFIX = re.compile(r"\\\.\(\?P<format>")
+_SAMPLE_PARAMS = {"tenant": "acme", "adapter": "support", "number": "1", "username": "bob",
+                  "prefix": "abc", "alias": "a", "engine": "e", "name": "n"}
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def fill(route: str, params: dict[str, str]) -> str:
+    return route.format(**{k: params.get(k, v) for k, v in _SAMPLE_PARAMS.items()})
+
+
+def _walk(resolver: URLResolver, prefix: str = "") -> Iterator[tuple[str, URLPattern]]:
+    for entry in resolver.url_patterns:
+        if isinstance(entry, URLResolver):
+            yield from _walk(entry, prefix + str(entry.pattern))
+        else:
+            yield prefix + str(entry.pattern), entry
+
+
+def _template(raw: str) -> str:
+    text = _GROUP.sub(lambda m: "{" + (m.group(1) or m.group(2)) + "}", raw)
+    return text.replace("^", "").replace("$", "").replace("\\.", ".")
+
+
+def allowed_methods(pattern: URLPattern) -> set[str]:
+    """The methods a route answers: a viewset's action map, or an APIView's handlers."""
+    view = pattern.callback
+    actions = getattr(view, "actions", None)
+    if actions is not None:
+        # DRF adds `head` to a viewset's action map at its first GET; HEAD mirrors GET.
+        return {method.upper() for method in actions} & set(HTTP_METHODS)
+    cls = getattr(view, "cls", None) or getattr(view, "view_class", None)
+    if cls is None:
+        raise ValueError(f"cannot tell the methods of {pattern}")
+    return {m for m in HTTP_METHODS if hasattr(cls, m.lower())}
+
+
+def api_routes(*, include_format_suffixes: bool = False) -> dict[tuple[str, str], Any]:
+    """(method, route template under /api/v1/) -> view, for every route the resolver knows."""
+    found: dict[tuple[str, str], Any] = {}
+    for raw, pattern in _walk(get_resolver()):
+        if not raw.startswith(API_PREFIX.lstrip("/")):
+            continue
+        if _FORMAT_SUFFIX.search(raw) and not include_format_suffixes:
+            continue
+        route = _template(raw[len(API_PREFIX) - 1:])
+        for method in allowed_methods(pattern):
+            found[(method, route)] = pattern.callback
+    return found
+
+
+def expire(token: Any) -> None:
+    type(token).objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
