@@ -135,7 +135,7 @@ def _stream_data(
     buffer: memoryview,
     recorder: Recorder,
 ) -> None:
-    scanner = FiniteScanner(header.tensors, limits.chunk_size)
+    scanner = FiniteScanner(header.tensors)
     trailing = 0
     while True:
         got = reader.readinto(buffer)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.validation import ValidationLimits, validate_adapter
 from adapters.validation.safetensors_header import TensorEntry
@@ -114,7 +116,7 @@ def test_scanner_per_dtype_including_f64(dtype: str, bad: float) -> None:
     for data, expected in ((clean, []), (dirty, ["t"]), (edge, [])):
         entry = TensorEntry("t", code, (len(data) // np.dtype(dtype).itemsize,), 0, len(data))
         for chunk in (3, 64, len(data)):
-            scanner = FiniteScanner([entry], chunk)
+            scanner = FiniteScanner([entry])
             view = memoryview(data)
             for start in range(0, len(data), chunk):
                 scanner.feed(view[start : start + chunk])
@@ -133,7 +135,7 @@ def test_bf16_extremes_are_finite_and_nan_inf_are_not() -> None:
         (0xFFFF, False),
     ):
         data = np.array([0x3F80, bits], dtype="<u2").tobytes()
-        scanner = FiniteScanner([TensorEntry("t", "BF16", (2,), 0, 4)], 1024)
+        scanner = FiniteScanner([TensorEntry("t", "BF16", (2,), 0, 4)])
         scanner.feed(memoryview(data))
         assert (scanner.nonfinite == []) is finite, hex(bits)
 
@@ -155,3 +157,41 @@ def test_errors_raised_by_a_stream_reach_the_caller(tmp_path: Path) -> None:
             base_model=SPEC,
             max_rank=64,
         )
+
+
+def _one_by_one(code: str, patterns: np.ndarray) -> np.ndarray:
+    """The scanner's verdict on every bit pattern, each fed as its own one-element tensor."""
+    verdicts = []
+    size = patterns.dtype.itemsize
+    for bits in patterns:
+        scanner = FiniteScanner([TensorEntry("t", code, (1,), 0, size)])
+        scanner.feed(memoryview(bits.tobytes()))
+        verdicts.append(not scanner.nonfinite)
+    return np.array(verdicts)
+
+
+def test_every_16_bit_pattern_is_judged_exactly() -> None:
+    """Exhaustive: all 65536 F16 and BF16 values against the exponent-mask definition."""
+    patterns = np.arange(1 << 16, dtype="<u2")
+    f16_finite = np.isfinite(patterns.view("<f2"))
+    bf16_finite = (patterns & 0x7F80) != 0x7F80
+    assert (_one_by_one("F16", patterns) == f16_finite).all()
+    assert (_one_by_one("BF16", patterns) == bf16_finite).all()
+
+
+@given(bits=st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=64))
+@settings(max_examples=300, deadline=None)
+def test_f32_patterns_match_numpy(bits: list[int]) -> None:
+    values = np.array(bits, dtype="<u4")
+    scanner = FiniteScanner([TensorEntry("t", "F32", (len(bits),), 0, 4 * len(bits))])
+    scanner.feed(memoryview(values.tobytes()))
+    assert (scanner.nonfinite == []) == bool(np.isfinite(values.view("<f4")).all())
+
+
+@given(bits=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=64))
+@settings(max_examples=300, deadline=None)
+def test_f64_patterns_match_numpy(bits: list[int]) -> None:
+    values = np.array(bits, dtype="<u8")
+    scanner = FiniteScanner([TensorEntry("t", "F64", (len(bits),), 0, 8 * len(bits))])
+    scanner.feed(memoryview(values.tobytes()))
+    assert (scanner.nonfinite == []) == bool(np.isfinite(values.view("<f8")).all())
