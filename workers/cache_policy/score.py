@@ -30,7 +30,7 @@ class ScoreWeights:
     idle: float = 0.0  # seconds since last use, counts against keeping
     load_cost: float = 0.5  # time to load it again, counts for keeping
     size: float = 0.0  # memory size, counts against keeping
-    priority: float = 1.0  # tenant SLO class
+    priority: float = 0.5  # tenant SLO class
     slo_priority: dict[SloClass, float] = field(default_factory=_default_slo_priority)
 
 
