@@ -34,10 +34,33 @@ from tenants.access import SCOPE_IMPLIES
 from tenants.models import TokenScope
 
 API_PREFIX = "/api/v1/"
-ROLE_COLUMNS = ("anon", "own", "mnt", "vwr", "adm", "rev", "opr", "oth", "gnt", "gno", "nora", "bnd")
+ROLE_COLUMNS = (
+    "anon",
+    "own",
+    "mnt",
+    "vwr",
+    "adm",
+    "rev",
+    "opr",
+    "oth",
+    "gnt",
+    "gno",
+    "nora",
+    "bnd",
+)
 TOKEN_COLUMNS = ("tok", "nos", "exp", "rvk")
-SESSION_USERS = {"own": "alice", "mnt": "bob", "vwr": "vera", "adm": "adam", "rev": "rita",
-                 "opr": "olga", "oth": "charlie", "gnt": "gus", "gno": "gus", "nora": "nora"}
+SESSION_USERS = {
+    "own": "alice",
+    "mnt": "bob",
+    "vwr": "vera",
+    "adm": "adam",
+    "rev": "rita",
+    "opr": "olga",
+    "oth": "charlie",
+    "gnt": "gus",
+    "gno": "gus",
+    "nora": "nora",
+}
 
 CELLS: dict[str, tuple[int, str]] = {
     "401": (401, "not_authenticated"),
@@ -75,13 +98,19 @@ class Endpoint:
     def cells(self) -> dict[str, str]:
         cells = self.row.split()
         if len(cells) != len(ROLE_COLUMNS):
-            raise ValueError(f"{self.method} {self.route}: {len(cells)} cells for {len(ROLE_COLUMNS)} columns")
+            raise ValueError(
+                f"{self.method} {self.route}: {len(cells)} cells for {len(ROLE_COLUMNS)} columns"
+            )
         return dict(zip(ROLE_COLUMNS, cells, strict=True))
 
     def expected(self, column: str) -> tuple[int, str | None] | None:
         if column in TOKEN_COLUMNS:
-            return {"tok": (self.ok, None), "nos": CELLS["403s"], "exp": CELLS["401"],
-                    "rvk": CELLS["401"]}[column]
+            return {
+                "tok": (self.ok, None),
+                "nos": CELLS["403s"],
+                "exp": CELLS["401"],
+                "rvk": CELLS["401"],
+            }[column]
         cell = self.cells[column]
         if cell == "-":
             return None
@@ -89,6 +118,7 @@ class Endpoint:
 
 
 # --- effects of successful writes (the audit event is checked for every write) ---
+
 
 def _exists(model_path: str, **lookup: Any) -> Callable[[Any, Any], None]:
     def check(state: Any, response: Any) -> None:
@@ -128,6 +158,7 @@ def _upload_body(state: Any) -> dict[str, Any]:
 
 TINY = "tiny-llama"
 E = Endpoint
+# fmt: off
 #            anon own  mnt  vwr  adm  rev  opr  oth  gnt  gno  nora bnd
 PLATFORM_ADMIN = "401 403  403  403  ok   403  403  403  403  -    403  403b"
 OPERATORS = "     401 403  403  403  ok   403  ok   403  403  -    403  403b"
@@ -146,25 +177,30 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     # users (platform admins)
     E("GET", "users/", 200, "read", "adam", PLATFORM_ADMIN),
     E("POST", "users/", 201, "admin", "adam", PLATFORM_ADMIN,
-      body={"username": "newbie", "password": "a-Long-enough-passphrase-42", "platform_roles": ["operator"]},
+      body={"username": "newbie", "password": "a-Long-enough-passphrase-42",
+            "platform_roles": ["operator"]},
       audit="user.create", then=_exists("auth.User", username="newbie", groups__name="operator")),
     E("GET", "users/{username}/", 200, "read", "adam", PLATFORM_ADMIN, params={"username": "bob"}),
-    E("PATCH", "users/{username}/", 200, "admin", "adam", PLATFORM_ADMIN, params={"username": "nora"},
+    E("PATCH", "users/{username}/", 200, "admin", "adam", PLATFORM_ADMIN,
+      params={"username": "nora"},
       body={"platform_roles": ["operator"]}, audit="user.platform_roles",
       then=_exists("auth.User", username="nora", groups__name="operator")),
     # tenants
     E("GET", "tenants/", 200, "read", "alice", EVERYONE),
-    E("POST", "tenants/", 201, "admin", "adam", PLATFORM_ADMIN, body={"slug": "initech", "name": "Initech"},
+    E("POST", "tenants/", 201, "admin", "adam", PLATFORM_ADMIN,
+      body={"slug": "initech", "name": "Initech"},
       audit="tenant.create", then=_exists("tenants.Tenant", slug="initech")),
     E("GET", "tenants/{tenant}/", 200, "read", "alice",
       "401 ok   ok   ok   ok   ok   404  404  ok   -    404  404"),
-    E("PATCH", "tenants/{tenant}/", 200, "admin", "adam", PLATFORM_ADMIN, body={"quota_adapters": 7},
+    E("PATCH", "tenants/{tenant}/", 200, "admin", "adam", PLATFORM_ADMIN,
+      body={"quota_adapters": 7},
       audit="tenant.update", then=_exists("tenants.Tenant", slug="acme", quota_adapters=7)),
     # members
     E("GET", "tenants/{tenant}/members/", 200, "read", "alice", TENANT_READ),
     E("POST", "tenants/{tenant}/members/", 201, "write", "alice", MEMBER_ADMIN,
       body={"username": "nora", "role": "viewer"}, audit="membership.set",
-      then=_exists("tenants.Membership", tenant__slug="acme", user__username="nora", role="viewer")),
+      then=_exists("tenants.Membership", tenant__slug="acme", user__username="nora",
+                   role="viewer")),
     E("GET", "tenants/{tenant}/members/{username}/", 200, "read", "alice", TENANT_READ,
       params={"username": "bob"}),
     E("PATCH", "tenants/{tenant}/members/{username}/", 200, "write", "alice", MEMBER_ADMIN,
@@ -201,13 +237,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                  content_object__name="support")),
     # versions and their lifecycle (support@1 active, @2 validated, @3 staged; bob uploaded them)
     E("GET", VER, 200, "read", "alice", ADAPTER_READ),
-    E("POST", VER, 201, "write", "alice", ADAPTER_WRITE, body=_upload_body, multipart=True, audit="version.upload",
+    E("POST", VER, 201, "write", "alice", ADAPTER_WRITE, body=_upload_body, multipart=True,
+      audit="version.upload",
       then=_version_status(4, "uploaded")),
     E("GET", VER + "{number}/", 200, "read", "alice", ADAPTER_READ, params={"number": "1"}),
     E("POST", VER + "{number}/approve/", 200, "approve", "rita", REVIEWERS, params={"number": "2"},
       body={"comment": "looks right"}, audit="version.approve", then=_version_status(2, "staged")),
     E("POST", VER + "{number}/reject/", 200, "approve", "rita", REVIEWERS, params={"number": "2"},
-      body={"reason": "rank too large"}, audit="version.reject", then=_version_status(2, "rejected")),
+      body={"reason": "rank too large"}, audit="version.reject",
+      then=_version_status(2, "rejected")),
     E("POST", VER + "{number}/release/", 200, "approve", "alice",
       "401 ok   403o 403o 403o 403o 404t 404t 403o 404a 404t 404t", params={"number": "3"},
       audit="version.release", then=_version_status(3, "active")),
@@ -217,7 +255,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     # aliases (support-bot -> support@1)
     E("GET", "tenants/{tenant}/aliases/", 200, "read", "alice", TENANT_READ),
     E("POST", "tenants/{tenant}/aliases/", 201, "write", "alice", TENANT_WRITE,
-      body={"name": "canary", "targets": [{"version": "support@1", "weight": 100}]}, audit="alias.set",
+      body={"name": "canary", "targets": [{"version": "support@1", "weight": 100}]},
+      audit="alias.set",
       then=_exists("adapters.Alias", tenant__slug="acme", name="canary")),
     E("GET", "tenants/{tenant}/aliases/{alias}/", 200, "read", "alice", TENANT_READ),
     E("PUT", "tenants/{tenant}/aliases/{alias}/", 200, "write", "alice", TENANT_WRITE,
@@ -228,7 +267,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     # the platform catalogue, fleet, cross-tenant version list and audit
     E("GET", "base-models/", 200, "read", "alice", EVERYONE),
     E("POST", "base-models/", 201, "admin", "adam", PLATFORM_ADMIN,
-      body=lambda state: {"name": "tiny-2", "source": "var/tiny/base", "hf_config": state.hf_config},
+      body=lambda state: {"name": "tiny-2", "source": "var/tiny/base",
+                          "hf_config": state.hf_config},
       audit="base_model.register", then=_exists("adapters.BaseModel", name="tiny-2")),
     E("GET", "base-models/{name}/", 200, "read", "alice", EVERYONE),
     E("GET", "engines/", 200, "read", "olga", OPERATORS),
@@ -268,6 +308,8 @@ LIST_VISIBILITY: dict[str, dict[str, set[str]]] = {
     "base-models/": {"own": {TINY}, "oth": {TINY}, "nora": {TINY}},
 }
 
+# fmt: on
+
 
 def endpoint_by_key() -> dict[tuple[str, str], Endpoint]:
     table: dict[tuple[str, str], Endpoint] = {}
@@ -294,8 +336,16 @@ def is_tenant_route(route: str) -> bool:
 
 _GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)|<(?:\w+:)?(\w+)>")
 _FORMAT_SUFFIX = re.compile(r"\\\.\(\?P<format>")
-_SAMPLE_PARAMS = {"tenant": "acme", "adapter": "support", "number": "1", "username": "bob",
-                  "prefix": "abc", "alias": "a", "engine": "e", "name": "n"}
+_SAMPLE_PARAMS = {
+    "tenant": "acme",
+    "adapter": "support",
+    "number": "1",
+    "username": "bob",
+    "prefix": "abc",
+    "alias": "a",
+    "engine": "e",
+    "name": "n",
+}
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
@@ -337,7 +387,7 @@ def api_routes(*, include_format_suffixes: bool = False) -> dict[tuple[str, str]
             continue
         if _FORMAT_SUFFIX.search(raw) and not include_format_suffixes:
             continue
-        route = _template(raw[len(API_PREFIX) - 1:])
+        route = _template(raw[len(API_PREFIX) - 1 :])
         for method in allowed_methods(pattern):
             found[(method, route)] = pattern.callback
     return found

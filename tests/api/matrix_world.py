@@ -51,8 +51,12 @@ class State:
 
     def upload_files(self) -> dict[str, Any]:
         return {
-            "adapter_config": self._open.enter_context(open(self.files / "adapter_config.json", "rb")),
-            "adapter_model": self._open.enter_context(open(self.files / "adapter_model.safetensors", "rb")),
+            "adapter_config": self._open.enter_context(
+                open(self.files / "adapter_config.json", "rb")
+            ),
+            "adapter_model": self._open.enter_context(
+                open(self.files / "adapter_model.safetensors", "rb")
+            ),
         }
 
     def close(self) -> None:
@@ -61,10 +65,15 @@ class State:
 
 
 def upload_version(files: Path, adapter: Adapter, uploader: Any) -> AdapterVersion:
-    with open(files / "adapter_config.json", "rb") as cfg, open(files / "adapter_model.safetensors", "rb") as model:
+    with (
+        open(files / "adapter_config.json", "rb") as cfg,
+        open(files / "adapter_model.safetensors", "rb") as model,
+    ):
         return uploads.version_upload(
-            access=AccessContext.for_user(uploader), adapter=adapter,
-            config=uploads.IncomingFile(cfg, None), model=uploads.IncomingFile(model, None),
+            access=AccessContext.for_user(uploader),
+            adapter=adapter,
+            config=uploads.IncomingFile(cfg, None),
+            model=uploads.IncomingFile(model, None),
         )
 
 
@@ -73,8 +82,14 @@ def advance(version: AdapterVersion, status: str, *, reviewer: Any, owner: Any) 
     steps = ("validated", "staged", "active")
     assert version_claim_for_validation(version_id=version.pk)
     version = lifecycle.version_record_validation(
-        version=version, report={"valid": True, "errors": []},
-        fields={"rank": 8, "alpha": 16.0, "target_modules": ["q_proj", "v_proj"], "dtype": "float32"},
+        version=version,
+        report={"valid": True, "errors": []},
+        fields={
+            "rank": 8,
+            "alpha": 16.0,
+            "target_modules": ["q_proj", "v_proj"],
+            "dtype": "float32",
+        },
     )
     if steps.index(status) >= 1:
         version = lifecycle.version_approve(version=version, reviewer=reviewer, comment="ok")
@@ -87,29 +102,52 @@ def build_state(tmp_path: Path) -> State:
     world = build_world()
     users = world.users
     users["gus"] = make_user("gus")
-    adapter_grant(actor=users["alice"], adapter=world.support, username="gus",
-                  perms=["view_adapter", "change_adapter", "upload_version"])
-    billing = Adapter.objects.create(tenant=world.acme, name="billing", base_model=world.base,
-                                     created_by=users["alice"])
+    adapter_grant(
+        actor=users["alice"],
+        adapter=world.support,
+        username="gus",
+        perms=["view_adapter", "change_adapter", "upload_version"],
+    )
+    billing = Adapter.objects.create(
+        tenant=world.acme, name="billing", base_model=world.base, created_by=users["alice"]
+    )
     files = adapter_files(tmp_path / "files")
     bob, rob, alice = users["bob"], users["rob"], users["alice"]
     for status in ("active", "validated", "staged"):
         advance(upload_version(files, world.support, bob), status, reviewer=rob, owner=alice)
     upload_version(files, billing, bob)
-    advance(upload_version(files, world.legal, users["charlie"]), "validated", reviewer=rob, owner=None)
-    aliases.alias_set(access=AccessContext.for_user(alice), tenant=world.acme, name="support-bot",
-                      targets=[{"version": "support@1", "weight": 100}])
+    advance(
+        upload_version(files, world.legal, users["charlie"]), "validated", reviewer=rob, owner=None
+    )
+    aliases.alias_set(
+        access=AccessContext.for_user(alice),
+        tenant=world.acme,
+        name="support-bot",
+        targets=[{"version": "support@1", "weight": 100}],
+    )
     bob_token = token_issue(user=bob, scopes=["read"], tenant=world.acme, name="bob-ci").token
-    engine = Engine.objects.create(name="cpu-1", base_model=world.base, url="http://127.0.0.1:8100",
-                                   served_model_name=world.base.name, adapter_root="/srv/adapters")
+    engine = Engine.objects.create(
+        name="cpu-1",
+        base_model=world.base,
+        url="http://127.0.0.1:8100",
+        served_model_name=world.base.name,
+        adapter_root="/srv/adapters",
+    )
     Residency.objects.create(engine=engine, version=world.support.versions.get(number=1))
     return State(world=world, files=files, billing=billing, bob_token=bob_token, engine=engine)
 
 
 def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str]:
-    params = {"tenant": "acme", "adapter": "billing" if column == "gno" else "support", "number": "1",
-              "username": "bob", "prefix": state.bob_token.prefix, "alias": "support-bot",
-              "engine": state.engine.name, "name": state.world.base.name}
+    params = {
+        "tenant": "acme",
+        "adapter": "billing" if column == "gno" else "support",
+        "number": "1",
+        "username": "bob",
+        "prefix": state.bob_token.prefix,
+        "alias": "support-bot",
+        "engine": state.engine.name,
+        "name": state.world.base.name,
+    }
     params.update(endpoint.params)
     return params
 
@@ -128,7 +166,9 @@ def client_for(state: State, endpoint: Endpoint, column: str) -> APIClient:
     if column == "bnd":
         if not AccessContext.for_user(actor).sees_all_tenants():
             # A legitimate binding: the actor belongs to globex too, so only the binding differs.
-            Membership.objects.get_or_create(user=actor, tenant=world.globex, defaults={"role": "viewer"})
+            Membership.objects.get_or_create(
+                user=actor, tenant=world.globex, defaults={"role": "viewer"}
+            )
         return world.token_client(endpoint.actor, [endpoint.scope], tenant=world.globex)
     scopes = scopes_lacking(endpoint.scope) if column == "nos" else [endpoint.scope]
     client = world.token_client(endpoint.actor, scopes, tenant=home)
@@ -150,10 +190,14 @@ def fingerprint() -> dict[str, Any]:
         "groups": rows(User.groups.through.objects, "user_id", "group_id"),
         "tenants": rows(Tenant.objects, "slug", "name", "slo_class", "quota_adapters", "pool"),
         "memberships": rows(Membership.objects, "user_id", "tenant_id", "role"),
-        "tokens": rows(ApiToken.objects, "prefix", "tenant_id", "scopes", "expires_at", "revoked_at"),
+        "tokens": rows(
+            ApiToken.objects, "prefix", "tenant_id", "scopes", "expires_at", "revoked_at"
+        ),
         "base_models": rows(BaseModel.objects, "name", "source"),
         "adapters": rows(Adapter.objects, "tenant_id", "name", "description", "slo_class", "pool"),
-        "grants": rows(AdapterUserObjectPermission.objects, "user_id", "permission_id", "content_object_id"),
+        "grants": rows(
+            AdapterUserObjectPermission.objects, "user_id", "permission_id", "content_object_id"
+        ),
         "versions": rows(AdapterVersion.objects, "adapter_id", "number", "status", "serving_keys"),
         "decisions": rows(Decision.objects, "version_id", "kind", "actor_id"),
         "aliases": rows(Alias.objects, "tenant_id", "name", "updated_at"),

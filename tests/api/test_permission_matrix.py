@@ -40,18 +40,42 @@ AUTH_TOKEN = ("POST", "auth/token/")
 # POST /auth/token/ trades a password for a token, so its principals are credentials, not clients.
 #   case: (body, status, error code, audit action appended)
 AUTH_TOKEN_CASES: dict[str, tuple[dict[str, Any], int, str | None, str | None]] = {
-    "owner-unbound": ({"username": "alice", "password": PASSWORD, "scopes": ["read"]}, 201, None,
-                      "token.create"),
-    "owner-bound-own-tenant": ({"username": "alice", "password": PASSWORD, "scopes": ["write"],
-                                "tenant": "acme"}, 201, None, "token.create"),
-    "bound-to-another-tenant": ({"username": "alice", "password": PASSWORD, "scopes": ["read"],
-                                 "tenant": "globex"}, 404, "tenant.not_found", None),
-    "wrong-password": ({"username": "alice", "password": "nope", "scopes": ["read"]}, 401,
-                       "auth.invalid_credentials", "auth.login_failed"),
-    "unknown-user": ({"username": "mallory", "password": PASSWORD, "scopes": ["read"]}, 401,
-                     "auth.invalid_credentials", "auth.login_failed"),
-    "unknown-scope": ({"username": "alice", "password": PASSWORD, "scopes": ["root"]}, 400,
-                      "invalid_request", None),
+    "owner-unbound": (
+        {"username": "alice", "password": PASSWORD, "scopes": ["read"]},
+        201,
+        None,
+        "token.create",
+    ),
+    "owner-bound-own-tenant": (
+        {"username": "alice", "password": PASSWORD, "scopes": ["write"], "tenant": "acme"},
+        201,
+        None,
+        "token.create",
+    ),
+    "bound-to-another-tenant": (
+        {"username": "alice", "password": PASSWORD, "scopes": ["read"], "tenant": "globex"},
+        404,
+        "tenant.not_found",
+        None,
+    ),
+    "wrong-password": (
+        {"username": "alice", "password": "nope", "scopes": ["read"]},
+        401,
+        "auth.invalid_credentials",
+        "auth.login_failed",
+    ),
+    "unknown-user": (
+        {"username": "mallory", "password": PASSWORD, "scopes": ["read"]},
+        401,
+        "auth.invalid_credentials",
+        "auth.login_failed",
+    ),
+    "unknown-scope": (
+        {"username": "alice", "password": PASSWORD, "scopes": ["root"]},
+        400,
+        "invalid_request",
+        None,
+    ),
 }
 
 
@@ -60,7 +84,11 @@ def _cases() -> list[Any]:
     for endpoint in ENDPOINTS:
         for column in (*ROLE_COLUMNS, *TOKEN_COLUMNS):
             if endpoint.expected(column) is not None:
-                cases.append(pytest.param(endpoint, column, id=f"{endpoint.method} {endpoint.route} {column}"))
+                cases.append(
+                    pytest.param(
+                        endpoint, column, id=f"{endpoint.method} {endpoint.route} {column}"
+                    )
+                )
     return cases
 
 
@@ -90,7 +118,10 @@ def test_permission_matrix(state, endpoint: Endpoint, column: str) -> None:
     url = API_PREFIX + fill(endpoint.route, route_params(state, endpoint, column))
     body = endpoint.body(state) if callable(endpoint.body) else endpoint.body
     fmt = "multipart" if endpoint.multipart else "json"
-    before, last_event = fingerprint(), AuditEvent.objects.order_by("-id").values_list("id", flat=True).first()
+    before, last_event = (
+        fingerprint(),
+        AuditEvent.objects.order_by("-id").values_list("id", flat=True).first(),
+    )
 
     call = getattr(client, endpoint.method.lower())
     response = call(url, body, format=fmt) if body is not None else call(url)
@@ -100,7 +131,9 @@ def test_permission_matrix(state, endpoint: Endpoint, column: str) -> None:
     if code is not None:
         assert payload["error"]["code"] == code, payload
         assert payload["error"]["message"]
-    new_events = list(AuditEvent.objects.filter(id__gt=last_event or 0).values_list("action", flat=True))
+    new_events = list(
+        AuditEvent.objects.filter(id__gt=last_event or 0).values_list("action", flat=True)
+    )
     if code is None and endpoint.method != "GET":
         assert endpoint.audit in new_events, f"no {endpoint.audit} event; got {new_events}"
         assert endpoint.then is not None
@@ -120,7 +153,9 @@ def test_lists_show_each_principal_only_its_rows(state, route: str, column: str)
         pytest.skip(f"{route} x {column} is covered by the status matrix only")
     endpoint = endpoint_by_key()[("GET", route)]
     client = client_for(state, endpoint, column)
-    response = client.get(API_PREFIX + fill(route, route_params(state, endpoint, column)), {"page_size": 200})
+    response = client.get(
+        API_PREFIX + fill(route, route_params(state, endpoint, column)), {"page_size": 200}
+    )
     assert response.status_code == 200, response.json()
     assert {LIST_KEYS[route](row) for row in response.json()["results"]} == expected
 
@@ -140,7 +175,8 @@ def test_auth_token_matrix(state, case: str) -> None:
         assert response.json()["error"]["code"] == code
         assert new_events == ([audit] if audit else [])
         assert {k: v for k, v in fingerprint().items() if k != "audit"} == {
-            k: v for k, v in before.items() if k != "audit"}
+            k: v for k, v in before.items() if k != "audit"
+        }
     else:
         token = response.json()["token"]
         assert token.startswith("lp_") and new_events == [audit]
@@ -148,6 +184,7 @@ def test_auth_token_matrix(state, case: str) -> None:
 
 
 # --- meta-tests: the matrix covers the API, and only the API ---
+
 
 def test_every_api_route_and_method_is_in_the_matrix() -> None:
     declared = {e.key for e in ENDPOINTS} | {AUTH_TOKEN}
@@ -166,7 +203,9 @@ def test_format_suffix_routes_are_the_same_views_as_their_matrix_rows() -> None:
         plain = route.replace(".{format}/?", "/").replace(".{format}", "/")
         assert (method, plain) in canonical, f"{method} {route} has no canonical route {plain}"
         assert getattr(view, "cls", None) is getattr(canonical[(method, plain)], "cls", None)
-        assert getattr(view, "actions", None) == getattr(canonical[(method, plain)], "actions", None)
+        assert getattr(view, "actions", None) == getattr(
+            canonical[(method, plain)], "actions", None
+        )
 
 
 def test_every_row_is_complete_and_uses_known_cells() -> None:
@@ -176,8 +215,12 @@ def test_every_row_is_complete_and_uses_known_cells() -> None:
             if column == "gno":
                 assert (cell == "-") == ("{adapter}" not in endpoint.route), endpoint.key
         writes = endpoint.method != "GET"
-        assert (endpoint.audit is not None) == writes, f"{endpoint.key}: writes must name their audit event"
-        assert (endpoint.then is not None) == writes, f"{endpoint.key}: writes must check their effect"
+        assert (endpoint.audit is not None) == writes, (
+            f"{endpoint.key}: writes must name their audit event"
+        )
+        assert (endpoint.then is not None) == writes, (
+            f"{endpoint.key}: writes must check their effect"
+        )
 
 
 def test_methods_no_row_declares_fail_closed(state) -> None:

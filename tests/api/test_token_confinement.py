@@ -26,23 +26,29 @@ def test_a_token_mints_tokens_within_its_scopes(world, wanted):
 
 
 def test_a_session_mints_any_scope(world):
-    response = world.client("alice").post("/api/v1/tenants/acme/tokens/", {"scopes": ["approve", "admin"]},
-                                          format="json")
+    response = world.client("alice").post(
+        "/api/v1/tenants/acme/tokens/", {"scopes": ["approve", "admin"]}, format="json"
+    )
     assert response.status_code == 201, response.json()
 
 
 def test_a_minted_token_does_not_outlive_the_token_that_minted_it(world):
     client = world.token_client("alice", ["write"], tenant=world.acme, expires_in_days=2)
     before = ApiToken.objects.count()
-    response = client.post("/api/v1/tenants/acme/tokens/", {"scopes": ["read"], "expires_in_days": 30},
-                           format="json")
+    response = client.post(
+        "/api/v1/tenants/acme/tokens/", {"scopes": ["read"], "expires_in_days": 30}, format="json"
+    )
     assert response.status_code == 400, response.json()
     assert response.json()["error"]["code"] == "token.bad_expiry"
     assert ApiToken.objects.count() == before
-    response = client.post("/api/v1/tenants/acme/tokens/", {"scopes": ["read"], "expires_in_days": 1},
-                           format="json")
+    response = client.post(
+        "/api/v1/tenants/acme/tokens/", {"scopes": ["read"], "expires_in_days": 1}, format="json"
+    )
     assert response.status_code == 201, response.json()
-    assert ApiToken.objects.get(prefix=response.json()["prefix"]).expires_at <= client.issued.token.expires_at
+    assert (
+        ApiToken.objects.get(prefix=response.json()["prefix"]).expires_at
+        <= client.issued.token.expires_at
+    )
 
 
 @pytest.mark.parametrize("path", ["/api/v1/users/", "/api/v1/engines/", "/api/v1/audit/verify/"])
