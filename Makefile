@@ -40,3 +40,8 @@ lint: venv
 
 bench: venv
 	@$(PY) -m bench.run_all
+
+# Cache simulator suite (bench/cachesim): writes its section of docs/benchmarks.md and
+# docs/img/cachesim-*.png; a few minutes on 2 cores.
+bench-cache: venv
+	@$(PY) -m bench.cachesim.report

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from bench.cachesim.policies.base import Controller, SimContext
 from bench.cachesim.policies.belady import Belady
-from bench.cachesim.policies.classic import GDSF, LFU, Chameleon
+from bench.cachesim.policies.classic import A0, GDSF, LFU, Chameleon
 from bench.cachesim.policies.portal import Portal
 
 POLICIES: dict[str, Callable[[], Controller]] = {
@@ -16,6 +16,7 @@ POLICIES: dict[str, Callable[[], Controller]] = {
     "chameleon": Chameleon,
     "portal": Portal,
     "belady": Belady,
+    "a0": A0,  # reference only: reads the whole trace's popularity
 }
 
 

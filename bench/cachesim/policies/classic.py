@@ -5,7 +5,7 @@ and evict it just before vLLM would need room (the plugin's real evict); GPU slo
 from __future__ import annotations
 
 from bench.cachesim.engine import EngineModel
-from bench.cachesim.policies.base import Controller
+from bench.cachesim.policies.base import Controller, SimContext
 from bench.cachesim.trace import TraceRequest
 from workers.cache_policy import Action, Evict
 
@@ -109,3 +109,23 @@ class Chameleon(ScoredEviction):
             + self.s * size[x] / s_max
             for x in candidates
         }
+
+
+class A0(ScoredEviction):
+    """A0 (Aho, Denning & Ullman 1971), given the trace's true popularity: keeps the versions most
+    requested over the whole trace. It is the best online policy when requests are independent
+    draws from a fixed popularity, so on such traces it shows how close any online policy can get
+    to belady. An oracle reference (it reads the future's counts), not a deployable policy."""
+
+    name = "a0"
+
+    def attach(self, ctx: SimContext) -> None:
+        super().attach(ctx)
+        self.count: dict[str, int] = {}
+        for r in ctx.trace:
+            self.count[r.adapter] = self.count.get(r.adapter, 0) + 1
+
+    def victim_value(
+        self, engine: EngineModel, candidates: list[str], now: float
+    ) -> dict[str, float]:
+        return {x: float(self.count.get(x, 0)) for x in candidates}

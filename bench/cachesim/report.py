@@ -1,0 +1,301 @@
+"""`make bench-cache`: run the cache suite, write its section of docs/benchmarks.md and the plots.
+
+    python -m bench.cachesim.report [--requests N] [--out docs/benchmarks.md] [--img docs/img]
+
+The section sits between the markers below, so other benchmarks keep their own sections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.cachesim import plots
+from bench.cachesim.replay_doc import replay_section
+from bench.cachesim.sim import CostModel
+from bench.cachesim.suite import POLICY_ORDER, run_suite
+
+BEGIN, END = "<!-- cachesim:begin -->", "<!-- cachesim:end -->"
+HEADLINE = "skewed-2x"
+GOAL_RATIO, GOAL_RATIO_WORST = 1.10, 1.25
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.0f}%"
+
+
+def _mark(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+def goals(r: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    seq, conc = r["sequential"], r["concurrent"]
+    ratios = {
+        s: {
+            k: seq[s]["portal"][k] / max(1, seq[s]["belady"][k])
+            for k in ("cold_loads", "gpu_loads")
+        }
+        | {"a0_cold": seq[s]["a0"]["cold_loads"] / max(1, seq[s]["belady"]["cold_loads"])}
+        for s in seq
+    }
+    worst = max(max(v["cold_loads"], v["gpu_loads"]) for v in ratios.values())
+    within = [s for s, v in ratios.items() if max(v["cold_loads"], v["gpu_loads"]) <= GOAL_RATIO]
+    lru, por, bel = (conc[HEADLINE][p] for p in ("lru", "portal", "belady"))
+    cold_cut = 1 - por["cold_loads"] / lru["cold_loads"]
+    p99_cut = 1 - por["ttft_p99_ms"] / lru["ttft_p99_ms"]
+    bel_cold_cut = 1 - bel["cold_loads"] / lru["cold_loads"]
+    bel_p99_cut = 1 - bel["ttft_p99_ms"] / lru["ttft_p99_ms"]
+    class_worse = {
+        c: max(
+            por["by_slo"][c]["ttft_p99_ms"] / lru["by_slo"][c]["ttft_p99_ms"] - 1,
+            por["by_slo"][c]["cold_loads"] / max(1, lru["by_slo"][c]["cold_loads"]) - 1,
+        )
+        for c in por["by_slo"]
+    }
+    worst_class = max(class_worse, key=class_worse.__getitem__)
+    lines = [
+        "| goal (issue 4) | measured | |",
+        "|---|---|---|",
+        f"| `portal` cold loads and GPU misses within {GOAL_RATIO:.2f}x of `belady` on every "
+        f"scenario ({GOAL_RATIO_WORST:.2f}x at worst); sequential mode, where belady is exact "
+        f"| within {GOAL_RATIO:.2f}x on {len(within)} of {len(ratios)} scenarios; worst "
+        f"{worst:.2f}x (per scenario below) | {_mark(worst <= GOAL_RATIO)}"
+        f"{'' if worst <= GOAL_RATIO_WORST else ' (also above 1.25x)'} |",
+        f"| {HEADLINE}: at least 40% fewer cold loads than `lru` | {_pct(-cold_cut)} cold loads "
+        f"({por['cold_loads']} vs {lru['cold_loads']}); the offline optimum itself: "
+        f"{_pct(-bel_cold_cut)} | {_mark(cold_cut >= 0.40)} |",
+        f"| {HEADLINE}: p99 TTFT at least 30% lower than `lru` | {_pct(-p99_cut)} "
+        f"({por['ttft_p99_ms']:.0f} ms vs {lru['ttft_p99_ms']:.0f} ms); the offline optimum "
+        f"itself: {_pct(-bel_p99_cut)} | {_mark(p99_cut >= 0.30)} |",
+        f"| {HEADLINE}: no SLO class worse than under `lru` by more than 5% (p99 TTFT and cold "
+        f"loads) | worst: {worst_class} {_pct(class_worse[worst_class])} | "
+        f"{_mark(class_worse[worst_class] <= 0.05)} |",
+    ]
+    return lines, ratios
+
+
+def seq_table(r: dict[str, Any], ratios: dict[str, Any]) -> list[str]:
+    pols = [p for p in POLICY_ORDER]
+    head = "| scenario | " + " | ".join(pols) + " | portal/belady | a0/belady |"
+    lines = [head, "|---" * (len(pols) + 3) + "|"]
+    for s, by in r["sequential"].items():
+        cells = [f"{by[p]['cold_loads']} / {by[p]['gpu_loads']}" for p in pols]
+        ra = ratios[s]
+        lines.append(
+            f"| {s} | " + " | ".join(cells) + f" | {ra['cold_loads']:.2f} / {ra['gpu_loads']:.2f}"
+            f" | {ra['a0_cold']:.2f} / - |"
+        )
+    return lines
+
+
+def conc_table(r: dict[str, Any]) -> list[str]:
+    pols = [p for p in POLICY_ORDER if p != "a0"]
+    lines = [
+        "| scenario | " + " | ".join(pols) + " |",
+        "|---" * (len(pols) + 1) + "|",
+    ]
+    for s, by in r["concurrent"].items():
+        cells = [
+            f"{by[p]['cold_loads']} / {by[p]['gpu_loads']} / "
+            f"{by[p]['ttft_p50_ms']:.0f} / {by[p]['ttft_p99_ms']:.0f}"
+            for p in pols
+        ]
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def slo_table(r: dict[str, Any], scenario: str) -> list[str]:
+    by = r["concurrent"][scenario]
+    pols = ["lru", "lfu", "portal", "belady"]
+    classes = [c for c in ("gold", "silver", "bronze") if c in by["lru"]["by_slo"]]
+    lines = ["| class | " + " | ".join(pols) + " |", "|---" * (len(pols) + 1) + "|"]
+    for c in classes:
+        cells = [
+            f"{by[p]['by_slo'][c]['requests']} req, {by[p]['by_slo'][c]['cold_loads']} cold, "
+            f"p99 {by[p]['by_slo'][c]['ttft_p99_ms']:.0f} ms"
+            for p in pols
+        ]
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render(r: dict[str, Any], wall_s: float, img_rel: str) -> str:
+    goal_lines, ratios = goals(r)
+    cost = CostModel()
+    sc_lines = [
+        f"| {s['name']} | {s['what']} | {s['spec'].requests} | {s['gpu']} / {s['cpu']} |"
+        for s in r["scenarios"]
+    ]
+    parts = [
+        BEGIN,
+        "## Adapter cache: policies side by side (cache simulator)",
+        "",
+        "Reproduce everything here with `make bench-cache` (this run: "
+        f"{wall_s / 60:.1f} min wall, {r['cpu_s'] / 60:.1f} min CPU on 2 processes). One run: "
+        "`python -m bench.cachesim.trace --seed 7 --out t.jsonl` then "
+        "`python -m bench.cachesim --trace t.jsonl --policy portal --gpu-slots 8 --cpu-slots 32 "
+        "[--sequential] --json`; the suite's traces are written to `var/cachesim/traces/`.",
+        "",
+        "### Goals, measured",
+        "",
+        *goal_lines,
+        "",
+        "### What is simulated",
+        "",
+        "- One engine as vLLM 0.32 runs it (read in `vllm/lora/worker_manager.py` and "
+        "`model_manager.py`): the CPU cache (`--max-cpu-loras`) and GPU slots (`--max-loras`) "
+        "are both LRU, GPU slots inside the cache; a request, `add_lora` or warm-up touches its "
+        "adapter in both; adapters of running requests are never victims (vLLM touches them "
+        "every step) and a request waits when no GPU slot can be had (vLLM caps distinct "
+        "adapters per batch at `--max-loras`).",
+        "- Costs (options of `python -m bench.cachesim`): object store "
+        f"{cost.object_bytes_per_s / 1e9:g} GB/s "
+        f"to the node's disk (the request waits, the engine does not); disk to engine cache "
+        f"{cost.disk_bytes_per_s / 1e9:g} GB/s + {cost.load_overhead_s * 1000:g} ms; cache to "
+        f"GPU slot {cost.pcie_bytes_per_s / 1e9:g} GB/s. Loads and moves happen inside an engine "
+        f"step, so they stall every running request, as in vLLM. Prefill "
+        f"{cost.prefill_tokens_per_s:g} tokens/s, decode {cost.decode_step_s * 1000:g} ms/token, "
+        f"batch {cost.max_num_seqs}. TTFT = arrival to end of prefill.",
+        "- Every transfer counts whoever caused it: **cold loads** (disk or object store into "
+        "the engine cache, with `bytes_loaded`) and **GPU loads** (into a GPU slot, i.e. GPU "
+        "misses), whether a request, a prefetch, a pin or a warm-up caused them.",
+        "- Policies act only through the controller's controls (pin/unpin within the rules, "
+        "evict = the plugin's real `remove_lora`, load, warm; the gateway's engine choice): "
+        "`lru` is vLLM alone; `lfu` (perfect LFU), `gdsf` (Greedy-Dual-Size-Frequency) and "
+        "`chameleon` (its F x frequency + R x recency + S x size score, 0.45/0.10/0.45 as we "
+        "read the paper) pick the cache victim and evict it just before vLLM would need room, "
+        "and leave GPU slots to vLLM's LRU; `portal` is `workers.cache_policy.plan_actions`, "
+        "imported, on every miss and every 30 s.",
+        "- `belady` is the offline optimum: it picks every victim itself, at both tiers, as the "
+        "version whose next request comes last (an oracle hook, not a control). In sequential "
+        "mode this is Belady's MIN, which needs the fewest **cold loads** for the cache and, "
+        "separately, the fewest **GPU loads** for the slots; MIN is a stack algorithm, so one "
+        "run reaches both minima (tests/cache/test_belady.py checks it against brute force). It "
+        "is not optimal for bytes loaded (that is weighted caching) nor for TTFT, it ignores the "
+        "hard rules, and under concurrency (requests admitted out of order, slots held by "
+        "running requests) it is a strong heuristic rather than a bound.",
+        "- `a0` is a reference, not a policy one could deploy: Aho, Denning and Ullman's A0 "
+        "given the trace's true popularity (it keeps the versions most requested over the whole "
+        "trace). For requests drawn independently from a fixed popularity, which is what the "
+        "Zipf, power and uniform scenarios are, A0 is the best any online policy can do, so "
+        "`a0/belady` is how close to the optimum an online policy can get at all.",
+        "",
+        "| scenario | trace | requests | GPU / cache slots |",
+        "|---|---|---|---|",
+        *sc_lines,
+        "",
+        "### Exact counts (sequential mode): cold loads / GPU loads",
+        "",
+        "Each request finishes before the next starts, so these counts are exact and "
+        "reproducible by hand; `belady` is the true minimum here.",
+        "",
+        *seq_table(r, ratios),
+        "",
+        f"![cold loads vs belady]({img_rel}/cachesim-cold-vs-belady.png)",
+        f"![GPU loads vs belady]({img_rel}/cachesim-gpu-vs-belady.png)",
+        "",
+        "### Under load (concurrent mode): cold loads / GPU loads / TTFT p50 ms / TTFT p99 ms",
+        "",
+        *conc_table(r),
+        "",
+        f"![p99 TTFT vs lru]({img_rel}/cachesim-p99-vs-lru.png)",
+        f"![TTFT distribution]({img_rel}/cachesim-ttft-ccdf.png)",
+        "",
+        f"### SLO classes under load: {HEADLINE}",
+        "",
+        *slo_table(r, HEADLINE),
+        "",
+        "### SLO classes under load: gold-bronze-2x (2 pins per tenant)",
+        "",
+        *slo_table(r, "gold-bronze-2x"),
+        "",
+        *analysis(r, ratios),
+        "",
+        *replay_section(),
+        END,
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def analysis(r: dict[str, Any], ratios: dict[str, Any]) -> list[str]:
+    a0_best = min(v["a0_cold"] for v in ratios.values())
+    seq = r["sequential"]
+    flat = seq.get("flat-2x", {})
+    return [
+        "### Reading the numbers",
+        "",
+        f"- **Within 1.10x of belady is out of reach for any online policy on these traces.** "
+        f"`a0`, which is told the true popularity, needs {a0_best:.2f}x belady's cold loads at "
+        f"best and more elsewhere: with independent requests, the optimum's edge is knowing "
+        f"*when* each version comes back, which no history can tell. `portal` sits close to "
+        f"`a0` and `lfu` on cold loads; it is the only policy that also cuts GPU loads (pins "
+        f"on a quiet engine), because the others leave GPU slots to vLLM's LRU.",
+        "- **40% fewer cold loads than lru at 2x skewed is also beyond the ceiling:** the "
+        "offline optimum cuts about half, the best online reference (a0) about a third, and "
+        "portal is in that band. On flat popularity nothing online beats LRU "
+        f"(lru {flat.get('lru', {}).get('cold_loads', '?')}, "
+        f"a0 {flat.get('a0', {}).get('cold_loads', '?')} cold loads).",
+        "- **p99 TTFT under load is set by GPU-slot contention, not by the cache:** the "
+        "slowest 1% are requests that wait for a slot while more distinct adapters than "
+        "`--max-loras` are running. A cold load costs ~70 ms against waits of seconds, so "
+        "even belady moves p99 by well under 30%. Pins make this worse, which is why portal "
+        "pins only into GPU slots that were not busy lately (EngineSnapshot.busy_peak) and "
+        "drops pins a request needs.",
+        "- Gold versions keep their place (priority weight 0.5 and the minimum residency) at "
+        "no cost to the other classes on the headline scenario: the cold loads gold saves come "
+        "out of the versions that are least likely to be asked for again, whoever owns them.",
+    ]
+
+
+def write_section(doc: Path, section: str) -> None:
+    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        text = head + section.rstrip("\n") + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(text, encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.cachesim.report", description=__doc__)
+    ap.add_argument("--requests", type=int, help="override every scenario's request count")
+    ap.add_argument("--out", default="docs/benchmarks.md")
+    ap.add_argument("--img", default="docs/img")
+    ap.add_argument("--results", default="var/cachesim/suite.json")
+    a = ap.parse_args(argv)
+    started = time.monotonic()
+    results = run_suite(requests=a.requests, trace_dir=Path("var/cachesim/traces"))
+    wall = time.monotonic() - started
+    img = Path(a.img)
+    img.mkdir(parents=True, exist_ok=True)
+    pols = ["lru", "lfu", "gdsf", "chameleon", "portal", "a0"]
+    plots.ratio_to_belady(results, "cold_loads", pols, img / "cachesim-cold-vs-belady.png")
+    plots.ratio_to_belady(results, "gpu_loads", pols[:-1], img / "cachesim-gpu-vs-belady.png")
+    plots.p99_vs_lru(
+        results, ["lfu", "gdsf", "chameleon", "portal", "belady"], img / "cachesim-p99-vs-lru.png"
+    )
+    ttfts = results.pop("ttfts")
+    plots.ttft_ccdf(ttfts, f"{HEADLINE}, under load: TTFT tail", img / "cachesim-ttft-ccdf.png")
+    Path(a.results).parent.mkdir(parents=True, exist_ok=True)
+    serial = {
+        **results,
+        "scenarios": [{**s, "spec": asdict(s["spec"])} for s in results["scenarios"]],
+    }
+    Path(a.results).write_text(json.dumps(serial, indent=1), encoding="utf-8")
+    out = Path(a.out)
+    write_section(out, render(results, wall, os.path.relpath(img, out.parent)))
+    print(f"wrote {out} and plots in {img} ({wall:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
