@@ -122,6 +122,9 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
 
     @extend_schema(request={"multipart/form-data": s.VersionUploadSerializer}, responses={201: s.VersionDetailSerializer})
     def create(self, request, tenant=None, adapter=None):
+        # Before request.data: a body that cannot fit is refused before it is parsed and spooled.
+        uploads.upload_precheck(access=self.access, adapter=self.adapter,
+                                content_length=_content_length(request))
         data = s.VersionUploadSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         files = data.validated_data
@@ -171,6 +174,13 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         version = lifecycle.version_disable(version=self._version(number), actor=request.user,
                                             reason=str(reason), access=self.access, request_id=self.request_id)
         return self._detail(version)
+
+
+def _content_length(request) -> int | None:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0) or None
+    except ValueError:
+        return None
 
 
 class VersionQueueViewSet(mixins.ListModelMixin, PlatformViewSet):

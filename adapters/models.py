@@ -186,3 +186,48 @@ class AliasTarget(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["alias", "version"], name="aliastarget_unique")
         ]
+
+
+class DirectUploadState(models.TextChoices):
+    PENDING = "pending"
+    COMPLETING = "completing"
+
+
+class DirectUpload(models.Model):
+    """A direct-to-S3 multipart upload of a version's model file, started and not yet finished.
+
+    The row exists only while the upload is pending: completion turns it into a version and
+    deletes it; abort, a failed completion or expiry delete it with its objects.
+    """
+
+    public_id = models.CharField(max_length=32, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="direct_uploads")
+    adapter = models.ForeignKey(Adapter, on_delete=models.CASCADE, related_name="direct_uploads")
+    state = models.CharField(
+        max_length=12, choices=DirectUploadState.choices, default=DirectUploadState.PENDING
+    )
+    multipart_id = models.CharField(max_length=1024, help_text="the store's UploadId")
+    model_key = models.CharField(max_length=1024)
+    model_size = models.PositiveBigIntegerField()
+    part_size = models.PositiveBigIntegerField()
+    part_count = models.PositiveIntegerField()
+    config_key = models.CharField(max_length=1024)
+    config_size = models.PositiveBigIntegerField()
+    config_sha256 = models.CharField(max_length=64)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["tenant", "expires_at"], name="directupload_tenant_exp")]
+
+    def __str__(self) -> str:
+        return f"{self.adapter.name} upload {self.public_id}"
+
+    @property
+    def reserved_bytes(self) -> int:
+        return self.model_size + self.config_size

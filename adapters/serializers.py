@@ -116,3 +116,53 @@ class AliasWriteSerializer(serializers.Serializer):
 class GrantSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=150)
     perms = serializers.ListField(child=serializers.CharField(max_length=40), min_length=1)
+
+
+class DirectUploadStartSerializer(serializers.Serializer):
+    model_size = serializers.IntegerField(min_value=1, help_text="Exact size of adapter_model.safetensors")
+    part_size = serializers.IntegerField(required=False, min_value=1, help_text="Bytes per part (5 MiB..5 GiB)")
+    config = serializers.CharField(required=False, trim_whitespace=False, allow_blank=False,
+                                   help_text="The exact text of adapter_config.json (JSON requests)")
+    adapter_config = serializers.FileField(required=False, help_text="adapter_config.json (multipart requests)")
+
+    def validate(self, attrs):
+        if ("config" in attrs) == ("adapter_config" in attrs):
+            raise serializers.ValidationError("Give the config once: `config` (its text) or `adapter_config` (a file).")
+        return attrs
+
+
+class PartUrlSerializer(serializers.Serializer):
+    part_number = serializers.IntegerField()
+    size = serializers.IntegerField()
+    url = serializers.URLField()
+
+
+class DirectUploadSerializer(serializers.Serializer):
+    upload = serializers.CharField(source="public_id")
+    tenant = serializers.CharField(source="tenant.slug")
+    adapter = serializers.CharField(source="adapter.name")
+    state = serializers.CharField()
+    model_size = serializers.IntegerField()
+    part_size = serializers.IntegerField()
+    part_count = serializers.IntegerField()
+    config_sha256 = serializers.CharField()
+    started_by = serializers.CharField(source="started_by.username")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+
+
+class DirectUploadDetailSerializer(DirectUploadSerializer):
+    parts = PartUrlSerializer(many=True, help_text="PUT each part's bytes to its url; keep the ETag header")
+
+
+class CompletedPartSerializer(serializers.Serializer):
+    part_number = serializers.IntegerField(min_value=1, max_value=10_000)
+    etag = serializers.CharField(max_length=200)
+
+
+class DirectUploadCompleteSerializer(serializers.Serializer):
+    parts = CompletedPartSerializer(many=True, allow_empty=False, max_length=10_000)
+    signature = serializers.CharField(required=False, trim_whitespace=False, max_length=400_000,
+                                      help_text="Detached signature (base64) or model-signing bundle (JSON text)")
+    sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False,
+                                    help_text="The model file's sha256, checked against what was assembled")

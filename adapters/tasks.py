@@ -32,3 +32,11 @@ def requeue_stalled_validations() -> int:
     for version_id in version_ids:
         validate_version.delay(version_id)
     return len(version_ids)
+
+
+@shared_task(acks_late=True)
+def expire_direct_uploads() -> int:
+    """Beat entry: discard direct uploads past their expiry (their parts, objects and rows)."""
+    from adapters.services.direct_uploads import expire_direct_uploads as expire
+
+    return expire()

@@ -219,6 +219,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Synced into django-celery-beat's tables at beat start; operators edit them in the admin.
 CELERY_BEAT_SCHEDULE = {
     "requeue-stalled-validations": {"task": "adapters.tasks.requeue_stalled_validations", "schedule": 300.0},
+    "probe-engines": {"task": "workers.tasks.probe_engines", "schedule": 30.0},
+    "expire-direct-uploads": {"task": "adapters.tasks.expire_direct_uploads", "schedule": 600.0},
 }
 
 # --- Channels ---
@@ -242,6 +244,10 @@ if ADAPTER_STORAGE_BACKEND == "s3" and not S3_BUCKET:
     raise SettingError("S3_BUCKET is required when ADAPTER_STORAGE_BACKEND=s3")
 ADAPTER_MAX_MODEL_BYTES = env_int("ADAPTER_MAX_MODEL_BYTES", 4 * 1024**3, minimum=1)
 ADAPTER_MAX_CONFIG_BYTES = env_int("ADAPTER_MAX_CONFIG_BYTES", 64 * 1024, minimum=1)
+# Direct-to-S3 uploads: how long the presigned part URLs (and the pending upload) stay valid, and
+# the default part size (S3 allows 5 MiB..5 GiB per part, at most 10,000 parts).
+DIRECT_UPLOAD_EXPIRES_SECONDS = env_int("DIRECT_UPLOAD_EXPIRES_SECONDS", 6 * 3600, minimum=60)
+DIRECT_UPLOAD_PART_SIZE = env_int("DIRECT_UPLOAD_PART_SIZE", 64 * 1024**2, minimum=5 * 1024**2)
 
 # --- fleet ---
 # Shared secret sent to the engine plugin's admin routes; engines are on a private network.

@@ -3,9 +3,23 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter, SimpleRouter
 
-from adapters.api import AdapterViewSet, AliasViewSet, BaseModelViewSet, VersionQueueViewSet, VersionViewSet
+from adapters.api import (
+    AdapterViewSet,
+    AliasViewSet,
+    BaseModelViewSet,
+    VersionQueueViewSet,
+    VersionViewSet,
+)
+from adapters.api_uploads import DirectUploadViewSet
 from portal.api.audit import AuditViewSet
-from tenants.api import MemberViewSet, TenantTokenViewSet, TenantViewSet, TokenObtainView, UserViewSet
+from tenants.api import (
+    MemberViewSet,
+    TenantTokenViewSet,
+    TenantViewSet,
+    TokenObtainView,
+    UserViewSet,
+)
+from tenants.api_signing import SignaturePolicyViewSet, SigningKeyViewSet
 from workers.api import EngineViewSet
 
 root = DefaultRouter(trailing_slash=True)
@@ -22,13 +36,17 @@ tenant.register("members", MemberViewSet, basename="member")
 tenant.register("tokens", TenantTokenViewSet, basename="tenant-token")
 tenant.register("adapters", AdapterViewSet, basename="adapter")
 tenant.register("aliases", AliasViewSet, basename="alias")
+tenant.register("signing-keys", SigningKeyViewSet, basename="signing-key")
 
 adapter = SimpleRouter(trailing_slash=True)
 adapter.register("versions", VersionViewSet, basename="version")
+adapter.register("uploads", DirectUploadViewSet, basename="direct-upload")
 
 urlpatterns = [
     path("auth/token/", TokenObtainView.as_view(), name="auth-token"),
     path("tenants/<slug:tenant>/adapters/<slug:adapter>/", include(adapter.urls)),
+    path("tenants/<slug:tenant>/signature-policy/",
+         SignaturePolicyViewSet.as_view({"get": "retrieve", "put": "update"}), name="signature-policy"),
     path("tenants/<slug:tenant>/", include(tenant.urls)),
     path("", include(root.urls)),
 ]
