@@ -1,0 +1,26 @@
+"""The report keeps other sections of docs/benchmarks.md and replaces only its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.cachesim.report import BEGIN, END, write_section
+
+
+def test_it_replaces_its_section_and_keeps_the_others(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(
+        f"# Benchmarks\n\n## Validation\nkeep me\n\n{BEGIN}\nold\n{END}\n\n## Later\nme too\n"
+    )
+    write_section(doc, f"{BEGIN}\nnew\n{END}\n")
+    text = doc.read_text()
+    assert "keep me" in text and "me too" in text
+    assert "new" in text and "old" not in text
+    assert text.count(BEGIN) == 1 and text.count(END) == 1
+
+
+def test_it_appends_when_the_file_has_no_section(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\n## Validation\nkeep me\n")
+    write_section(doc, f"{BEGIN}\nnew\n{END}\n")
+    assert doc.read_text().startswith("# Benchmarks\n\n## Validation\nkeep me\n\n" + BEGIN)
