@@ -43,19 +43,14 @@ def check_celery() -> dict[str, Any]:
 
 
 async def _check_engine(engine: Any) -> dict[str, Any]:
-    from workers.vllm_client import EngineError, VLLMClient
+    from workers.services import probe_engine
 
     started = time.perf_counter()
-    client = VLLMClient(engine.url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=settings.PORTAL_ENGINE_KEY)
-    try:
-        await client.health()
-        return {"ok": True, "name": engine.name, "state": engine.state, "required": engine.required,
-                "latency_ms": round((time.perf_counter() - started) * 1000, 1)}
-    except EngineError as exc:
-        return {"ok": False, "name": engine.name, "state": engine.state, "required": engine.required,
-                "error": str(exc)}
-    finally:
-        await client.aclose()
+    error = await probe_engine(engine.url)
+    state = {"ok": not error, "name": engine.name, "state": engine.state, "required": engine.required}
+    if error:
+        return {**state, "error": error}
+    return {**state, "latency_ms": round((time.perf_counter() - started) * 1000, 1)}
 
 
 async def check_engines() -> list[dict[str, Any]]:

@@ -87,7 +87,7 @@ def run_validation(*, version_id: int) -> AdapterVersion | None:
                 trusted_keys=keys,
                 require_signature=tenant.require_signatures,
             )
-    except StorageError as exc:
+    except (StorageError, OSError) as exc:  # a local-disk stream raises OSError mid-read
         _release_claim(version_id)
         raise TransientValidationFailure(str(exc)) from exc
     result = report.to_dict()

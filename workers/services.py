@@ -1,0 +1,60 @@
+"""Writes for the fleet: the observed state of engines."""
+
+from __future__ import annotations
+
+import asyncio
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from portal.audit import record_event
+from workers.models import Engine, EngineState
+from workers.vllm_client import EngineError, VLLMClient
+
+
+async def probe_engine(url: str) -> str:
+    """'' when the engine answers its health route, else the reason."""
+    client = VLLMClient(url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=settings.PORTAL_ENGINE_KEY)
+    try:
+        await client.health()
+        return ""
+    except EngineError as exc:
+        return str(exc)
+    finally:
+        await client.aclose()
+
+
+def engine_record_probe(*, engine: Engine, error: str) -> Engine:
+    """Move an engine between up and down from one probe; draining stays draining (operator's call)."""
+    with transaction.atomic():
+        locked = Engine.objects.select_for_update().get(pk=engine.pk)
+        now = timezone.now()
+        before = locked.state
+        if error:
+            locked.last_error = error[:2000]
+            if locked.state != EngineState.DRAINING:
+                locked.state = EngineState.DOWN
+        else:
+            locked.last_seen_at = now
+            locked.last_error = ""
+            if locked.state in (EngineState.WARMING, EngineState.DOWN):
+                locked.state = EngineState.UP
+        locked.save(update_fields=["state", "last_seen_at", "last_error"])
+        if locked.state != before:
+            record_event(action="engine.state", actor="prober", obj=locked, object_id=locked.name,
+                         before={"state": before}, after={"state": locked.state, "error": locked.last_error})
+    return locked
+
+
+def engines_probe_all() -> dict[str, str]:
+    engines = list(Engine.objects.all())
+
+    async def probe_all() -> list[str]:
+        return list(await asyncio.gather(*(probe_engine(engine.url) for engine in engines)))
+
+    errors = asyncio.run(probe_all()) if engines else []
+    return {
+        engine_record_probe(engine=engine, error=error).name: (error or "up")
+        for engine, error in zip(engines, errors, strict=True)
+    }
