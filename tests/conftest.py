@@ -1,15 +1,13 @@
-"""Shared fixtures: the personas, clients, and the real services (engines, S3) as plugins."""
+"""Shared fixtures: the personas, and the real services (engines, S3, a Celery worker) as plugins."""
 
 from __future__ import annotations
-
-import importlib.util
 
 import pytest
 
 pytest_plugins = [
-    name
-    for name in ("tests.fixtures.engines", "tests.fixtures.s3", "tests.fixtures.celery_worker")
-    if importlib.util.find_spec(name) is not None  # TEMP while the fixture modules are being written
+    "tests.fixtures.engines",
+    "tests.fixtures.s3",
+    "tests.fixtures.celery_worker",
 ]
 
 
