@@ -4,6 +4,7 @@ import pytest
 
 from adapters.models import AdapterVersion, Decision
 from portal.audit import verify_chain
+from portal.models import AuditEvent
 from tests.factories import adapter_files, upload
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -74,3 +75,78 @@ def test_another_tenants_version_is_not_found(world, uploaded):
     response = world.client("charlie").get("/api/v1/tenants/acme/adapters/support/versions/1/")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "tenant.not_found"
+
+
+def _approve(world, who="rita"):
+    return world.client(who).post("/api/v1/tenants/acme/adapters/support/versions/1/approve/", {})
+
+
+def test_a_gold_release_needs_a_second_approval_by_someone_else(world, uploaded):
+    world.acme.slo_class = "gold"
+    world.acme.save()
+    _mark_validated(uploaded)
+    assert _approve(world).status_code == 200
+    first = world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {"comment": "go"})
+    assert first.status_code == 200
+    assert first.json()["status"] == "staged"
+    assert [d["kind"] for d in first.json()["decisions"]] == ["approve", "release_approval"]
+    again = world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    assert again.status_code == 403
+    assert again.json()["error"]["code"] == "release.second_approval_same_user"
+    second = world.client("rob").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    assert second.status_code == 200, second.json()
+    assert second.json()["status"] == "active"
+
+
+def test_a_reviewer_cannot_start_a_gold_release(world, uploaded):
+    world.acme.slo_class = "gold"
+    world.acme.save()
+    _mark_validated(uploaded)
+    _approve(world)
+    response = world.client("rob").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "release.not_owner"
+    assert not Decision.objects.filter(version=uploaded, kind="release_approval").exists()
+
+
+def test_a_rejection_needs_a_reason_and_keeps_it(world, uploaded):
+    _mark_validated(uploaded)
+    url = "/api/v1/tenants/acme/adapters/support/versions/1/reject/"
+    response = world.client("rita").post(url, {"reason": "  "})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "rejection.reason_required"
+    assert AdapterVersion.objects.get(pk=uploaded.pk).status == "validated"
+    response = world.client("rita").post(url, {"reason": "weights look poisoned"})
+    assert response.status_code == 200
+    assert response.json()["status"] == "rejected"
+    assert Decision.objects.get(version=uploaded, kind="reject").comment == "weights look poisoned"
+
+
+def test_a_rejected_version_cannot_be_released_or_approved(world, uploaded):
+    _mark_validated(uploaded)
+    world.client("rita").post("/api/v1/tenants/acme/adapters/support/versions/1/reject/", {"reason": "no"})
+    events_before = AuditEvent.objects.filter(action__startswith="version.").count()
+    release = world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    assert release.status_code == 409
+    assert release.json()["error"]["code"] == "version.bad_transition"
+    assert "rejected" in release.json()["error"]["message"]
+    assert _approve(world, "rob").status_code == 409
+    assert AdapterVersion.objects.get(pk=uploaded.pk).status == "rejected"
+    assert AuditEvent.objects.filter(action__startswith="version.").count() == events_before
+    assert not Decision.objects.filter(version=uploaded, kind__in=["release", "approve"]).exists()
+
+
+def test_a_version_still_being_validated_cannot_be_approved(world, uploaded):
+    response = _approve(world)
+    assert response.status_code == 409
+    assert response.json()["error"]["details"]["current_status"] == "uploaded"
+
+
+def test_disable_stops_an_active_version(world, uploaded):
+    _mark_validated(uploaded)
+    _approve(world)
+    world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    assert world.client("bob").post("/api/v1/tenants/acme/adapters/support/versions/1/disable/", {}).status_code == 403
+    response = world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/disable/", {"reason": "leak"})
+    assert response.status_code == 200
+    assert response.json()["status"] == "disabled"
