@@ -1,3 +1,9 @@
 """Websocket routes; consumers live with the app that owns their data."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from portal.consumers import TenantEventsConsumer
+
+websocket_urlpatterns = [
+    path("ws/tenants/<slug:tenant>/events/", TenantEventsConsumer.as_asgi()),
+]

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from adapters.models import AdapterVersion, Decision, DecisionKind, VersionStatus
 from portal.audit import record_event
+from portal.events import broadcast_after_commit
 from portal.errors import ApplicationError, Conflict, PermissionDenied
 from tenants.access import AccessContext
 from tenants.models import SloClass
@@ -46,11 +47,15 @@ def _transition(
     for key, value in extra.items():
         setattr(version, key, value)
     version.save()
+    label = f"{version.tenant.slug}/{version.adapter.name}@{version.number}"
     record_event(
         action=f"version.{action}", actor=actor, tenant=version.tenant, obj=version,
-        object_id=f"{version.tenant.slug}/{version.adapter.name}@{version.number}",
-        before=before, after={"status": to}, request_id=request_id,
+        object_id=label, before=before, after={"status": to}, request_id=request_id,
     )
+    broadcast_after_commit(tenant_id=version.tenant_id, event={
+        "kind": "version.status", "version": f"{version.adapter.name}@{version.number}",
+        "from": before["status"], "to": to,
+    })
 
 
 def _decide(version: AdapterVersion, kind: str, actor: Any, comment: str) -> Decision:
