@@ -9,12 +9,14 @@ from datetime import timedelta
 import httpx
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from adapters.models import AdapterVersion, DirectUpload
 from adapters.services.direct_uploads import expire_direct_uploads
 from portal.audit import verify_chain
 from portal.models import AuditEvent
-from tests.factories import adapter_files
+from tenants.services import adapter_grant
+from tests.factories import adapter_files, make_user
 from tests.storage.probes import leftovers
 
 pytestmark = pytest.mark.s3
@@ -225,17 +227,9 @@ def test_a_pending_upload_belongs_to_who_started_it(world, s3_backend):
     started = start(world.client("bob"), model_size=6 * MiB).json()
     url = UPLOADS.format("acme", "support") + started["upload"] + "/"
     # gus holds upload rights on support through a grant, but the upload is bob's.
-    from tenants.services import adapter_grant
-    from tests.factories import make_user
-
-    make_user("gus")
-    adapter_grant(actor=world.users["alice"], adapter=world.support, username="gus", perms=["upload_version"])
-    from rest_framework.test import APIClient
-
-    from django.contrib.auth import get_user_model
-
     gus = APIClient()
-    gus.force_login(get_user_model().objects.get(username="gus"))
+    gus.force_login(make_user("gus"))
+    adapter_grant(actor=world.users["alice"], adapter=world.support, username="gus", perms=["upload_version"])
     assert gus.get(UPLOADS.format("acme", "support")).json()["results"] == []
     for response in (gus.get(url), gus.post(url + "complete/", {"parts": [{"part_number": 1, "etag": "x"}]},
                                             format="json"), gus.delete(url)):
