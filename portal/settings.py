@@ -240,6 +240,8 @@ S3_REGION = env_str("S3_REGION", "us-east-1")
 S3_ACCESS_KEY_ID = env_str("S3_ACCESS_KEY_ID", "")
 S3_SECRET_ACCESS_KEY = env_str("S3_SECRET_ACCESS_KEY", "")
 S3_ALLOWED_PREFIXES = env_list("S3_ALLOWED_PREFIXES", ["quarantine/", "serving/"])
+# The host name clients reach the store by in presigned (direct upload) URLs, if not S3_ENDPOINT_URL.
+S3_PRESIGN_ENDPOINT_URL = env_str("S3_PRESIGN_ENDPOINT_URL", "")
 if ADAPTER_STORAGE_BACKEND == "s3" and not S3_BUCKET:
     raise SettingError("S3_BUCKET is required when ADAPTER_STORAGE_BACKEND=s3")
 ADAPTER_MAX_MODEL_BYTES = env_int("ADAPTER_MAX_MODEL_BYTES", 4 * 1024**3, minimum=1)
