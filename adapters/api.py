@@ -107,7 +107,7 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         self.adapter = selectors.adapter_get(access=self.access, tenant=self.tenant, name=self.kwargs["adapter"])
 
     def get_queryset(self):
-        return selectors.versions_of(adapter=self.adapter)
+        return selectors.versions_of(adapter=self.adapter).defer(*selectors.VERSION_LIST_DEFERRED)
 
     def _version(self, number):
         return selectors.version_get(adapter=self.adapter, number=int(number))
@@ -192,7 +192,7 @@ class VersionQueueViewSet(mixins.ListModelMixin, PlatformViewSet):
     filterset_fields = ["status"]
 
     def get_queryset(self):
-        qs = selectors.versions_visible(access=self.access)
+        qs = selectors.versions_visible(access=self.access).defer(*selectors.VERSION_LIST_DEFERRED)
         tenant = self.request.query_params.get("tenant")
         return qs.filter(tenant__slug=tenant) if tenant else qs
 

@@ -128,7 +128,14 @@ class AdapterVersion(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["adapter", "number"], name="version_unique_number")
         ]
-        indexes = [models.Index(fields=["tenant", "status"], name="version_tenant_status")]
+        indexes = [
+            models.Index(fields=["tenant", "status"], name="version_tenant_status"),
+            # Version lists are newest first (created_at, id), filtered by adapter, tenant or
+            # status; these let PostgreSQL walk the index instead of sorting the whole set.
+            models.Index(fields=["adapter", "created_at", "id"], name="version_adapter_created"),
+            models.Index(fields=["tenant", "created_at", "id"], name="version_tenant_created"),
+            models.Index(fields=["status", "created_at", "id"], name="version_status_created"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.adapter.name}@{self.number}"

@@ -26,6 +26,12 @@ def adapter_get(*, access: AccessContext, tenant: Tenant, name: str) -> Adapter:
     return adapter
 
 
+# Large JSON/text columns a version list never shows; leaving them out keeps the rows narrow, so
+# sorting a big tenant's versions stays in memory (see docs/benchmarks.md, listing versions).
+VERSION_LIST_DEFERRED = ("manifest", "config", "validation_report", "quarantine_keys", "serving_keys",
+                         "signature")
+
+
 def _version_list_qs(qs: QuerySet[AdapterVersion]) -> QuerySet[AdapterVersion]:
     return qs.select_related("tenant", "adapter", "uploaded_by").order_by("-created_at", "-id")
 

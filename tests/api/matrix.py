@@ -73,6 +73,7 @@ CELLS: dict[str, tuple[int, str]] = {
     "404": (404, "not_found"),
     "404t": (404, "tenant.not_found"),
     "404a": (404, "adapter.not_found"),
+    "404u": (404, "upload.not_found"),
 }
 
 
@@ -89,6 +90,8 @@ class Endpoint:
     audit: str | None = None  # the action a successful write appends to the audit log
     then: Callable[[Any, Any], None] | None = None  # checks the state after a success
     multipart: bool = False
+    s3: bool = False  # runs against the S3-compatible server (direct uploads need it)
+    setup: Callable[[Any], None] | None = None  # prepares per-case state (e.g. a pending upload)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -156,6 +159,32 @@ def _upload_body(state: Any) -> dict[str, Any]:
     return state.upload_files()
 
 
+def _pending_upload(state: Any) -> None:
+    state.start_direct_upload(put_parts=False)
+
+
+def _uploaded_parts(state: Any) -> None:
+    state.start_direct_upload(put_parts=True)
+
+
+def _direct_start_body(state: Any) -> dict[str, Any]:
+    return {"model_size": state.model_size, "config": state.config_text}
+
+
+def _complete_body(state: Any) -> dict[str, Any]:
+    return {"parts": state.direct_parts}
+
+
+def _upload_gone(state: Any, response: Any) -> None:
+    from adapters.models import DirectUpload
+
+    assert not DirectUpload.objects.filter(public_id=state.direct_upload_id).exists()
+
+
+def _new_key_body(state: Any) -> dict[str, Any]:
+    return {"name": "ci-key", "public_key_pem": state.new_key_pem}
+
+
 TINY = "tiny-llama"
 E = Endpoint
 # fmt: off
@@ -170,8 +199,12 @@ ADAPTER_READ = "  401 ok   ok   ok   ok   ok   404t 404t ok   404a 404t 404t"
 ADAPTER_WRITE = " 401 ok   ok   403  403  403  404t 404t ok   404a 404t 404t"
 ADAPTER_GRANT = " 401 ok   403  403  ok   403  404t 404t 403  404a 404t 404t"
 REVIEWERS = "     401 403r 403r 403r 403r ok   404t 404t 403r 404a 404t 404t"
+OWNERS = "        401 ok   403  403  403  403  404t 404t 403  -    404t 404t"
+UPLOADERS = "     401 ok   ok   403  403  403  404t 404t ok   404a 404t 404t"
+UPLOAD_SEEN = "   401 ok   ok   403  403  403  404t 404t 404u 404a 404t 404t"
 OWN_TOKEN = "     401 ok   ok   404  ok   404  404t 404t 403  -    404t 404t"
 VER = "tenants/{tenant}/adapters/{adapter}/versions/"
+UPL = "tenants/{tenant}/adapters/{adapter}/uploads/"
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     # users (platform admins)
@@ -252,6 +285,29 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E("POST", VER + "{number}/disable/", 200, "write", "alice",
       "401 ok   403d 403d ok   403d 404t 404t 403d 404a 404t 404t", params={"number": "1"},
       body={"reason": "incident"}, audit="version.disable", then=_version_status(1, "disabled")),
+    # direct-to-S3 uploads (bob starts one per case; only the starter completes, owners see all)
+    E("POST", UPL, 201, "write", "bob", UPLOADERS, body=_direct_start_body, s3=True,
+      audit="upload.start", then=_exists("adapters.DirectUpload", adapter__name="support")),
+    E("GET", UPL, 200, "read", "bob", UPLOADERS),
+    E("GET", UPL + "{upload}/", 200, "write", "bob", UPLOAD_SEEN, s3=True, setup=_pending_upload),
+    E("POST", UPL + "{upload}/complete/", 201, "write", "bob",
+      "401 404u ok   403  403  403  404t 404t 404u 404a 404t 404t", s3=True, setup=_uploaded_parts,
+      body=_complete_body, audit="version.upload", then=_version_status(4, "uploaded")),
+    E("DELETE", UPL + "{upload}/", 204, "write", "bob", UPLOAD_SEEN, s3=True, setup=_pending_upload,
+      audit="upload.discard", then=_upload_gone),
+    # signing keys and the signature policy (acme has release-key)
+    E("GET", "tenants/{tenant}/signing-keys/", 200, "read", "alice", TENANT_READ),
+    E("POST", "tenants/{tenant}/signing-keys/", 201, "write", "alice", OWNERS, body=_new_key_body,
+      audit="signing_key.add",
+      then=_exists("tenants.SigningKey", tenant__slug="acme", name="ci-key")),
+    E("GET", "tenants/{tenant}/signing-keys/{key}/", 200, "read", "alice", TENANT_READ),
+    E("DELETE", "tenants/{tenant}/signing-keys/{key}/", 204, "write", "alice", OWNERS,
+      audit="signing_key.revoke",
+      then=_exists("tenants.SigningKey", name="release-key", revoked_at__isnull=False)),
+    E("GET", "tenants/{tenant}/signature-policy/", 200, "read", "alice", TENANT_READ),
+    E("PUT", "tenants/{tenant}/signature-policy/", 200, "write", "alice", OWNERS,
+      body={"require_signatures": True}, audit="tenant.signature_policy",
+      then=_exists("tenants.Tenant", slug="acme", require_signatures=True)),
     # aliases (support-bot -> support@1)
     E("GET", "tenants/{tenant}/aliases/", 200, "read", "alice", TENANT_READ),
     E("POST", "tenants/{tenant}/aliases/", 201, "write", "alice", TENANT_WRITE,
@@ -345,6 +401,8 @@ _SAMPLE_PARAMS = {
     "alias": "a",
     "engine": "e",
     "name": "n",
+    "key": "k",
+    "upload": "0" * 32,
 }
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 

@@ -8,6 +8,7 @@ engine cpu-1 holds support@1.
 
 from __future__ import annotations
 
+import io
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,13 +25,15 @@ from adapters.models import (
     AliasTarget,
     BaseModel,
     Decision,
+    DirectUpload,
 )
 from adapters.services import aliases, lifecycle, uploads
 from adapters.services.validation import version_claim_for_validation
 from portal.models import AuditEvent
 from tenants.access import AccessContext
-from tenants.models import ApiToken, Membership, Tenant
+from tenants.models import ApiToken, Membership, SigningKey, Tenant
 from tenants.services import adapter_grant
+from tenants.signing_keys import signing_key_add
 from tenants.tokens import token_issue, token_revoke
 from tests.api.matrix import SESSION_USERS, Endpoint, expire, is_tenant_route, scopes_lacking
 from tests.factories import TINY_HF_CONFIG, World, adapter_files, build_world, make_user
@@ -46,8 +49,46 @@ class State:
     billing: Adapter
     bob_token: ApiToken
     engine: Engine
+    new_key_pem: str = ""
     hf_config: dict[str, Any] = field(default_factory=lambda: dict(TINY_HF_CONFIG))
+    direct_upload_id: str = "0" * 32
+    direct_parts: list[dict[str, Any]] = field(default_factory=list)
     _open: ExitStack = field(default_factory=ExitStack)
+
+    @property
+    def config_text(self) -> str:
+        return (self.files / "adapter_config.json").read_text()
+
+    @property
+    def model_size(self) -> int:
+        return (self.files / "adapter_model.safetensors").stat().st_size
+
+    def start_direct_upload(self, *, put_parts: bool) -> None:
+        """bob starts a direct upload of support (storage must be S3); optionally PUTs its parts."""
+        import httpx
+
+        from adapters.services.direct_uploads import direct_upload_start
+
+        config = self.config_text.encode()
+        upload, parts = direct_upload_start(
+            access=AccessContext.for_user(self.world.users["bob"]),
+            adapter=self.world.support,
+            model_size=self.model_size,
+            config=uploads.IncomingFile(io.BytesIO(config), len(config)),
+        )
+        self.direct_upload_id = upload.public_id
+        self.direct_parts = []
+        if put_parts:
+            data = (self.files / "adapter_model.safetensors").read_bytes()
+            for part in parts:
+                offset = (part.part_number - 1) * upload.part_size
+                response = httpx.put(
+                    part.url, content=data[offset : offset + part.size], timeout=60
+                )
+                assert response.status_code == 200, response.text
+                self.direct_parts.append(
+                    {"part_number": part.part_number, "etag": response.headers["ETag"]}
+                )
 
     def upload_files(self) -> dict[str, Any]:
         return {
@@ -134,7 +175,30 @@ def build_state(tmp_path: Path) -> State:
         adapter_root="/srv/adapters",
     )
     Residency.objects.create(engine=engine, version=world.support.versions.get(number=1))
-    return State(world=world, files=files, billing=billing, bob_token=bob_token, engine=engine)
+    signing_key_add(
+        access=AccessContext.for_user(alice),
+        tenant=world.acme,
+        name="release-key",
+        public_key_pem=_public_pem(),
+    )
+    return State(
+        world=world,
+        files=files,
+        billing=billing,
+        bob_token=bob_token,
+        engine=engine,
+        new_key_pem=_public_pem(),
+    )
+
+
+def _public_pem() -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
 
 
 def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str]:
@@ -147,6 +211,8 @@ def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str
         "alias": "support-bot",
         "engine": state.engine.name,
         "name": state.world.base.name,
+        "key": "release-key",
+        "upload": state.direct_upload_id,
     }
     params.update(endpoint.params)
     return params
@@ -204,5 +270,8 @@ def fingerprint() -> dict[str, Any]:
         "alias_targets": rows(AliasTarget.objects, "alias_id", "version_id", "weight"),
         "engines": rows(Engine.objects, "name", "state", "url", "max_loras"),
         "residency": rows(Residency.objects, "engine_id", "version_id", "desired_state"),
+        "signing_keys": rows(SigningKey.objects, "tenant_id", "name", "revoked_at"),
+        "signature_policy": rows(Tenant.objects, "require_signatures"),
+        "direct_uploads": rows(DirectUpload.objects, "public_id", "state", "started_by_id"),
         "audit": rows(AuditEvent.objects, "action"),
     }

@@ -84,11 +84,9 @@ def _cases() -> list[Any]:
     for endpoint in ENDPOINTS:
         for column in (*ROLE_COLUMNS, *TOKEN_COLUMNS):
             if endpoint.expected(column) is not None:
-                cases.append(
-                    pytest.param(
-                        endpoint, column, id=f"{endpoint.method} {endpoint.route} {column}"
-                    )
-                )
+                marks = [pytest.mark.s3] if endpoint.s3 else []
+                case_id = f"{endpoint.method} {endpoint.route} {column}"
+                cases.append(pytest.param(endpoint, column, id=case_id, marks=marks))
     return cases
 
 
@@ -109,11 +107,29 @@ def matrix_state(django_db_setup, django_db_blocker, tmp_path_factory):
 def state(matrix_state, db) -> State:
     yield matrix_state
     matrix_state.close()
+    matrix_state.direct_upload_id, matrix_state.direct_parts = "0" * 32, []
+
+
+def _use_s3(request: Any) -> None:
+    """Point the portal at the moto S3 server's fresh bucket for this case."""
+    server = request.getfixturevalue("s3_server")
+    bucket = request.getfixturevalue("s3_storage").bucket
+    settings = request.getfixturevalue("settings")
+    settings.ADAPTER_STORAGE_BACKEND = "s3"
+    settings.S3_BUCKET = bucket
+    settings.S3_ENDPOINT_URL = server.endpoint_url
+    settings.S3_REGION = server.region
+    settings.S3_ACCESS_KEY_ID = server.access_key_id
+    settings.S3_SECRET_ACCESS_KEY = server.secret_access_key
 
 
 @pytest.mark.parametrize(("endpoint", "column"), _cases())
-def test_permission_matrix(state, endpoint: Endpoint, column: str) -> None:
+def test_permission_matrix(request, state, endpoint: Endpoint, column: str) -> None:
     status, code = endpoint.expected(column)
+    if endpoint.s3:
+        _use_s3(request)
+    if endpoint.setup is not None:
+        endpoint.setup(state)
     client = client_for(state, endpoint, column)
     url = API_PREFIX + fill(endpoint.route, route_params(state, endpoint, column))
     body = endpoint.body(state) if callable(endpoint.body) else endpoint.body
