@@ -34,6 +34,5 @@ def replay_section(path: Path = RESULT) -> list[str]:
         "|---|---|---|---|---|",
         *rows,
         "",
-        *r.get("notes", []),
-        "",
+        *[line for note in r.get("notes", []) for line in (note, "")],
     ]

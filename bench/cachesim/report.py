@@ -112,7 +112,7 @@ def conc_table(r: dict[str, Any]) -> list[str]:
 
 def slo_table(r: dict[str, Any], scenario: str) -> list[str]:
     by = r["concurrent"][scenario]
-    pols = ["lru", "lfu", "portal", "belady"]
+    pols = ["lru", "lfu", "portal", "portal-noslo", "belady"]
     classes = [c for c in ("gold", "silver", "bronze") if c in by["lru"]["by_slo"]]
     lines = ["| class | " + " | ".join(pols) + " |", "|---" * (len(pols) + 1) + "|"]
     for c in classes:
@@ -126,7 +126,7 @@ def slo_table(r: dict[str, Any], scenario: str) -> list[str]:
 
 
 def bytes_table(r: dict[str, Any], scenario: str) -> list[str]:
-    pols = list(r["sequential"][scenario])
+    pols = [p for p in POLICY_ORDER if p in r["sequential"][scenario]]
     return [
         "| | " + " | ".join(pols) + " |",
         "|---" * (len(pols) + 1) + "|",
@@ -211,8 +211,9 @@ def render(r: dict[str, Any], wall_s: float, img_rel: str) -> str:
         "",
         *seq_table(r, ratios),
         "",
-        "Mixed ranks (sequential, mixed-ranks-2x): bytes matter as well as counts; `belady` is "
-        "optimal for the count, not for bytes, and `portal` weighs reload cost (weight 0.5).",
+        "Mixed ranks (sequential, mixed-ranks-2x): bytes matter as well as counts. `belady` is "
+        "optimal for the count, not for bytes; `chameleon`, which keeps large adapters, loads "
+        "the fewest bytes and the most adapters; `portal` weighs reload cost at 0.5.",
         "",
         *bytes_table(r, "mixed-ranks-2x"),
         "",
@@ -257,20 +258,31 @@ def analysis(r: dict[str, Any], ratios: dict[str, Any]) -> list[str]:
     }
     p99 = {p: 1 - head[p]["ttft_p99_ms"] / head["lru"]["ttft_p99_ms"] for p in head if p != "lru"}
     flat = seq.get("flat-2x", {})
+
+    def gold_p99(policy: str) -> float:
+        return float(head[policy]["by_slo"]["gold"]["ttft_p99_ms"])
+
+    def ratio(a: str, b: str, scenario: str, slo: str | None = None) -> float:
+        ma, mb = seq[scenario][a], seq[scenario][b]
+        if slo is not None:
+            ma, mb = ma["by_slo"][slo], mb["by_slo"][slo]
+        return ma["cold_loads"] / max(1, mb["cold_loads"]) - 1
+
     return [
         "### Reading the numbers",
         "",
         "- **Within 1.10x of belady is out of reach for any online policy on these traces.** "
         f"`a0`, told the true popularity, needs {min(a0):.2f}x to {max(a0):.2f}x belady's cold "
         "loads: when requests are independent draws, the optimum's edge is knowing *when* each "
-        "version comes back, which no history can tell. `portal` is within "
-        f"{min(vs_a0.values()):.2f}x to {max(vs_a0.values()):.2f}x of `a0`'s cold loads (it "
-        "gives some up on purpose, for gold versions), and it is the only policy that also cuts "
-        f"GPU loads ({_pct(-min(gpu_cut.values()))} to {_pct(-max(gpu_cut.values()))} against "
-        "lru, from pins on a quiet engine); the others leave GPU slots to vLLM's LRU.",
+        "version comes back, which no history can tell. `portal` needs "
+        f"{min(vs_a0.values()):.2f}x to {max(vs_a0.values()):.2f}x `a0`'s cold loads (below 1 "
+        "where popularity drifts; above it partly on purpose, for gold versions), and it is the "
+        f"only policy that also cuts GPU loads, by {100 * min(gpu_cut.values()):.0f}% to "
+        f"{100 * max(gpu_cut.values()):.0f}% against lru, from pins on a quiet engine; the "
+        "others leave GPU slots to vLLM's LRU.",
         "- **40% fewer cold loads than lru at 2x skewed is beyond what online policies reach "
-        f"here:** under load on {HEADLINE}, belady cuts {_pct(-cuts.get('belady', 0))}, lfu "
-        f"{_pct(-cuts.get('lfu', 0))} (a0, in sequential mode, is in the table above). On flat "
+        f"here:** under load on {HEADLINE}, belady cuts {100 * cuts.get('belady', 0):.0f}%, lfu "
+        f"{100 * cuts.get('lfu', 0):.0f}% (a0, in sequential mode, is in the table above). On flat "
         f"popularity nothing online beats LRU by much (sequential: lru "
         f"{flat.get('lru', {}).get('cold_loads', '?')}, a0 "
         f"{flat.get('a0', {}).get('cold_loads', '?')}, belady "
@@ -278,12 +290,22 @@ def analysis(r: dict[str, Any], ratios: dict[str, Any]) -> list[str]:
         "- **p99 TTFT under load is set by GPU-slot contention more than by the cache:** the "
         "slowest 1% are mostly requests that wait for a slot while `--max-loras` distinct "
         "adapters are running (waits of seconds against ~70 ms for a cold load). On "
-        f"{HEADLINE}, belady itself moves p99 by {_pct(-p99.get('belady', 0))} and portal by "
-        f"{_pct(-p99.get('portal', 0))}. Pins held while the engine is busy make it worse, so "
+        f"{HEADLINE}, belady itself moves p99 by {_pct(-p99.get('belady', 0))}, lfu by "
+        f"{_pct(-p99.get('lfu', 0))} and portal by {_pct(-p99.get('portal', 0))} "
+        f"(portal-noslo {_pct(-p99.get('portal-noslo', 0))}; gold's own p99: "
+        f"{gold_p99('portal'):.0f} ms with the protections, {gold_p99('portal-noslo'):.0f} ms "
+        f"without, {gold_p99('lru'):.0f} ms under lru). Pins held "
+        "while the engine is busy make it worse, so "
         "portal pins only into GPU slots that were not busy lately (EngineSnapshot.busy_peak) "
         "and unpins when a request finds no slot.",
-        "- SLO classes: gold versions are kept by the tenant-priority weight (0.5) and the "
-        "gold minimum residency; the per-class tables show what that costs the other classes.",
+        "- **What the SLO protections cost:** `portal-noslo` is the same policy with tenant "
+        "priority 0 and no gold minimum residency. Against it, `portal` trades "
+        f"{_pct(ratio('portal', 'portal-noslo', HEADLINE))} cold loads overall on {HEADLINE} "
+        f"(sequential) for {_pct(ratio('portal', 'portal-noslo', HEADLINE, 'gold'))} for gold. "
+        "Without them the demand predictor is within "
+        f"{_pct(ratio('portal-noslo', 'lfu', HEADLINE))} of perfect LFU's cold loads on "
+        f"stationary popularity and {_pct(ratio('portal-noslo', 'lfu', 'drift-2x'))} against it "
+        "under drift, where all-time counts go stale.",
     ]
 
 

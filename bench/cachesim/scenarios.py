@@ -8,7 +8,7 @@ from bench.cachesim.trace import TraceSpec
 
 GPU_SLOTS = 8
 CPU_SLOTS = 32
-BASE = TraceSpec(adapters=2 * CPU_SLOTS, requests=12_000, rate=1.0, zipf_s=1.0, seed=7)
+BASE = TraceSpec(adapters=2 * CPU_SLOTS, requests=20_000, rate=1.0, zipf_s=1.0, seed=7)
 
 
 @dataclass(frozen=True)

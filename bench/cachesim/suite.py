@@ -13,7 +13,7 @@ from bench.cachesim.scenarios import SCENARIOS, Scenario
 from bench.cachesim.sim import SimConfig, simulate
 from bench.cachesim.trace import dumps, generate
 
-POLICY_ORDER = ("lru", "lfu", "gdsf", "chameleon", "portal", "belady", "a0")
+POLICY_ORDER = ("lru", "lfu", "gdsf", "chameleon", "portal", "portal-noslo", "belady", "a0")
 CCDF_SCENARIO = "skewed-2x"
 CCDF_POLICIES = ("lru", "lfu", "portal", "belady")
 
@@ -52,7 +52,7 @@ def run_suite(
             (trace_dir / f"{s.name}.jsonl").write_text(dumps(generate(s.spec)), encoding="utf-8")
     jobs = [Job(s, p, seq) for seq in (True, False) for s in scenarios for p in POLICY_ORDER]
     # The slow ones first, so the two processes finish together.
-    jobs.sort(key=lambda j: j.policy != "portal")
+    jobs.sort(key=lambda j: not j.policy.startswith("portal"))
     out: dict[str, Any] = {"sequential": {}, "concurrent": {}, "cpu_s": 0.0, "ttfts": {}}
     with ProcessPoolExecutor(workers) as pool:
         for name, policy, seq, metrics, cpu_s in pool.map(_run, jobs):

@@ -21,8 +21,10 @@ class PolicyParams:
     weights: ScoreWeights = field(default_factory=ScoreWeights)
     rules: HardRules = field(default_factory=HardRules)
     # Pins hold GPU slots even while idle, and vLLM's scheduler admits up to --max-loras distinct
-    # adapters per batch whatever is pinned: pins only take slots that were not needed lately
-    # (EngineSnapshot.busy_peak), plus `gpu_spare_slots` kept free.
+    # adapters per batch whatever is pinned (with too few unpinned slots it thrashes them, or
+    # worse). So pins are kept only on an engine that served at most `pin_max_busy` adapters at
+    # once lately (EngineSnapshot.busy_peak), and leave those slots and `gpu_spare_slots` free.
+    pin_max_busy: int = 1
     gpu_spare_slots: int = 0
     max_pinned_fraction: float = 1.0
     pin_min_share: float = 0.01  # share of all predicted demand a version needs to be pinned
@@ -91,6 +93,8 @@ class _Plan:
     def _pin_limit(self) -> int:
         busy_now = sum(1 for r in self.state.values() if r.tier == "gpu" and r.in_flight)
         busy = max(busy_now, self.snap.busy_peak)
+        if busy > self.p.pin_max_busy:
+            return 0
         free_needed = max(self.p.rules.min_unpinned_gpu, busy + self.p.gpu_spare_slots)
         share = int(self.snap.gpu_slots * self.p.max_pinned_fraction)
         rule = max_pins(self.snap, self.p.rules)

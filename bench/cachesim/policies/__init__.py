@@ -7,7 +7,7 @@ from collections.abc import Callable
 from bench.cachesim.policies.base import Controller, SimContext
 from bench.cachesim.policies.belady import Belady
 from bench.cachesim.policies.classic import A0, GDSF, LFU, Chameleon
-from bench.cachesim.policies.portal import Portal
+from bench.cachesim.policies.portal import Portal, PortalNoSlo
 
 POLICIES: dict[str, Callable[[], Controller]] = {
     "lru": Controller,
@@ -15,6 +15,7 @@ POLICIES: dict[str, Callable[[], Controller]] = {
     "gdsf": GDSF,
     "chameleon": Chameleon,
     "portal": Portal,
+    "portal-noslo": PortalNoSlo,  # portal without its SLO protections, for comparison
     "belady": Belady,
     "a0": A0,  # reference only: reads the whole trace's popularity
 }

@@ -15,6 +15,7 @@ from workers.cache_policy import (
     EngineSnapshot,
     PolicyParams,
     Resident,
+    ScoreWeights,
     plan_actions,
 )
 
@@ -88,3 +89,17 @@ class Portal(Controller):
 
     def on_tick(self, engine: EngineModel, now: float) -> list[Action]:
         return plan_actions(self.snapshot(engine, now, None), self.demand, params=self.params)
+
+
+class PortalNoSlo(Portal):
+    """`portal` without its SLO protections (tenant priority 0, no gold minimum residency): shows
+    what keeping gold versions costs in cold loads overall."""
+
+    name = "portal-noslo"
+
+    def __init__(self) -> None:
+        super().__init__(PolicyParams(weights=ScoreWeights(priority=0.0)))
+
+    def attach(self, ctx: SimContext) -> None:
+        super().attach(ctx)
+        self.params = replace(self.params, rules=replace(ctx.rules, gold_min_residency_s=0.0))
