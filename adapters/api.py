@@ -125,18 +125,24 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         # Before request.data: a body that cannot fit is refused before it is parsed and spooled.
         uploads.upload_precheck(access=self.access, adapter=self.adapter,
                                 content_length=_content_length(request))
-        data = s.VersionUploadSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        files = data.validated_data
-        signature = files.get("signature")
-        version = uploads.version_upload(
-            access=self.access,
-            adapter=self.adapter,
-            config=uploads.IncomingFile(files["adapter_config"], files["adapter_config"].size),
-            model=uploads.IncomingFile(files["adapter_model"], files["adapter_model"].size),
-            signature=signature.read(uploads.MAX_SIGNATURE_BYTES + 1) if signature else None,
-            request_id=self.request_id,
-        )
+        try:
+            data = s.VersionUploadSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            files = data.validated_data
+            signature = files.get("signature")
+            version = uploads.version_upload(
+                access=self.access,
+                adapter=self.adapter,
+                config=uploads.IncomingFile(files["adapter_config"], files["adapter_config"].size),
+                model=uploads.IncomingFile(files["adapter_model"], files["adapter_model"].size),
+                signature=signature.read(uploads.MAX_SIGNATURE_BYTES + 1) if signature else None,
+                request_id=self.request_id,
+            )
+        finally:
+            # Django deletes upload temp files when the request is closed, which under ASGI is
+            # after the response has been sent; close them now, so none outlives the answer.
+            for uploaded in request.FILES.values():
+                uploaded.close()
         return self._detail(version, status.HTTP_201_CREATED)
 
     @extend_schema(request=s.CommentSerializer, responses={200: s.VersionDetailSerializer})
