@@ -39,6 +39,7 @@ class EngineModel:
         self.gpu: OrderedDict[str, None] = OrderedDict()  # active adapters, LRU first
         self.pinned: set[str] = set()
         self.running: dict[str, int] = {}
+        self.queued: dict[str, int] = {}  # sent to this engine, not admitted yet (simulator-kept)
         self.loaded_at: dict[str, float] = {}
         self.last_used: dict[str, float] = {}
         self.cpu_chooser: VictimChooser | None = None

@@ -247,6 +247,7 @@ class Simulation:
         self.policy.observe(e.model, r, now)
         if r.adapter not in e.model.gpu:
             self._apply(e, self.policy.on_miss(e.model, r, now), now)
+        e.model.queued[r.adapter] = e.model.queued.get(r.adapter, 0) + 1
         if self.cost.prestaged or r.adapter in e.staged:
             bisect.insort(e.waiting, i)
         else:
@@ -285,6 +286,9 @@ class Simulation:
             where = model.where(v)
             stall += self._account(e, v, model.activate(v, now))
             model.start(v)
+            model.queued[v] -= 1
+            if not model.queued[v]:
+                del model.queued[v]
             e.running += 1
             self.policy.admitted(model, self.trace[i], i)
             admitted.append((i, "cold" if where == "none" else where))

@@ -63,7 +63,8 @@ class Portal(Controller):
                 name=v,
                 tier="gpu" if v in engine.gpu else "cpu",
                 pinned=v in engine.pinned,
-                in_flight=engine.running.get(v, 0),
+                # The gateway's view: requests sent to the engine, running or still queued.
+                in_flight=engine.running.get(v, 0) + engine.queued.get(v, 0),
                 loaded_at=engine.loaded_at.get(v, 0.0),
                 last_used=engine.last_used.get(v, 0.0),
             )
