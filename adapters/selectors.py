@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Max, QuerySet
+from django.db.models import Max, Q, QuerySet
 
 from adapters.models import Adapter, AdapterVersion, Alias
 from portal.errors import NotFound
@@ -60,10 +60,8 @@ def versions_visible(*, access: AccessContext) -> QuerySet[AdapterVersion]:
             qs = qs.filter(tenant_id=access.bound_tenant_id)
         return _version_list_qs(qs)
     member_tenants = [t for t in access.memberships if access.bound_tenant_id in (None, t)]
-    qs = AdapterVersion.objects.filter(tenant_id__in=member_tenants)
-    granted_tenants = access.visible_tenants().exclude(id__in=member_tenants)
-    for tenant in granted_tenants:
-        qs = qs | AdapterVersion.objects.filter(adapter__in=access.visible_adapters(tenant))
+    granted = access.granted_adapters(outside_tenants=member_tenants)
+    qs = AdapterVersion.objects.filter(Q(tenant_id__in=member_tenants) | Q(adapter__in=granted))
     return _version_list_qs(qs)
 
 

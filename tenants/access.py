@@ -183,6 +183,19 @@ class AccessContext:
             self.user, "adapters.view_adapter", klass=qs, accept_global_perms=False, with_superuser=False
         )
 
+    def granted_adapters(self, *, outside_tenants: list[int]) -> QuerySet:
+        """Adapters seen through per-object grants only, in tenants the caller is not a member of."""
+        from adapters.models import Adapter
+
+        qs = Adapter.objects.exclude(tenant_id__in=outside_tenants)
+        if self.bound_tenant_id is not None:
+            qs = qs.filter(tenant_id=self.bound_tenant_id)
+        if not self.is_authenticated:
+            return qs.none()
+        return get_objects_for_user(
+            self.user, "adapters.view_adapter", klass=qs, accept_global_perms=False, with_superuser=False
+        )
+
     def adapter_can(self, adapter: Any, perm: str) -> bool:
         if not self._in_token_reach(adapter.tenant_id):
             return False
