@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: run test lint bench bench-cache deps venv engine-venv tiny-model services browser demo migrate clean-var
+.PHONY: run test lint bench bench-cache bench-validation bench-upload bench-list deps venv engine-venv tiny-model services browser demo migrate clean-var
 
 deps: venv engine-venv tiny-model services
 
@@ -40,8 +40,17 @@ lint: venv
 	@.venv/bin/ruff check .
 	@.venv/bin/ruff format --check .
 
-bench: venv
-	@$(PY) -m bench.run_all
+# Every benchmark; each rewrites only its own section of docs/benchmarks.md.
+bench: bench-validation bench-upload bench-list bench-cache
+
+bench-validation: venv
+	@$(PY) -m bench.validation_throughput --sizes-mib 1024,256 --repeat 5 --write-docs
+
+bench-upload: venv services
+	@$(PY) -m bench.upload_memory --size-mib 1024 --storage local,s3 --memory-limit-mib 512 --write-docs
+
+bench-list: venv services
+	@$(PY) -m bench.list_versions --write-docs
 
 # Cache simulator suite (bench/cachesim): writes its section of docs/benchmarks.md and
 # docs/img/cachesim-*.png; a few minutes on 2 cores.
