@@ -51,10 +51,11 @@ def situations(draw: st.DrawFn) -> tuple[EngineSnapshot, DemandTracker, str | No
         resident[n] = Resident(
             n,
             "gpu" if gpu_here else "cpu",
-            # Pinned and busy versions are on the GPU, as in vLLM; the pins may break the rules
-            # already (a quota lowered since), which the plan must repair.
+            # Pinned versions are on the GPU, as in vLLM; the pins may break the rules already
+            # (a quota lowered since), which the plan must repair.
             pinned=gpu_here and draw(st.booleans()),
-            in_flight=draw(st.integers(0, 2)) if gpu_here else 0,
+            # Running requests hold a GPU slot; queued ones may wait for a version in the cache.
+            in_flight=draw(st.sampled_from([0, 0, 0, 1, 2])),
             loaded_at=now - draw(st.floats(0, 1000)),
             last_used=now - draw(st.floats(0, 1000)),
         )
@@ -68,6 +69,7 @@ def situations(draw: st.DrawFn) -> tuple[EngineSnapshot, DemandTracker, str | No
         versions=versions,
         tenant_pin_quota={t: draw(st.integers(0, 3)) for t in ["t0", "t1"]},  # t2: no quota
         pinned_rank_budget=draw(st.none() | st.integers(0, 256)),
+        busy_peak=draw(st.sampled_from([0, 0, 1, 2])),
     )
     demand = DemandTracker()
     history = draw(st.lists(st.sampled_from(NAMES), max_size=60)) * draw(st.integers(1, 20))
@@ -145,6 +147,10 @@ def broken_rules(snap: EngineSnapshot, actions: list) -> list[str]:
         held = sum(1 for n in pinned if snap.versions[n].tenant == tenant)
         if held > snap.tenant_pin_quota.get(tenant, 0):
             out.append(f"tenant {tenant} holds {held} pins over its quota")
+    needy = sum(1 for v in s.values() if v.in_flight and not v.pinned)
+    idle_pinned = [n for n in pinned if not s[n].in_flight]
+    if idle_pinned and len(pinned) > snap.gpu_slots - max(1, needy):
+        out.append("an idle pin holds a GPU slot that requests in flight need")
     rank = sum(snap.versions[n].rank for n in pinned)
     if snap.pinned_rank_budget is not None and rank > snap.pinned_rank_budget:
         out.append(f"pinned rank {rank} over the budget")
@@ -217,5 +223,51 @@ def test_the_checker_sees_each_broken_rule() -> None:
     assert {v.code for v in check_plan(over_quota, [Pin("g")], RULES)} == {"pin-quota"}
     budget = replace(snap, pinned_rank_budget=8)
     assert {v.code for v in check_plan(budget, [Pin("g")], RULES)} == {"rank-budget"}
+    crowded = EngineSnapshot(
+        "e",
+        now=1000.0,
+        gpu_slots=3,
+        cpu_slots=5,
+        max_lora_rank=64,
+        resident={
+            "g": Resident("g", "gpu"),
+            "b": Resident("b", "gpu", in_flight=1),
+            "c": Resident("c", "cpu", in_flight=1),
+            "d": Resident("d", "gpu"),
+        },
+        versions={**info, "d": VersionInfo("d", "t1", "bronze", 16, 1, 0.1)},
+        tenant_pin_quota={"t0": 2, "t1": 2},
+    )
+    # b runs and c waits: both need an unpinned slot, so of three slots only one may be pinned
+    assert {v.code for v in check_plan(crowded, [Pin("g")], RULES)} == set()
+    starve = {v.code for v in check_plan(crowded, [Pin("g"), Pin("d")], RULES)}
+    assert starve == {"pins-starve-requests"}
+    assert broken_rules(crowded, [Pin("g"), Pin("d")]) != []
     assert broken_rules(snap, [Evict("b")]) != []
     assert broken_rules(snap, [Pin("g"), Pin("b")]) != []
+
+
+def _eager_to_pin(
+    s: tuple[EngineSnapshot, DemandTracker, str | None, PolicyParams],
+) -> tuple[EngineSnapshot, DemandTracker, str | None, PolicyParams]:
+    """The same situation with every reason not to pin removed (quotas, budget, load, share),
+    so the rule that pins leave slots for requests in flight is what binds."""
+    snap, demand, incoming, params = s
+    snap = replace(
+        snap,
+        tenant_pin_quota={"t0": 9, "t1": 9, "t2": 9},
+        pinned_rank_budget=None,
+        busy_peak=0,
+        max_lora_rank=128,
+    )
+    return snap, demand, incoming, replace(params, pin_min_share=0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(situations().map(_eager_to_pin))
+def test_pins_always_leave_a_slot_for_each_version_with_requests(
+    situation: tuple[EngineSnapshot, DemandTracker, str | None, PolicyParams],
+) -> None:
+    snap, demand, incoming, params = situation
+    actions = plan_actions(snap, demand, incoming=incoming, params=params)
+    assert broken_rules(snap, actions) == []

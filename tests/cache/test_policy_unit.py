@@ -151,7 +151,31 @@ def test_a_request_that_finds_every_slot_pinned_or_busy_gets_one() -> None:
     )
     d = demand_of({"p1": 50, "p2": 5, "busy": 5, "new": 1})
     actions = plan_actions(snap, d, incoming="new", params=NO_PRIORITY)
-    assert Unpin("p2", "GPU slot for new") in actions
+    assert Unpin("p2", "not among the most valuable, or its slot is needed") in actions
+
+
+def test_pins_make_way_for_every_version_with_requests_waiting() -> None:
+    # 4 slots, 3 idle pins; q1 and q2 have requests queued (not in a slot yet) and "new" arrives:
+    # vLLM may batch all three, so each needs an unpinned slot and two pins must go, the least
+    # valuable ones.
+    snap = engine(
+        [
+            Resident("p1", "gpu", pinned=True),
+            Resident("p2", "gpu", pinned=True),
+            Resident("p3", "gpu", pinned=True),
+            Resident("q1", "cpu", in_flight=2),
+            Resident("q2", "cpu", in_flight=1),
+        ],
+        gpu=4,
+        cpu=6,
+    )
+    d = demand_of({"p1": 50, "p2": 20, "p3": 10, "q1": 5, "q2": 5, "new": 1})
+    unpinned = [
+        a.version
+        for a in plan_actions(snap, d, incoming="new", params=NO_PRIORITY)
+        if isinstance(a, Unpin)
+    ]
+    assert sorted(unpinned) == ["p2", "p3"]
 
 
 def test_demand_follows_a_burst_and_forgets_a_version_gone_cold() -> None:

@@ -21,9 +21,12 @@ class PolicyParams:
     weights: ScoreWeights = field(default_factory=ScoreWeights)
     rules: HardRules = field(default_factory=HardRules)
     # Pins hold GPU slots even while idle, and vLLM's scheduler admits up to --max-loras distinct
-    # adapters per batch whatever is pinned (with too few unpinned slots it thrashes them, or
-    # worse). So pins are kept only on an engine that served at most `pin_max_busy` adapters at
-    # once lately (EngineSnapshot.busy_peak), and leave those slots and `gpu_spare_slots` free.
+    # adapters per batch whatever is pinned: with fewer unpinned slots than distinct unpinned
+    # adapters in a batch, activating one deactivates another of the same batch and the step
+    # fails (vllm/lora/punica_wrapper/utils.py: convert_mapping). So pins always leave a slot
+    # for every version with requests in flight (plus `gpu_spare_slots`), and are added only on
+    # an engine that served at most `pin_max_busy` adapters at once lately (busy_peak): held
+    # through a burst they would cost p99 TTFT.
     pin_max_busy: int = 1
     gpu_spare_slots: int = 0
     max_pinned_fraction: float = 1.0
@@ -45,8 +48,7 @@ def plan_actions(
     plan.repair_pins()
     if incoming is not None:
         plan.make_room_for(incoming)
-        plan.free_gpu_slot_for(incoming)
-    plan.choose_pins(exclude=incoming)
+    plan.choose_pins(incoming)
     if p.prefetch_min_share is not None:
         plan.prefetch(p.prefetch_min_share, exclude=incoming)
     return plan.actions
@@ -90,15 +92,13 @@ class _Plan:
         self.state[name] = replace(self.state[name], tier="gpu")
         return True
 
-    def _pin_limit(self) -> int:
+    def _pin_limit(self, incoming: str | None) -> int:
         busy_now = sum(1 for r in self.state.values() if r.tier == "gpu" and r.in_flight)
-        busy = max(busy_now, self.snap.busy_peak)
-        if busy > self.p.pin_max_busy:
+        if max(busy_now, self.snap.busy_peak) > self.p.pin_max_busy:
             return 0
-        free_needed = max(self.p.rules.min_unpinned_gpu, busy + self.p.gpu_spare_slots)
         share = int(self.snap.gpu_slots * self.p.max_pinned_fraction)
         rule = max_pins(self.snap, self.p.rules)
-        return max(0, min(rule, share, self.snap.gpu_slots - free_needed))
+        return max(0, min(rule, share, self._unpinned_room(incoming)))
 
     def repair_pins(self) -> None:
         """Unpin the least valuable pins while a quota, the rank budget or pin limit is broken."""
@@ -138,18 +138,16 @@ class _Plan:
         del self.state[victim]
         self.actions.append(Evict(victim, f"make room for {incoming}"))
 
-    def free_gpu_slot_for(self, incoming: str) -> None:
-        """If pins leave the request no GPU slot, unpin the least valuable idle pin."""
-        res = self.state.get(incoming)
-        if res is not None and res.tier == "gpu":
-            return
-        if gpu_demotion_victim(self.state, self.snap.gpu_slots, incoming) is not None:
-            return
-        idle_pins = [
-            n for n, r in self.state.items() if r.pinned and r.tier == "gpu" and not r.in_flight
-        ]
-        if idle_pins:
-            self._unpin(min(idle_pins, key=self.value.__getitem__), f"GPU slot for {incoming}")
+    def _unpinned_needed(self, incoming: str | None) -> int:
+        """GPU slots that must stay unpinned for the requests in flight and the incoming one."""
+        need = {n for n, r in self.state.items() if r.in_flight and not r.pinned}
+        if incoming is not None and not (incoming in self.state and self.state[incoming].pinned):
+            need.add(incoming)
+        return max(self.p.rules.min_unpinned_gpu, len(need) + self.p.gpu_spare_slots)
+
+    def _unpinned_room(self, incoming: str | None) -> int:
+        """How many pins the GPU slots can hold with the requests in flight served."""
+        return max(0, self.snap.gpu_slots - self._unpinned_needed(incoming))
 
     def _pinnable(self, name: str) -> bool:
         info = self.snap.versions[name]
@@ -158,7 +156,7 @@ class _Plan:
     def choose_pins(self, exclude: str | None) -> None:
         """Pin the most valuable versions in GPU slots, up to the limit; pins get a bonus."""
         snap = self.snap
-        limit = self._pin_limit()
+        limit = self._pin_limit(exclude)
         bonus = {n: self.p.pin_hysteresis if r.pinned else 0.0 for n, r in self.state.items()}
         # Only versions already in a GPU slot: a pin then never costs a transfer, and pins that
         # were given up for a busy moment come back for free.
@@ -171,11 +169,17 @@ class _Plan:
             key=lambda n: self.value[n] + bonus[n],
             reverse=True,
         )
-        wanted: list[str] = []
+        # A pin serving requests keeps its slot either way: it stays, and counts.
+        wanted = [n for n in ranked if self.state[n].pinned and self.state[n].in_flight]
         tenant_pins: dict[str, int] = {}
-        rank_sum = 0
+        for name in wanted:
+            tenant = snap.versions[name].tenant
+            tenant_pins[tenant] = tenant_pins.get(tenant, 0) + 1
+        rank_sum = sum(snap.versions[n].rank for n in wanted)
         budget = snap.pinned_rank_budget
         for name in ranked:
+            if name in wanted:
+                continue
             if len(wanted) >= limit:
                 break
             info = snap.versions[name]
@@ -188,7 +192,7 @@ class _Plan:
             rank_sum += info.rank
         for name, res in list(self.state.items()):
             if res.pinned and name not in wanted:
-                self._unpin(name, "not among the most valuable, or the engine is busy")
+                self._unpin(name, "not among the most valuable, or its slot is needed")
         for name in wanted:
             if not self.state[name].pinned and self._activate(name):
                 self.state[name] = replace(self.state[name], pinned=True)

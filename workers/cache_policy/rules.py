@@ -155,6 +155,18 @@ def _final_state_violations(after: EngineSnapshot, rules: HardRules) -> list[Rul
         quota = after.tenant_pin_quota.get(tenant, 0)
         if after.pins_of(tenant) > quota:
             out.append(RuleViolation("pin-quota", tenant, f"{after.pins_of(tenant)} > {quota}"))
+    # vLLM batches up to --max-loras distinct adapters whatever is pinned: versions with requests
+    # in flight need unpinned slots, and an idle pin must not take one of them.
+    needy = sum(1 for r in after.resident.values() if r.in_flight and not r.pinned)
+    idle_pins = [n for n, r in after.resident.items() if r.pinned and not r.in_flight]
+    if idle_pins and len(pinned) > after.gpu_slots - max(rules.min_unpinned_gpu, needy):
+        out.append(
+            RuleViolation(
+                "pins-starve-requests",
+                idle_pins[0],
+                "an idle pin holds a slot a version with requests in flight needs",
+            )
+        )
     budget = after.pinned_rank_budget
     if budget is not None and after.pinned_rank() > budget:
         out.append(RuleViolation("rank-budget", "", f"{after.pinned_rank()} > {budget}"))
