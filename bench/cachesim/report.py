@@ -200,6 +200,27 @@ def render(r: dict[str, Any], wall_s: float, img_rel: str) -> str:
         "Zipf, power and uniform scenarios are, A0 is the best any online policy can do, so "
         "`a0/belady` is how close to the optimum an online policy can get at all.",
         "",
+        "### The policy under test (`workers.cache_policy`)",
+        "",
+        "- Score (`score.py`): log-linear, weights in `ScoreWeights`: predicted share of the "
+        "coming requests (weight 1), reload cost (0.5), tenant SLO class (0.5: gold 1, silver "
+        "0.5, bronze 0), and recent hits, idle time and size (0 by default: the measured "
+        "scenarios did not gain from them; they stay settings).",
+        "- Demand (`demand.py`): decayed request counts on a request clock (half-lives 50 and "
+        "1000 requests); the long scale predicts unless the short one disagrees beyond chance "
+        "(Poisson z > 2.5), which catches bursts, drift and versions gone cold.",
+        "- On a miss it evicts the least valuable evictable version before vLLM would pick one; "
+        "it pins the most valuable GPU-resident versions (never a transfer) while the engine "
+        "has been quiet; prefetch (Load/Warm) exists but is off by default.",
+        "- Hard rules (`rules.py`, checked again by `check_plan` and by hypothesis tests): no "
+        "evict of a version with requests in flight or queued; one GPU slot and one cache slot "
+        "never pinned; and beyond that, an unpinned GPU slot for every version with requests "
+        "in flight (vLLM batches up to `--max-loras` distinct adapters whatever is pinned, and "
+        "with too few unpinned slots a batch's adapters push each other out: read in "
+        "`punica_wrapper/utils.py`, not observed); tenant pin quotas; gold versions stay at "
+        "least 300 s; rank budget (no version above the engine's max rank; a budget on the sum "
+        "of pinned ranks).",
+        "",
         "| scenario | trace | requests | GPU / cache slots |",
         "|---|---|---|---|",
         *sc_lines,
