@@ -28,7 +28,9 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Platfor
     def create(self, request):
         data = s.BaseModelCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        base = registry.base_model_register(actor=request.user, request_id=self.request_id, **data.validated_data)
+        base = registry.base_model_register(
+            actor=request.user, request_id=self.request_id, **data.validated_data
+        )
         return Response(s.BaseModelSerializer(base).data, status=status.HTTP_201_CREATED)
 
 
@@ -40,8 +42,12 @@ class AdapterViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     tenant_capabilities = {
         # list is "object": the queryset is what the caller may see, so a per-adapter grantee
         # lists the adapters granted to them and nothing else.
-        "list": "object", "retrieve": "object", "create": "create_adapter", "partial_update": "object",
-        "grants": "object", "revoke_grants": "object",
+        "list": "object",
+        "retrieve": "object",
+        "create": "create_adapter",
+        "partial_update": "object",
+        "grants": "object",
+        "revoke_grants": "object",
     }
     filterset_fields = ["base_model__name", "slo_class"]
 
@@ -57,8 +63,14 @@ class AdapterViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         data = s.AdapterSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = dict(data.validated_data)
-        obj = registry.adapter_create(access=self.access, tenant=self.tenant, name=v.pop("name"),
-                                      base_model=v.pop("base_model"), request_id=self.request_id, **v)
+        obj = registry.adapter_create(
+            access=self.access,
+            tenant=self.tenant,
+            name=v.pop("name"),
+            base_model=v.pop("base_model"),
+            request_id=self.request_id,
+            **v,
+        )
         return Response(s.AdapterSerializer(obj).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.AdapterUpdateSerializer, responses={200: s.AdapterSerializer})
@@ -66,7 +78,9 @@ class AdapterViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         obj = selectors.adapter_get(access=self.access, tenant=self.tenant, name=adapter)
         data = s.AdapterUpdateSerializer(obj, data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        obj = registry.adapter_update(access=self.access, adapter=obj, request_id=self.request_id, **data.validated_data)
+        obj = registry.adapter_update(
+            access=self.access, adapter=obj, request_id=self.request_id, **data.validated_data
+        )
         return Response(s.AdapterSerializer(obj).data)
 
     @extend_schema(request=s.GrantSerializer, responses={200: s.GrantSerializer})
@@ -77,14 +91,18 @@ class AdapterViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         self.access.require_tenant(self.tenant, "manage_members")
         data = s.GrantSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        perms = adapter_grant(actor=request.user, adapter=obj, request_id=self.request_id, **data.validated_data)
+        perms = adapter_grant(
+            actor=request.user, adapter=obj, request_id=self.request_id, **data.validated_data
+        )
         return Response({"username": data.validated_data["username"], "perms": perms})
 
     @action(detail=True, methods=["delete"], url_path=r"grants/(?P<username>[\w.@+-]+)")
     def revoke_grants(self, request, tenant=None, adapter=None, username=None):
         obj = selectors.adapter_get(access=self.access, tenant=self.tenant, name=adapter)
         self.access.require_tenant(self.tenant, "manage_members")
-        adapter_revoke_grants(actor=request.user, adapter=obj, username=username, request_id=self.request_id)
+        adapter_revoke_grants(
+            actor=request.user, adapter=obj, username=username, request_id=self.request_id
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -96,15 +114,22 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     lookup_value_regex = r"[0-9]{1,9}"
     parser_classes = [MultiPartParser, FormParser, JSONParser]
     tenant_capabilities = {
-        "list": "object", "retrieve": "object", "create": "object", "approve": "object",
-        "reject": "object", "release": "object", "disable": "object",
+        "list": "object",
+        "retrieve": "object",
+        "create": "object",
+        "approve": "object",
+        "reject": "object",
+        "release": "object",
+        "disable": "object",
     }
     action_scopes = {"approve": "approve", "reject": "approve", "release": "approve"}
     filterset_fields = ["status"]
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
-        self.adapter = selectors.adapter_get(access=self.access, tenant=self.tenant, name=self.kwargs["adapter"])
+        self.adapter = selectors.adapter_get(
+            access=self.access, tenant=self.tenant, name=self.kwargs["adapter"]
+        )
 
     def get_queryset(self):
         return selectors.versions_of(adapter=self.adapter).defer(*selectors.VERSION_LIST_DEFERRED)
@@ -120,11 +145,15 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     def retrieve(self, request, tenant=None, adapter=None, number=None):
         return Response(s.VersionDetailSerializer(self._version(number)).data)
 
-    @extend_schema(request={"multipart/form-data": s.VersionUploadSerializer}, responses={201: s.VersionDetailSerializer})
+    @extend_schema(
+        request={"multipart/form-data": s.VersionUploadSerializer},
+        responses={201: s.VersionDetailSerializer},
+    )
     def create(self, request, tenant=None, adapter=None):
         # Before request.data: a body that cannot fit is refused before it is parsed and spooled.
-        uploads.upload_precheck(access=self.access, adapter=self.adapter,
-                                content_length=_content_length(request))
+        uploads.upload_precheck(
+            access=self.access, adapter=self.adapter, content_length=_content_length(request)
+        )
         try:
             data = s.VersionUploadSerializer(data=request.data)
             data.is_valid(raise_exception=True)
@@ -150,17 +179,26 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     def approve(self, request, tenant=None, adapter=None, number=None):
         data = s.CommentSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        version = lifecycle.version_approve(version=self._version(number), reviewer=request.user,
-                                            comment=data.validated_data["comment"], access=self.access,
-                                            request_id=self.request_id)
+        version = lifecycle.version_approve(
+            version=self._version(number),
+            reviewer=request.user,
+            comment=data.validated_data["comment"],
+            access=self.access,
+            request_id=self.request_id,
+        )
         return self._detail(version)
 
     @extend_schema(request=s.ReasonSerializer, responses={200: s.VersionDetailSerializer})
     @action(detail=True, methods=["post"])
     def reject(self, request, tenant=None, adapter=None, number=None):
         reason = request.data.get("reason", "") if hasattr(request.data, "get") else ""
-        version = lifecycle.version_reject(version=self._version(number), reviewer=request.user,
-                                           reason=str(reason), access=self.access, request_id=self.request_id)
+        version = lifecycle.version_reject(
+            version=self._version(number),
+            reviewer=request.user,
+            reason=str(reason),
+            access=self.access,
+            request_id=self.request_id,
+        )
         return self._detail(version)
 
     @extend_schema(request=s.CommentSerializer, responses={200: s.VersionDetailSerializer})
@@ -168,17 +206,26 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     def release(self, request, tenant=None, adapter=None, number=None):
         data = s.CommentSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        version = lifecycle.version_release(version=self._version(number), actor=request.user,
-                                            comment=data.validated_data["comment"], access=self.access,
-                                            request_id=self.request_id)
+        version = lifecycle.version_release(
+            version=self._version(number),
+            actor=request.user,
+            comment=data.validated_data["comment"],
+            access=self.access,
+            request_id=self.request_id,
+        )
         return self._detail(version)
 
     @extend_schema(request=s.CommentSerializer, responses={200: s.VersionDetailSerializer})
     @action(detail=True, methods=["post"])
     def disable(self, request, tenant=None, adapter=None, number=None):
         reason = request.data.get("reason", "") if hasattr(request.data, "get") else ""
-        version = lifecycle.version_disable(version=self._version(number), actor=request.user,
-                                            reason=str(reason), access=self.access, request_id=self.request_id)
+        version = lifecycle.version_disable(
+            version=self._version(number),
+            actor=request.user,
+            reason=str(reason),
+            access=self.access,
+            request_id=self.request_id,
+        )
         return self._detail(version)
 
 
@@ -208,8 +255,13 @@ class AliasViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     serializer_class = s.AliasSerializer
     lookup_field = "name"
     lookup_url_kwarg = "alias"
-    tenant_capabilities = {"list": "view", "retrieve": "view", "create": "manage_aliases",
-                           "update": "manage_aliases", "destroy": "manage_aliases"}
+    tenant_capabilities = {
+        "list": "view",
+        "retrieve": "view",
+        "create": "manage_aliases",
+        "update": "manage_aliases",
+        "destroy": "manage_aliases",
+    }
 
     def get_queryset(self):
         return selectors.aliases_for(tenant=self.tenant)
@@ -234,9 +286,18 @@ class AliasViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         if not name:
             raise ApplicationError("alias.name_required", "Give the alias a name.")
         if self.get_queryset().filter(name=name).exists():
-            raise ApplicationError("alias.exists", f"Alias '{name}' exists; PUT /aliases/{name}/ to change it.", status=409)
-        aliases.alias_set(access=self.access, tenant=self.tenant, name=name,
-                          targets=data.validated_data["targets"], request_id=self.request_id)
+            raise ApplicationError(
+                "alias.exists",
+                f"Alias '{name}' exists; PUT /aliases/{name}/ to change it.",
+                status=409,
+            )
+        aliases.alias_set(
+            access=self.access,
+            tenant=self.tenant,
+            name=name,
+            targets=data.validated_data["targets"],
+            request_id=self.request_id,
+        )
         return self._out(name, status.HTTP_201_CREATED)
 
     @extend_schema(request=s.AliasWriteSerializer, responses={200: s.AliasSerializer})
@@ -244,12 +305,15 @@ class AliasViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         self._get(alias)
         data = s.AliasWriteSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        aliases.alias_set(access=self.access, tenant=self.tenant, name=alias,
-                          targets=data.validated_data["targets"], request_id=self.request_id)
+        aliases.alias_set(
+            access=self.access,
+            tenant=self.tenant,
+            name=alias,
+            targets=data.validated_data["targets"],
+            request_id=self.request_id,
+        )
         return self._out(alias)
 
     def destroy(self, request, tenant=None, alias=None):
         aliases.alias_delete(access=self.access, alias=self._get(alias), request_id=self.request_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-

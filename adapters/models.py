@@ -164,6 +164,9 @@ class Decision(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
 
+    def __str__(self) -> str:
+        return f"{self.kind} of version {self.version_id} by {self.actor_id}"
+
 
 class Alias(models.Model):
     """A tenant-scoped model name callers use; points at weighted active versions."""
@@ -185,7 +188,9 @@ class Alias(models.Model):
 
 class AliasTarget(models.Model):
     alias = models.ForeignKey(Alias, on_delete=models.CASCADE, related_name="targets")
-    version = models.ForeignKey(AdapterVersion, on_delete=models.PROTECT, related_name="alias_targets")
+    version = models.ForeignKey(
+        AdapterVersion, on_delete=models.PROTECT, related_name="alias_targets"
+    )
     weight = models.PositiveIntegerField()
 
     class Meta:
@@ -193,6 +198,9 @@ class AliasTarget(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["alias", "version"], name="aliastarget_unique")
         ]
+
+    def __str__(self) -> str:
+        return f"{self.alias_id} -> {self.version_id} ({self.weight})"
 
 
 class DirectUploadState(models.TextChoices):

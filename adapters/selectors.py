@@ -22,14 +22,22 @@ def adapters_for(*, access: AccessContext, tenant: Tenant) -> QuerySet[Adapter]:
 def adapter_get(*, access: AccessContext, tenant: Tenant, name: str) -> Adapter:
     adapter = adapters_for(access=access, tenant=tenant).filter(name=name).first()
     if adapter is None:
-        raise NotFound("adapter.not_found", f"Tenant '{tenant.slug}' has no adapter '{name}' visible to you.")
+        raise NotFound(
+            "adapter.not_found", f"Tenant '{tenant.slug}' has no adapter '{name}' visible to you."
+        )
     return adapter
 
 
 # Large JSON/text columns a version list never shows; leaving them out keeps the rows narrow, so
 # sorting a big tenant's versions stays in memory (see docs/benchmarks.md, listing versions).
-VERSION_LIST_DEFERRED = ("manifest", "config", "validation_report", "quarantine_keys", "serving_keys",
-                         "signature")
+VERSION_LIST_DEFERRED = (
+    "manifest",
+    "config",
+    "validation_report",
+    "quarantine_keys",
+    "serving_keys",
+    "signature",
+)
 
 
 def _version_list_qs(qs: QuerySet[AdapterVersion]) -> QuerySet[AdapterVersion]:
@@ -42,7 +50,9 @@ def versions_of(*, adapter: Adapter) -> QuerySet[AdapterVersion]:
 
 def version_get(*, adapter: Adapter, number: int) -> AdapterVersion:
     version = (
-        AdapterVersion.objects.select_related("tenant", "adapter", "uploaded_by", "adapter__base_model")
+        AdapterVersion.objects.select_related(
+            "tenant", "adapter", "uploaded_by", "adapter__base_model"
+        )
         .prefetch_related("decisions__actor")
         .filter(adapter=adapter, number=number)
         .first()
@@ -66,4 +76,8 @@ def versions_visible(*, access: AccessContext) -> QuerySet[AdapterVersion]:
 
 
 def aliases_for(*, tenant: Tenant) -> QuerySet[Alias]:
-    return Alias.objects.filter(tenant=tenant).select_related("tenant").prefetch_related("targets__version__adapter")
+    return (
+        Alias.objects.filter(tenant=tenant)
+        .select_related("tenant")
+        .prefetch_related("targets__version__adapter")
+    )

@@ -16,7 +16,15 @@ from tenants.models import SloClass
 class BaseModelSerializer(serializers.ModelSerializer):
     class Meta:
         model = BaseModel
-        fields = ["name", "source", "revision", "architecture", "module_dims", "num_layers", "created_at"]
+        fields = [
+            "name",
+            "source",
+            "revision",
+            "architecture",
+            "module_dims",
+            "num_layers",
+            "created_at",
+        ]
         read_only_fields = ["architecture", "module_dims", "num_layers", "created_at"]
 
 
@@ -30,14 +38,26 @@ class BaseModelCreateSerializer(serializers.Serializer):
 class AdapterSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     base_model = serializers.SlugRelatedField(slug_field="name", queryset=BaseModel.objects.all())
-    slo_class = serializers.ChoiceField(choices=[("", "inherit"), *SloClass.choices], required=False)
+    slo_class = serializers.ChoiceField(
+        choices=[("", "inherit"), *SloClass.choices], required=False
+    )
     warmup_policy = serializers.ChoiceField(choices=WarmupPolicy.choices, required=False)
     latest_version = serializers.IntegerField(read_only=True, allow_null=True, default=None)
 
     class Meta:
         model = Adapter
-        fields = ["tenant", "name", "base_model", "description", "slo_class", "warmup_policy",
-                  "max_concurrent_requests", "pool", "created_at", "latest_version"]
+        fields = [
+            "tenant",
+            "name",
+            "base_model",
+            "description",
+            "slo_class",
+            "warmup_policy",
+            "max_concurrent_requests",
+            "pool",
+            "created_at",
+            "latest_version",
+        ]
         read_only_fields = ["created_at"]
 
 
@@ -61,22 +81,46 @@ class VersionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = AdapterVersion
-        fields = ["tenant", "adapter", "number", "status", "served_name", "rank", "alpha", "target_modules",
-                  "dtype", "size_bytes", "manifest_sha256", "signer", "uploaded_by", "created_at",
-                  "validated_at", "approved_at", "released_at"]
+        fields = [
+            "tenant",
+            "adapter",
+            "number",
+            "status",
+            "served_name",
+            "rank",
+            "alpha",
+            "target_modules",
+            "dtype",
+            "size_bytes",
+            "manifest_sha256",
+            "signer",
+            "uploaded_by",
+            "created_at",
+            "validated_at",
+            "approved_at",
+            "released_at",
+        ]
 
 
 class VersionDetailSerializer(VersionSerializer):
     decisions = DecisionSerializer(many=True)
 
     class Meta(VersionSerializer.Meta):
-        fields = [*VersionSerializer.Meta.fields, "manifest", "config", "validation_report", "decisions"]
+        fields = [
+            *VersionSerializer.Meta.fields,
+            "manifest",
+            "config",
+            "validation_report",
+            "decisions",
+        ]
 
 
 class VersionUploadSerializer(serializers.Serializer):
     adapter_config = serializers.FileField(help_text="adapter_config.json")
     adapter_model = serializers.FileField(help_text="adapter_model.safetensors")
-    signature = serializers.FileField(required=False, help_text="Detached signature or model-signing bundle")
+    signature = serializers.FileField(
+        required=False, help_text="Detached signature or model-signing bundle"
+    )
 
 
 class CommentSerializer(serializers.Serializer):
@@ -102,8 +146,11 @@ class AliasSerializer(serializers.ModelSerializer):
 
     def get_targets(self, alias: Alias) -> list[dict]:
         return [
-            {"version": f"{t.version.adapter.name}@{t.version.number}", "weight": t.weight,
-             "status": t.version.status}
+            {
+                "version": f"{t.version.adapter.name}@{t.version.number}",
+                "weight": t.weight,
+                "status": t.version.status,
+            }
             for t in alias.targets.all()
         ]
 
@@ -119,15 +166,27 @@ class GrantSerializer(serializers.Serializer):
 
 
 class DirectUploadStartSerializer(serializers.Serializer):
-    model_size = serializers.IntegerField(min_value=1, help_text="Exact size of adapter_model.safetensors")
-    part_size = serializers.IntegerField(required=False, min_value=1, help_text="Bytes per part (5 MiB..5 GiB)")
-    config = serializers.CharField(required=False, trim_whitespace=False, allow_blank=False,
-                                   help_text="The exact text of adapter_config.json (JSON requests)")
-    adapter_config = serializers.FileField(required=False, help_text="adapter_config.json (multipart requests)")
+    model_size = serializers.IntegerField(
+        min_value=1, help_text="Exact size of adapter_model.safetensors"
+    )
+    part_size = serializers.IntegerField(
+        required=False, min_value=1, help_text="Bytes per part (5 MiB..5 GiB)"
+    )
+    config = serializers.CharField(
+        required=False,
+        trim_whitespace=False,
+        allow_blank=False,
+        help_text="The exact text of adapter_config.json (JSON requests)",
+    )
+    adapter_config = serializers.FileField(
+        required=False, help_text="adapter_config.json (multipart requests)"
+    )
 
     def validate(self, attrs):
         if ("config" in attrs) == ("adapter_config" in attrs):
-            raise serializers.ValidationError("Give the config once: `config` (its text) or `adapter_config` (a file).")
+            raise serializers.ValidationError(
+                "Give the config once: `config` (its text) or `adapter_config` (a file)."
+            )
         return attrs
 
 
@@ -152,7 +211,9 @@ class DirectUploadSerializer(serializers.Serializer):
 
 
 class DirectUploadDetailSerializer(DirectUploadSerializer):
-    parts = PartUrlSerializer(many=True, help_text="PUT each part's bytes to its url; keep the ETag header")
+    parts = PartUrlSerializer(
+        many=True, help_text="PUT each part's bytes to its url; keep the ETag header"
+    )
 
 
 class CompletedPartSerializer(serializers.Serializer):
@@ -162,7 +223,14 @@ class CompletedPartSerializer(serializers.Serializer):
 
 class DirectUploadCompleteSerializer(serializers.Serializer):
     parts = CompletedPartSerializer(many=True, allow_empty=False, max_length=10_000)
-    signature = serializers.CharField(required=False, trim_whitespace=False, max_length=400_000,
-                                      help_text="Detached signature (base64) or model-signing bundle (JSON text)")
-    sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False,
-                                    help_text="The model file's sha256, checked against what was assembled")
+    signature = serializers.CharField(
+        required=False,
+        trim_whitespace=False,
+        max_length=400_000,
+        help_text="Detached signature (base64) or model-signing bundle (JSON text)",
+    )
+    sha256 = serializers.RegexField(
+        r"^[0-9a-fA-F]{64}$",
+        required=False,
+        help_text="The model file's sha256, checked against what was assembled",
+    )

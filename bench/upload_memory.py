@@ -72,8 +72,11 @@ def _start_moto(work: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = open(work / "moto.log", "wb")  # noqa: SIM115 - lives as long as the server
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -83,8 +86,13 @@ def _start_moto(work: Path) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.2)
     import boto3
 
-    boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket="bench")
+    boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    ).create_bucket(Bucket="bench")
     return proc, url
 
 
@@ -105,21 +113,35 @@ def measure(size_mib: int, storage: str, memory_limit: int | None) -> dict[str, 
         }
         if storage == "s3":
             moto, endpoint = _start_moto(work)
-            env.update({"ADAPTER_STORAGE_BACKEND": "s3", "S3_BUCKET": "bench", "S3_ENDPOINT_URL": endpoint,
-                        "S3_ACCESS_KEY_ID": "testing", "S3_SECRET_ACCESS_KEY": "testing"})
+            env.update(
+                {
+                    "ADAPTER_STORAGE_BACKEND": "s3",
+                    "S3_BUCKET": "bench",
+                    "S3_ENDPOINT_URL": endpoint,
+                    "S3_ACCESS_KEY_ID": "testing",
+                    "S3_SECRET_ACCESS_KEY": "testing",
+                }
+            )
         else:
-            env.update({"ADAPTER_STORAGE_BACKEND": "local", "ADAPTER_STORAGE_ROOT": str(work / "storage")})
+            env.update(
+                {"ADAPTER_STORAGE_BACKEND": "local", "ADAPTER_STORAGE_ROOT": str(work / "storage")}
+            )
         full_env = {**os.environ, **env}
         _run([sys.executable, "manage.py", "migrate", "--noinput"], full_env)
-        token = _run([sys.executable, "-c", SETUP, json.dumps(BIG_HF_CONFIG), BIG_BASE_MODEL],
-                     full_env).strip().splitlines()[-1]
+        token = (
+            _run([sys.executable, "-c", SETUP, json.dumps(BIG_HF_CONFIG), BIG_BASE_MODEL], full_env)
+            .strip()
+            .splitlines()[-1]
+        )
 
         adapter = GeneratedAdapter(size_mib * 1024 * 1024)
         body = adapter_upload_body(adapter)
         with PortalServer(env, memory_limit=memory_limit, log_path=work / "portal.log") as server:
             idle = server.status()
             started = time.perf_counter()
-            response = post_streamed(f"{server.url}/api/v1/tenants/bench/adapters/big/versions/", body, token)
+            response = post_streamed(
+                f"{server.url}/api/v1/tenants/bench/adapters/big/versions/", body, token
+            )
             seconds = time.perf_counter() - started
             after = server.status()
             log = server.log_tail()
@@ -201,11 +223,17 @@ def write_docs(section: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--storage", default="local", help="local, s3, or both (comma-separated)")
-    parser.add_argument("--memory-limit-mib", type=int, default=512,
-                        help="RLIMIT_DATA of the portal process (0: none)")
+    parser.add_argument(
+        "--memory-limit-mib",
+        type=int,
+        default=512,
+        help="RLIMIT_DATA of the portal process (0: none)",
+    )
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     limit = args.memory_limit_mib * 1024 * 1024 if args.memory_limit_mib else None

@@ -54,8 +54,15 @@ BIG_MODULE_DIMS: dict[str, tuple[int, int]] = {
     "up_proj": (8192, 28672),
     "down_proj": (28672, 8192),
 }
-_PARENTS = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn",
-            "o_proj": "self_attn", "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
+_PARENTS = {
+    "q_proj": "self_attn",
+    "k_proj": "self_attn",
+    "v_proj": "self_attn",
+    "o_proj": "self_attn",
+    "gate_proj": "mlp",
+    "up_proj": "mlp",
+    "down_proj": "mlp",
+}
 
 
 def _finite_block() -> bytes:
@@ -80,7 +87,9 @@ class GeneratedAdapter:
                 for matrix, shape in (("A", [RANK, d_in]), ("B", [d_out, RANK])):
                     size = shape[0] * shape[1] * 2
                     header[f"{stem}.lora_{matrix}.weight"] = {
-                        "dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + size],
+                        "dtype": "BF16",
+                        "shape": shape,
+                        "data_offsets": [offset, offset + size],
                     }
                     offset += size
         raw = json.dumps(header, separators=(",", ":")).encode()
@@ -88,11 +97,20 @@ class GeneratedAdapter:
         self._head = struct.pack("<Q", len(raw)) + raw
         self._data_bytes = offset
         self.model_size = len(self._head) + offset
-        self.config_bytes = json.dumps({
-            "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": RANK, "lora_alpha": 2 * RANK,
-            "lora_dropout": 0.0, "bias": "none", "target_modules": list(BIG_MODULE_DIMS),
-            "use_dora": False, "modules_to_save": None, "base_model_name_or_path": BIG_BASE_MODEL,
-        }).encode()
+        self.config_bytes = json.dumps(
+            {
+                "peft_type": "LORA",
+                "task_type": "CAUSAL_LM",
+                "r": RANK,
+                "lora_alpha": 2 * RANK,
+                "lora_dropout": 0.0,
+                "bias": "none",
+                "target_modules": list(BIG_MODULE_DIMS),
+                "use_dora": False,
+                "modules_to_save": None,
+                "base_model_name_or_path": BIG_BASE_MODEL,
+            }
+        ).encode()
         self._sha256: str | None = None
 
     def model_chunks(self) -> Iterator[bytes]:
@@ -124,8 +142,10 @@ class MultipartBody:
     boundary: str = field(default_factory=lambda: f"lp-{uuid.uuid4().hex}")
 
     def _head(self, name: str, filename: str) -> bytes:
-        return (f"--{self.boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; "
-                f"filename=\"{filename}\"\r\nContent-Type: application/octet-stream\r\n\r\n").encode()
+        return (
+            f'--{self.boundary}\r\nContent-Disposition: form-data; name="{name}"; '
+            f'filename="{filename}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        ).encode()
 
     @property
     def content_type(self) -> str:
@@ -153,16 +173,25 @@ class MultipartBody:
 def adapter_upload_body(adapter: GeneratedAdapter, signature: bytes | None = None) -> MultipartBody:
     parts: list[tuple[str, str, Any]] = [
         ("adapter_config", "adapter_config.json", adapter.config_bytes),
-        ("adapter_model", "adapter_model.safetensors", (adapter.model_size, adapter.model_chunks())),
+        (
+            "adapter_model",
+            "adapter_model.safetensors",
+            (adapter.model_size, adapter.model_chunks()),
+        ),
     ]
     if signature is not None:
         parts.append(("signature", "signature", signature))
     return MultipartBody(parts)
 
 
-def post_streamed(url: str, body: MultipartBody, token: str, *, timeout: float = 600) -> httpx.Response:
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": body.content_type,
-               "Content-Length": str(body.length)}
+def post_streamed(
+    url: str, body: MultipartBody, token: str, *, timeout: float = 600
+) -> httpx.Response:
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": body.content_type,
+        "Content-Length": str(body.length),
+    }
     return httpx.post(url, content=iter(body), headers=headers, timeout=timeout)
 
 
@@ -195,11 +224,19 @@ class PortalServer:
     RLIMIT_DATA in the child before exec. `peak_rss()` is the child's VmHWM.
     """
 
-    def __init__(self, env: Mapping[str, str], *, memory_limit: int | None = None,
-                 log_path: Path | None = None):
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        memory_limit: int | None = None,
+        log_path: Path | None = None,
+    ):
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
         self.memory_limit = memory_limit
-        self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"portal-{uuid.uuid4().hex[:8]}.log"
+        self.log_path = (
+            log_path
+            or Path(os.environ.get("TMPDIR", "/tmp")) / f"portal-{uuid.uuid4().hex[:8]}.log"
+        )
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -219,11 +256,29 @@ class PortalServer:
             self.port = free_port()
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1",
-                     "--port", str(self.port), "--lifespan", "off", "--no-access-log",
-                     "--log-level", "warning", "--workers", "1"],
-                    cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, preexec_fn=_limit_memory(self.memory_limit),
+                    [
+                        sys.executable,
+                        "-m",
+                        "uvicorn",
+                        "portal.asgi:application",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(self.port),
+                        "--lifespan",
+                        "off",
+                        "--no-access-log",
+                        "--log-level",
+                        "warning",
+                        "--workers",
+                        "1",
+                    ],
+                    cwd=REPO,
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=_limit_memory(self.memory_limit),
                 )
             if self._wait_until_serving():
                 return

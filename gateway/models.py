@@ -22,3 +22,6 @@ class DailyUsage(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "version", "day"], name="dailyusage_unique")
         ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.version_id} {self.day}"

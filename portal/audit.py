@@ -84,7 +84,9 @@ def record_event(
         event = AuditEvent(
             created_at=timezone.now(),
             actor=actor_obj,
-            actor_label=actor_obj.get_username() if actor_obj else (actor if isinstance(actor, str) else "system"),
+            actor_label=actor_obj.get_username()
+            if actor_obj
+            else (actor if isinstance(actor, str) else "system"),
             tenant=tenant,
             tenant_label=getattr(tenant, "slug", "") or "",
             action=action,
@@ -130,13 +132,28 @@ def verify_chain(*, batch_size: int = 2000) -> ChainReport:
             break
         for event in batch:
             if event.prev_hash != prev_hash:
-                return ChainReport(False, checked, event.pk, "prev_hash does not match the previous event (an event was removed or reordered)")
+                return ChainReport(
+                    False,
+                    checked,
+                    event.pk,
+                    "prev_hash does not match the previous event (an event was removed or reordered)",
+                )
             if compute_hash(prev_hash, event) != event.hash:
-                return ChainReport(False, checked, event.pk, "content does not match its hash (the event was changed)")
+                return ChainReport(
+                    False,
+                    checked,
+                    event.pk,
+                    "content does not match its hash (the event was changed)",
+                )
             prev_hash = event.hash
             checked += 1
             last_id = event.pk
     head = AuditChainHead.objects.filter(pk=1).first()
     if head is not None and head.last_hash != prev_hash:
-        return ChainReport(False, checked, head.last_event_id or None, "the newest events are missing (the chain head points past the last event)")
+        return ChainReport(
+            False,
+            checked,
+            head.last_event_id or None,
+            "the newest events are missing (the chain head points past the last event)",
+        )
     return ChainReport(True, checked)

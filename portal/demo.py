@@ -36,8 +36,11 @@ DEMO_USERS = {
 }
 DEMO_TENANTS = {"acme": ("Acme Corp", "gold"), "globex": ("Globex", "silver")}
 # adapter (tenant, name) -> sample adapter directory name written by engine.tiny_model
-DEMO_ADAPTERS = {("acme", "support"): "sample-r8", ("acme", "code-style"): "sample-r16",
-                 ("globex", "legal"): "sample-r32"}
+DEMO_ADAPTERS = {
+    ("acme", "support"): "sample-r8",
+    ("acme", "code-style"): "sample-r16",
+    ("globex", "legal"): "sample-r32",
+}
 
 
 @dataclass
@@ -47,11 +50,15 @@ class DemoResult:
     uploaded: list[str]
 
 
-def seed_demo(*, tiny_dir: Path, engine_url: str, engine_name: str = "local-1", adapter_root: Path) -> DemoResult:
+def seed_demo(
+    *, tiny_dir: Path, engine_url: str, engine_name: str = "local-1", adapter_root: Path
+) -> DemoResult:
     password = os.environ.get(DEMO_PASSWORD_ENV, DEFAULT_DEMO_PASSWORD)
     with transaction.atomic():
-        tenants = {slug: Tenant.objects.get_or_create(slug=slug, defaults={"name": n, "slo_class": c})[0]
-                   for slug, (n, c) in DEMO_TENANTS.items()}
+        tenants = {
+            slug: Tenant.objects.get_or_create(slug=slug, defaults={"name": n, "slo_class": c})[0]
+            for slug, (n, c) in DEMO_TENANTS.items()
+        }
         for username, (roles, memberships) in DEMO_USERS.items():
             user, created = User.objects.get_or_create(username=username)
             if created:
@@ -61,23 +68,38 @@ def seed_demo(*, tiny_dir: Path, engine_url: str, engine_name: str = "local-1", 
                 user.save()
             user.groups.add(*Group.objects.filter(name__in=roles))
             for slug, role in memberships.items():
-                Membership.objects.get_or_create(user=user, tenant=tenants[slug], defaults={"role": role})
+                Membership.objects.get_or_create(
+                    user=user, tenant=tenants[slug], defaults={"role": role}
+                )
         base = BaseModel.objects.filter(name="tiny-llama").first() or base_model_register(
-            actor=None, name="tiny-llama", source=str(tiny_dir / "base"),
+            actor=None,
+            name="tiny-llama",
+            source=str(tiny_dir / "base"),
             hf_config=json.loads((tiny_dir / "base" / "config.json").read_text()),
         )
         Engine.objects.update_or_create(
             name=engine_name,
-            defaults={"base_model": base, "url": engine_url, "served_model_name": "tiny-llama", "max_loras": 2,
-                      "max_cpu_loras": 4, "max_lora_rank": 32, "adapter_root": str(adapter_root),
-                      "has_plugin": True, "state": EngineState.WARMING},
+            defaults={
+                "base_model": base,
+                "url": engine_url,
+                "served_model_name": "tiny-llama",
+                "max_loras": 2,
+                "max_cpu_loras": 4,
+                "max_lora_rank": 32,
+                "adapter_root": str(adapter_root),
+                "has_plugin": True,
+                "state": EngineState.WARMING,
+            },
         )
     uploaded = []
     for (slug, name), sample in DEMO_ADAPTERS.items():
         owner = Membership.objects.get(tenant__slug=slug, role="owner").user
         access = AccessContext.for_user(owner)
         adapter = Adapter.objects.filter(tenant=tenants[slug], name=name).first() or adapter_create(
-            access=access, tenant=tenants[slug], name=name, base_model=base,
+            access=access,
+            tenant=tenants[slug],
+            name=name,
+            base_model=base,
             description=f"Demo adapter from {sample}",
         )
         if adapter.versions.exists():
@@ -86,7 +108,8 @@ def seed_demo(*, tiny_dir: Path, engine_url: str, engine_name: str = "local-1", 
         config = (source / "adapter_config.json").read_bytes()
         with open(source / "adapter_model.safetensors", "rb") as model:
             version_upload(
-                access=access, adapter=adapter,
+                access=access,
+                adapter=adapter,
                 config=IncomingFile(io.BytesIO(config), len(config)),
                 model=IncomingFile(model, os.fstat(model.fileno()).st_size),
             )

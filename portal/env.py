@@ -13,7 +13,9 @@ class SettingError(RuntimeError):
     """An environment variable is present but unusable."""
 
 
-def env_str(name: str, default: str | None = None, *, environ: Mapping[str, str] = os.environ) -> str:
+def env_str(
+    name: str, default: str | None = None, *, environ: Mapping[str, str] = os.environ
+) -> str:
     value = environ.get(name)
     if value is None:
         if default is None:
@@ -31,7 +33,9 @@ def env_bool(name: str, default: bool, *, environ: Mapping[str, str] = os.enviro
         return True
     if lowered in _FALSE:
         return False
-    raise SettingError(f"{name}={raw!r} is not a boolean (use one of 1/0, true/false, yes/no, on/off)")
+    raise SettingError(
+        f"{name}={raw!r} is not a boolean (use one of 1/0, true/false, yes/no, on/off)"
+    )
 
 
 def env_int(
@@ -59,7 +63,9 @@ def env_float(name: str, default: float, *, environ: Mapping[str, str] = os.envi
         raise SettingError(f"{name}={raw!r} is not a number") from None
 
 
-def env_list(name: str, default: list[str], *, environ: Mapping[str, str] = os.environ) -> list[str]:
+def env_list(
+    name: str, default: list[str], *, environ: Mapping[str, str] = os.environ
+) -> list[str]:
     raw = environ.get(name)
     if raw is None:
         return list(default)

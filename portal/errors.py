@@ -45,4 +45,6 @@ def clean_or_raise(obj: Any, **kwargs: Any) -> None:
         obj.full_clean(**kwargs)
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
-        raise ApplicationError("invalid", f"{field}: {' '.join(messages)}", fields=exc.message_dict) from None
+        raise ApplicationError(
+            "invalid", f"{field}: {' '.join(messages)}", fields=exc.message_dict
+        ) from None

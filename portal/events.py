@@ -24,8 +24,12 @@ def broadcast_after_commit(*, tenant_id: int, event: dict[str, Any]) -> None:
         if layer is None:
             return
         try:
-            async_to_sync(layer.group_send)(tenant_group(tenant_id), {"type": "portal.event", "event": event})
+            async_to_sync(layer.group_send)(
+                tenant_group(tenant_id), {"type": "portal.event", "event": event}
+            )
         except Exception:  # noqa: BLE001 - a live page missing one update must not fail the change
-            log.warning("could not broadcast %s to tenant %s", event.get("kind"), tenant_id, exc_info=True)
+            log.warning(
+                "could not broadcast %s to tenant %s", event.get("kind"), tenant_id, exc_info=True
+            )
 
     transaction.on_commit(send)

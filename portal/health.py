@@ -26,7 +26,9 @@ def check_database() -> dict[str, Any]:
 
 def check_redis() -> dict[str, Any]:
     try:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1
+        )
         client.ping()
         return {"ok": True}
     except Exception as exc:  # noqa: BLE001
@@ -39,7 +41,11 @@ def check_celery() -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         return {"ok": False, "workers": [], "error": f"{type(exc).__name__}: {exc}"}
     workers = sorted(name for reply in replies for name in reply)
-    return {"ok": bool(workers), "workers": workers, **({} if workers else {"error": "no worker answered a ping"})}
+    return {
+        "ok": bool(workers),
+        "workers": workers,
+        **({} if workers else {"error": "no worker answered a ping"}),
+    }
 
 
 async def _check_engine(engine: Any) -> dict[str, Any]:
@@ -47,7 +53,12 @@ async def _check_engine(engine: Any) -> dict[str, Any]:
 
     started = time.perf_counter()
     error = await probe_engine(engine.url)
-    state = {"ok": not error, "name": engine.name, "state": engine.state, "required": engine.required}
+    state = {
+        "ok": not error,
+        "name": engine.name,
+        "state": engine.state,
+        "required": engine.required,
+    }
     if error:
         return {**state, "error": error}
     return {**state, "latency_ms": round((time.perf_counter() - started) * 1000, 1)}
@@ -68,7 +79,9 @@ async def health_report() -> tuple[bool, dict[str, Any]]:
     )
     engines = await check_engines() if database["ok"] else []
     healthy = (
-        database["ok"] and redis_state["ok"] and celery_state["ok"]
+        database["ok"]
+        and redis_state["ok"]
+        and celery_state["ok"]
         and all(engine["ok"] for engine in engines if engine["required"])
     )
     return healthy, {

@@ -10,14 +10,22 @@ from django.utils import timezone
 class AuditEvent(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, null=True, blank=True,
-        db_constraint=False, related_name="+",
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        db_constraint=False,
+        related_name="+",
     )
     # The actor's name at the time; the chain must not depend on rows that may change later.
     actor_label = models.CharField(max_length=150, blank=True, default="")
     tenant = models.ForeignKey(
-        "tenants.Tenant", on_delete=models.DO_NOTHING, null=True, blank=True,
-        db_constraint=False, related_name="+",
+        "tenants.Tenant",
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        db_constraint=False,
+        related_name="+",
     )
     tenant_label = models.CharField(max_length=40, blank=True, default="")
     action = models.CharField(max_length=60, db_index=True)
@@ -43,3 +51,6 @@ class AuditChainHead(models.Model):
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     last_hash = models.CharField(max_length=64)
     last_event_id = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"audit chain head at #{self.last_event_id}"

@@ -17,8 +17,14 @@ def dashboard_context(*, user: Any) -> dict[str, Any]:
 
 
 def audit_events_for(
-    *, access: Any, tenant: str = "", actor: str = "", action_prefix: str = "", obj: str = "",
-    since: Any = None, until: Any = None,
+    *,
+    access: Any,
+    tenant: str = "",
+    actor: str = "",
+    action_prefix: str = "",
+    obj: str = "",
+    since: Any = None,
+    until: Any = None,
 ) -> Any:
     """Audit events the caller may read, newest first: all for platform admins, else the tenants
     they own. A tenant filter outside that reach is not found; no reach at all is forbidden."""

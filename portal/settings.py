@@ -218,7 +218,10 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Synced into django-celery-beat's tables at beat start; operators edit them in the admin.
 CELERY_BEAT_SCHEDULE = {
-    "requeue-stalled-validations": {"task": "adapters.tasks.requeue_stalled_validations", "schedule": 300.0},
+    "requeue-stalled-validations": {
+        "task": "adapters.tasks.requeue_stalled_validations",
+        "schedule": 300.0,
+    },
     "probe-engines": {"task": "workers.tasks.probe_engines", "schedule": 30.0},
     "expire-direct-uploads": {"task": "adapters.tasks.expire_direct_uploads", "schedule": 600.0},
 }

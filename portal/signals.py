@@ -14,12 +14,22 @@ def _request_id(request) -> str:
 
 @receiver(user_logged_in)
 def audit_login(sender, request, user, **kwargs):
-    record_event(action="auth.login", actor=user, obj=user, object_id=user.get_username(),
-                 request_id=_request_id(request))
+    record_event(
+        action="auth.login",
+        actor=user,
+        obj=user,
+        object_id=user.get_username(),
+        request_id=_request_id(request),
+    )
 
 
 @receiver(user_login_failed)
 def audit_login_failed(sender, credentials, request=None, **kwargs):
     username = str(credentials.get("username", ""))[:150]
-    record_event(action="auth.login_failed", actor="anonymous", object_type="auth.user", object_id=username,
-                 request_id=_request_id(request))
+    record_event(
+        action="auth.login_failed",
+        actor="anonymous",
+        object_type="auth.user",
+        object_id=username,
+        request_id=_request_id(request),
+    )

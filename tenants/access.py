@@ -19,17 +19,38 @@ from tenants.models import ApiToken, Membership, PlatformRole, Tenant, TenantRol
 
 # What each tenant role may do with the tenant's adapters (guardian codenames on Adapter).
 ROLE_ADAPTER_PERMS: dict[str, frozenset[str]] = {
-    TenantRole.OWNER: frozenset({"view_adapter", "add_adapter", "change_adapter", "delete_adapter",
-                                 "upload_version", "release_version"}),
-    TenantRole.MAINTAINER: frozenset({"view_adapter", "add_adapter", "change_adapter", "upload_version"}),
+    TenantRole.OWNER: frozenset(
+        {
+            "view_adapter",
+            "add_adapter",
+            "change_adapter",
+            "delete_adapter",
+            "upload_version",
+            "release_version",
+        }
+    ),
+    TenantRole.MAINTAINER: frozenset(
+        {"view_adapter", "add_adapter", "change_adapter", "upload_version"}
+    ),
     TenantRole.VIEWER: frozenset({"view_adapter"}),
 }
 
 # Tenant-level capabilities beyond adapters.
 ROLE_TENANT_CAPS: dict[str, frozenset[str]] = {
-    TenantRole.OWNER: frozenset({"view", "manage_members", "manage_aliases", "create_adapter", "release",
-                                 "use_playground", "manage_keys"}),
-    TenantRole.MAINTAINER: frozenset({"view", "manage_aliases", "create_adapter", "use_playground"}),
+    TenantRole.OWNER: frozenset(
+        {
+            "view",
+            "manage_members",
+            "manage_aliases",
+            "create_adapter",
+            "release",
+            "use_playground",
+            "manage_keys",
+        }
+    ),
+    TenantRole.MAINTAINER: frozenset(
+        {"view", "manage_aliases", "create_adapter", "use_playground"}
+    ),
     TenantRole.VIEWER: frozenset({"view"}),
 }
 
@@ -107,7 +128,8 @@ class AccessContext:
     def require_scope(self, scope: str) -> None:
         if not self.has_scope(scope):
             raise PermissionDenied(
-                "token.missing_scope", f"This token lacks the '{scope}' scope needed for this request."
+                "token.missing_scope",
+                f"This token lacks the '{scope}' scope needed for this request.",
             )
 
     @property
@@ -166,7 +188,8 @@ class AccessContext:
     def require_tenant(self, tenant: Tenant, capability: str) -> None:
         if not self.tenant_can(tenant, capability):
             raise PermissionDenied(
-                "permission.denied", f"Your role in tenant '{tenant.slug}' does not allow '{capability}'."
+                "permission.denied",
+                f"Your role in tenant '{tenant.slug}' does not allow '{capability}'.",
             )
 
     # --- adapters ---
@@ -180,7 +203,11 @@ class AccessContext:
             return qs
         # Per-object grants only; never a model-wide permission (it would cross tenants).
         return get_objects_for_user(
-            self.user, "adapters.view_adapter", klass=qs, accept_global_perms=False, with_superuser=False
+            self.user,
+            "adapters.view_adapter",
+            klass=qs,
+            accept_global_perms=False,
+            with_superuser=False,
         )
 
     def granted_adapters(self, *, outside_tenants: list[int]) -> QuerySet:
@@ -193,7 +220,11 @@ class AccessContext:
         if not self.is_authenticated:
             return qs.none()
         return get_objects_for_user(
-            self.user, "adapters.view_adapter", klass=qs, accept_global_perms=False, with_superuser=False
+            self.user,
+            "adapters.view_adapter",
+            klass=qs,
+            accept_global_perms=False,
+            with_superuser=False,
         )
 
     def adapter_can(self, adapter: Any, perm: str) -> bool:

@@ -52,12 +52,20 @@ class TokenObtainView(APIView):
         v = data.validated_data
         user = authenticate(request, username=v["username"], password=v["password"])
         if user is None:
-            raise ApplicationError("auth.invalid_credentials", "Wrong username or password.", status=401)
+            raise ApplicationError(
+                "auth.invalid_credentials", "Wrong username or password.", status=401
+            )
         tenant = None
         if v.get("tenant"):
             tenant = AccessContext.for_user(user).get_tenant(v["tenant"])
-        issued = token_issue(user=user, scopes=v["scopes"], tenant=tenant, name=v["name"],
-                             expires_in_days=v["expires_in_days"], request_id=request.request_id)
+        issued = token_issue(
+            user=user,
+            scopes=v["scopes"],
+            tenant=tenant,
+            name=v["name"],
+            expires_in_days=v["expires_in_days"],
+            request_id=request.request_id,
+        )
         body = s.ApiTokenSerializer(issued.token).data
         return Response({"token": issued.plaintext, **body}, status=status.HTTP_201_CREATED)
 
@@ -68,8 +76,10 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformView
     lookup_field = "username"
     lookup_value_regex = r"[\w.@+-]+"
     platform_roles = {
-        "list": ("is_platform_admin",), "retrieve": ("is_platform_admin",),
-        "create": ("is_platform_admin",), "partial_update": ("is_platform_admin",),
+        "list": ("is_platform_admin",),
+        "retrieve": ("is_platform_admin",),
+        "create": ("is_platform_admin",),
+        "partial_update": ("is_platform_admin",),
     }
     action_scopes = {"create": "admin", "partial_update": "admin"}
 
@@ -80,8 +90,12 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformView
     def create(self, request):
         data = s.UserCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        user = user_create(actor=request.user, roles=data.validated_data.pop("platform_roles"),
-                           request_id=self.request_id, **data.validated_data)
+        user = user_create(
+            actor=request.user,
+            roles=data.validated_data.pop("platform_roles"),
+            request_id=self.request_id,
+            **data.validated_data,
+        )
         return Response(s.UserSerializer(user).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.UserUpdateSerializer, responses={200: s.UserSerializer})
@@ -92,16 +106,31 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformView
         v = data.validated_data
         with transaction.atomic():
             if "platform_roles" in v:
-                platform_roles_set(actor=request.user, user=user, roles=v["platform_roles"], request_id=self.request_id)
+                platform_roles_set(
+                    actor=request.user,
+                    user=user,
+                    roles=v["platform_roles"],
+                    request_id=self.request_id,
+                )
             if "is_active" in v and v["is_active"] != user.is_active:
                 if user.pk == request.user.pk:
-                    raise ApplicationError("user.self_deactivate", "You cannot deactivate yourself.")
-                record_event(action="user.set_active", actor=request.user, obj=user, object_id=user.username,
-                             before={"is_active": user.is_active}, after={"is_active": v["is_active"]},
-                             request_id=self.request_id)
+                    raise ApplicationError(
+                        "user.self_deactivate", "You cannot deactivate yourself."
+                    )
+                record_event(
+                    action="user.set_active",
+                    actor=request.user,
+                    obj=user,
+                    object_id=user.username,
+                    before={"is_active": user.is_active},
+                    after={"is_active": v["is_active"]},
+                    request_id=self.request_id,
+                )
                 user.is_active = v["is_active"]
                 user.save(update_fields=["is_active"])
-        return Response(s.UserSerializer(User.objects.prefetch_related("groups").get(pk=user.pk)).data)
+        return Response(
+            s.UserSerializer(User.objects.prefetch_related("groups").get(pk=user.pk)).data
+        )
 
 
 class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):
@@ -109,8 +138,12 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
     serializer_class = s.TenantSerializer
     lookup_field = "slug"
     lookup_url_kwarg = "tenant"
-    platform_roles = {"list": (), "retrieve": (), "create": ("is_platform_admin",),
-                      "partial_update": ("is_platform_admin",)}
+    platform_roles = {
+        "list": (),
+        "retrieve": (),
+        "create": ("is_platform_admin",),
+        "partial_update": ("is_platform_admin",),
+    }
     action_scopes = {"create": "admin", "partial_update": "admin"}
     filterset_fields = ["slo_class"]
 
@@ -121,7 +154,9 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
     def create(self, request):
         data = s.TenantSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        tenant = tenant_create(actor=request.user, request_id=self.request_id, **data.validated_data)
+        tenant = tenant_create(
+            actor=request.user, request_id=self.request_id, **data.validated_data
+        )
         return Response(s.TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.TenantUpdateSerializer, responses={200: s.TenantSerializer})
@@ -129,7 +164,9 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         obj = self.get_object()
         data = s.TenantUpdateSerializer(obj, data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        obj = tenant_update(actor=request.user, tenant=obj, request_id=self.request_id, **data.validated_data)
+        obj = tenant_update(
+            actor=request.user, tenant=obj, request_id=self.request_id, **data.validated_data
+        )
         return Response(s.TenantSerializer(obj).data)
 
 
@@ -140,19 +177,31 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
     lookup_url_kwarg = "username"
     lookup_value_regex = r"[\w.@+-]+"
     tenant_capabilities = {
-        "list": "view", "retrieve": "view", "create": "manage_members",
-        "partial_update": "manage_members", "destroy": "manage_members",
+        "list": "view",
+        "retrieve": "view",
+        "create": "manage_members",
+        "partial_update": "manage_members",
+        "destroy": "manage_members",
     }
 
     def get_queryset(self):
-        return Membership.objects.filter(tenant=self.tenant).select_related("user").order_by("user__username")
+        return (
+            Membership.objects.filter(tenant=self.tenant)
+            .select_related("user")
+            .order_by("user__username")
+        )
 
     @extend_schema(request=s.MembershipSerializer, responses={201: s.MembershipSerializer})
     def create(self, request, tenant=None):
         data = s.MembershipSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        membership = membership_set(actor=request.user, tenant=self.tenant, username=data.validated_data["user"]["username"],
-                                    role=data.validated_data["role"], request_id=self.request_id)
+        membership = membership_set(
+            actor=request.user,
+            tenant=self.tenant,
+            username=data.validated_data["user"]["username"],
+            role=data.validated_data["role"],
+            request_id=self.request_id,
+        )
         return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.MembershipRoleSerializer, responses={200: s.MembershipSerializer})
@@ -160,12 +209,19 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
         membership = self.get_object()
         data = s.MembershipRoleSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        membership = membership_set(actor=request.user, tenant=self.tenant, username=membership.user.username,
-                                    role=data.validated_data["role"], request_id=self.request_id)
+        membership = membership_set(
+            actor=request.user,
+            tenant=self.tenant,
+            username=membership.user.username,
+            role=data.validated_data["role"],
+            request_id=self.request_id,
+        )
         return Response(s.MembershipSerializer(membership).data)
 
     def destroy(self, request, tenant=None, username=None):
-        membership_remove(actor=request.user, membership=self.get_object(), request_id=self.request_id)
+        membership_remove(
+            actor=request.user, membership=self.get_object(), request_id=self.request_id
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -187,10 +243,16 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
     def create(self, request, tenant=None):
         data = s.TokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        _confine_to_calling_token(self.access, data.validated_data, days_given="expires_in_days" in request.data)
-        issued = token_issue(user=request.user, tenant=self.tenant, request_id=self.request_id, **data.validated_data)
-        return Response({"token": issued.plaintext, **s.ApiTokenSerializer(issued.token).data},
-                        status=status.HTTP_201_CREATED)
+        _confine_to_calling_token(
+            self.access, data.validated_data, days_given="expires_in_days" in request.data
+        )
+        issued = token_issue(
+            user=request.user, tenant=self.tenant, request_id=self.request_id, **data.validated_data
+        )
+        return Response(
+            {"token": issued.plaintext, **s.ApiTokenSerializer(issued.token).data},
+            status=status.HTTP_201_CREATED,
+        )
 
     def destroy(self, request, tenant=None, prefix=None):
         token_revoke(token=self.get_object(), actor=request.user, request_id=self.request_id)
@@ -213,5 +275,6 @@ def _confine_to_calling_token(access: AccessContext, wanted: dict, *, days_given
     days = wanted["expires_in_days"]
     if days is None or days < 1 or timezone.now() + timedelta(days=days) > parent_expiry:
         raise ApplicationError(
-            "token.bad_expiry", f"A token cannot mint a token that outlives it ({days_left} whole days left)."
+            "token.bad_expiry",
+            f"A token cannot mint a token that outlives it ({days_left} whole days left).",
         )

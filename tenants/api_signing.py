@@ -1,11 +1,11 @@
 """REST endpoints for a tenant's signing keys and its signature policy.
 
-    GET    /api/v1/tenants/{t}/signing-keys/            members
-    POST   /api/v1/tenants/{t}/signing-keys/            owners   {name, public_key_pem}
-    GET    /api/v1/tenants/{t}/signing-keys/{name}/     members
-    DELETE /api/v1/tenants/{t}/signing-keys/{name}/     owners   (revokes; the row stays)
-    GET    /api/v1/tenants/{t}/signature-policy/        members
-    PUT    /api/v1/tenants/{t}/signature-policy/        owners   {require_signatures}
+GET    /api/v1/tenants/{t}/signing-keys/            members
+POST   /api/v1/tenants/{t}/signing-keys/            owners   {name, public_key_pem}
+GET    /api/v1/tenants/{t}/signing-keys/{name}/     members
+DELETE /api/v1/tenants/{t}/signing-keys/{name}/     owners   (revokes; the row stays)
+GET    /api/v1/tenants/{t}/signature-policy/        members
+PUT    /api/v1/tenants/{t}/signature-policy/        owners   {require_signatures}
 """
 
 from __future__ import annotations
@@ -27,8 +27,16 @@ class SigningKeySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = SigningKey
-        fields = ["name", "algorithm", "fingerprint", "public_key_pem", "created_by", "created_at", "revoked_at",
-                  "active"]
+        fields = [
+            "name",
+            "algorithm",
+            "fingerprint",
+            "public_key_pem",
+            "created_by",
+            "created_at",
+            "revoked_at",
+            "active",
+        ]
         read_only_fields = fields
 
     def get_algorithm(self, key: SigningKey) -> str:
@@ -57,20 +65,31 @@ class SigningKeyViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     lookup_field = "name"
     lookup_url_kwarg = "key"
     lookup_value_regex = r"[a-z0-9-]{1,40}"
-    tenant_capabilities = {"list": "view", "retrieve": "view", "create": "manage_keys", "destroy": "manage_keys"}
+    tenant_capabilities = {
+        "list": "view",
+        "retrieve": "view",
+        "create": "manage_keys",
+        "destroy": "manage_keys",
+    }
 
     def get_queryset(self):
         return service.signing_keys_of(tenant=self.tenant)
 
     def retrieve(self, request, tenant=None, key=None):
-        return Response(SigningKeySerializer(service.signing_key_get(tenant=self.tenant, name=key)).data)
+        return Response(
+            SigningKeySerializer(service.signing_key_get(tenant=self.tenant, name=key)).data
+        )
 
     @extend_schema(request=SigningKeyCreateSerializer, responses={201: SigningKeySerializer})
     def create(self, request, tenant=None):
         data = SigningKeyCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        key = service.signing_key_add(access=self.access, tenant=self.tenant, request_id=self.request_id,
-                                      **data.validated_data)
+        key = service.signing_key_add(
+            access=self.access,
+            tenant=self.tenant,
+            request_id=self.request_id,
+            **data.validated_data,
+        )
         return Response(SigningKeySerializer(key).data, status=status.HTTP_201_CREATED)
 
     def destroy(self, request, tenant=None, key=None):
@@ -93,6 +112,10 @@ class SignaturePolicyViewSet(TenantScopedViewSet):
     def update(self, request, tenant=None):
         data = SignaturePolicySerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        updated = service.signature_policy_set(access=self.access, tenant=self.tenant, request_id=self.request_id,
-                                               require_signatures=data.validated_data["require_signatures"])
+        updated = service.signature_policy_set(
+            access=self.access,
+            tenant=self.tenant,
+            request_id=self.request_id,
+            require_signatures=data.validated_data["require_signatures"],
+        )
         return Response(service.signature_policy(tenant=updated))

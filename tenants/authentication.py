@@ -19,7 +19,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         credentials = credentials.strip()
         if not credentials or " " in credentials:
-            raise exceptions.AuthenticationFailed("Malformed Authorization header; use 'Bearer <token>'.")
+            raise exceptions.AuthenticationFailed(
+                "Malformed Authorization header; use 'Bearer <token>'."
+            )
         token = token_authenticate(credentials)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")

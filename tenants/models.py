@@ -54,13 +54,17 @@ class Tenant(models.Model):
 
 
 class Membership(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=12, choices=TenantRole.choices)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")
+        ]
         ordering = ["tenant_id", "user_id"]
 
     def __str__(self) -> str:
@@ -78,8 +82,12 @@ class TokenScope(models.TextChoices):
 class ApiToken(models.Model):
     """A bearer token `lp_<prefix>_<secret>`; only the secret's hash is stored."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens"
+    )
     name = models.CharField(max_length=100, blank=True, default="")
     prefix = models.CharField(max_length=16, unique=True)
     secret_hash = models.CharField(max_length=64)
@@ -111,9 +119,9 @@ class SigningKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="signingkey_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="signingkey_unique_name")
+        ]
 
     def __str__(self) -> str:
         return f"{self.tenant_id}:{self.name}"
-
-

@@ -8,4 +8,8 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "An API token: lp_<prefix>_<secret>"}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token: lp_<prefix>_<secret>",
+        }

@@ -11,15 +11,23 @@ User = get_user_model()
 class TokenRequestSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=256, style={"input_type": "password"})
-    scopes = serializers.ListField(child=serializers.ChoiceField(choices=TokenScope.values), min_length=1)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=TokenScope.values), min_length=1
+    )
     tenant = serializers.SlugField(required=False, allow_null=True)
-    expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=365, default=90)
+    expires_in_days = serializers.IntegerField(
+        required=False, min_value=1, max_value=365, default=90
+    )
     name = serializers.CharField(required=False, max_length=100, default="")
 
 
 class TokenCreateSerializer(serializers.Serializer):
-    scopes = serializers.ListField(child=serializers.ChoiceField(choices=TokenScope.values), min_length=1)
-    expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=365, default=90)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=TokenScope.values), min_length=1
+    )
+    expires_in_days = serializers.IntegerField(
+        required=False, min_value=1, max_value=365, default=90
+    )
     name = serializers.CharField(required=False, max_length=100, default="")
 
 
@@ -30,8 +38,18 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiToken
-        fields = ["prefix", "name", "user", "tenant", "scopes", "created_at", "expires_at",
-                  "last_used_at", "revoked_at", "active"]
+        fields = [
+            "prefix",
+            "name",
+            "user",
+            "tenant",
+            "scopes",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "revoked_at",
+            "active",
+        ]
 
     def get_active(self, token: ApiToken) -> bool:
         return token.is_active()
@@ -47,8 +65,18 @@ class IssuedTokenSerializer(ApiTokenSerializer):
 class TenantSerializer(serializers.ModelSerializer):
     class Meta:
         model = Tenant
-        fields = ["slug", "name", "slo_class", "quota_adapters", "quota_storage_bytes", "quota_pinned_slots",
-                  "quota_requests_per_minute", "require_signatures", "pool", "created_at"]
+        fields = [
+            "slug",
+            "name",
+            "slo_class",
+            "quota_adapters",
+            "quota_storage_bytes",
+            "quota_pinned_slots",
+            "quota_requests_per_minute",
+            "require_signatures",
+            "pool",
+            "created_at",
+        ]
         read_only_fields = ["created_at"]
 
 
@@ -94,4 +122,6 @@ class UserCreateSerializer(serializers.Serializer):
 
 class UserUpdateSerializer(serializers.Serializer):
     is_active = serializers.BooleanField(required=False)
-    platform_roles = serializers.ListField(child=serializers.ChoiceField(choices=PlatformRole.values), required=False)
+    platform_roles = serializers.ListField(
+        child=serializers.ChoiceField(choices=PlatformRole.values), required=False
+    )

@@ -17,8 +17,14 @@ from tenants.models import Membership, PlatformRole, SloClass, Tenant, TenantRol
 User = get_user_model()
 
 TENANT_FIELDS = (
-    "name", "slo_class", "quota_adapters", "quota_storage_bytes", "quota_pinned_slots",
-    "quota_requests_per_minute", "require_signatures", "pool",
+    "name",
+    "slo_class",
+    "quota_adapters",
+    "quota_storage_bytes",
+    "quota_pinned_slots",
+    "quota_requests_per_minute",
+    "require_signatures",
+    "pool",
 )
 GRANTABLE_ADAPTER_PERMS = ("view_adapter", "change_adapter", "upload_version")
 
@@ -27,18 +33,27 @@ def _snapshot(obj: Any, fields: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in fields}
 
 
-
-def tenant_create(*, actor: Any, slug: str, name: str, request_id: str = "", **fields: Any) -> Tenant:
+def tenant_create(
+    *, actor: Any, slug: str, name: str, request_id: str = "", **fields: Any
+) -> Tenant:
     unknown = set(fields) - set(TENANT_FIELDS)
     if unknown:
-        raise ApplicationError("tenant.unknown_field", f"Unknown tenant field(s): {', '.join(sorted(unknown))}.")
+        raise ApplicationError(
+            "tenant.unknown_field", f"Unknown tenant field(s): {', '.join(sorted(unknown))}."
+        )
     tenant = Tenant(slug=slug, name=name, **fields)
     clean_or_raise(tenant, validate_unique=False)
     try:
         with transaction.atomic():
             tenant.save()
-            record_event(action="tenant.create", actor=actor, tenant=tenant, obj=tenant,
-                         after={"slug": slug, **_snapshot(tenant, TENANT_FIELDS)}, request_id=request_id)
+            record_event(
+                action="tenant.create",
+                actor=actor,
+                tenant=tenant,
+                obj=tenant,
+                after={"slug": slug, **_snapshot(tenant, TENANT_FIELDS)},
+                request_id=request_id,
+            )
     except IntegrityError:
         raise Conflict("tenant.exists", f"A tenant with slug '{slug}' already exists.") from None
     return tenant
@@ -47,9 +62,13 @@ def tenant_create(*, actor: Any, slug: str, name: str, request_id: str = "", **f
 def tenant_update(*, actor: Any, tenant: Tenant, request_id: str = "", **changes: Any) -> Tenant:
     unknown = set(changes) - set(TENANT_FIELDS)
     if unknown:
-        raise ApplicationError("tenant.unknown_field", f"Unknown tenant field(s): {', '.join(sorted(unknown))}.")
+        raise ApplicationError(
+            "tenant.unknown_field", f"Unknown tenant field(s): {', '.join(sorted(unknown))}."
+        )
     if "slo_class" in changes and changes["slo_class"] not in SloClass.values:
-        raise ApplicationError("tenant.bad_slo_class", f"slo_class must be one of {', '.join(SloClass.values)}.")
+        raise ApplicationError(
+            "tenant.bad_slo_class", f"slo_class must be one of {', '.join(SloClass.values)}."
+        )
     with transaction.atomic():
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = _snapshot(locked, tuple(changes))
@@ -57,14 +76,25 @@ def tenant_update(*, actor: Any, tenant: Tenant, request_id: str = "", **changes
             setattr(locked, key, value)
         clean_or_raise(locked, validate_unique=False)
         locked.save()
-        record_event(action="tenant.update", actor=actor, tenant=locked, obj=locked,
-                     before=before, after=_snapshot(locked, tuple(changes)), request_id=request_id)
+        record_event(
+            action="tenant.update",
+            actor=actor,
+            tenant=locked,
+            obj=locked,
+            before=before,
+            after=_snapshot(locked, tuple(changes)),
+            request_id=request_id,
+        )
     return locked
 
 
-def membership_set(*, actor: Any, tenant: Tenant, username: str, role: str, request_id: str = "") -> Membership:
+def membership_set(
+    *, actor: Any, tenant: Tenant, username: str, role: str, request_id: str = ""
+) -> Membership:
     if role not in TenantRole.values:
-        raise ApplicationError("membership.bad_role", f"role must be one of {', '.join(TenantRole.values)}.")
+        raise ApplicationError(
+            "membership.bad_role", f"role must be one of {', '.join(TenantRole.values)}."
+        )
     user = User.objects.filter(username=username, is_active=True).first()
     if user is None:
         raise NotFound("user.not_found", f"No active user '{username}'.")
@@ -77,19 +107,37 @@ def membership_set(*, actor: Any, tenant: Tenant, username: str, role: str, requ
             _guard_last_owner(tenant, membership, new_role=role)
             membership.role = role
             membership.save(update_fields=["role"])
-        record_event(action="membership.set", actor=actor, tenant=tenant, obj=membership,
-                     object_id=f"{tenant.slug}:{username}", before=before, after={"role": role},
-                     request_id=request_id)
+        record_event(
+            action="membership.set",
+            actor=actor,
+            tenant=tenant,
+            obj=membership,
+            object_id=f"{tenant.slug}:{username}",
+            before=before,
+            after={"role": role},
+            request_id=request_id,
+        )
     return membership
 
 
 def membership_remove(*, actor: Any, membership: Membership, request_id: str = "") -> None:
     with transaction.atomic():
-        locked = Membership.objects.select_for_update().select_related("tenant", "user").get(pk=membership.pk)
+        locked = (
+            Membership.objects.select_for_update()
+            .select_related("tenant", "user")
+            .get(pk=membership.pk)
+        )
         _guard_last_owner(locked.tenant, locked, new_role=None)
-        record_event(action="membership.remove", actor=actor, tenant=locked.tenant, obj=locked,
-                     object_id=f"{locked.tenant.slug}:{locked.user.username}",
-                     before={"role": locked.role}, after=None, request_id=request_id)
+        record_event(
+            action="membership.remove",
+            actor=actor,
+            tenant=locked.tenant,
+            obj=locked,
+            object_id=f"{locked.tenant.slug}:{locked.user.username}",
+            before={"role": locked.role},
+            after=None,
+            request_id=request_id,
+        )
         locked.delete()
 
 
@@ -97,27 +145,53 @@ def _guard_last_owner(tenant: Tenant, membership: Membership, *, new_role: str |
     """A tenant never loses its last owner: nobody could manage it any more."""
     if membership.role != TenantRole.OWNER or new_role == TenantRole.OWNER:
         return
-    owners = Membership.objects.filter(tenant=tenant, role=TenantRole.OWNER).exclude(pk=membership.pk)
+    owners = Membership.objects.filter(tenant=tenant, role=TenantRole.OWNER).exclude(
+        pk=membership.pk
+    )
     if not owners.exists():
-        raise Conflict("membership.last_owner", f"'{membership.user.username}' is the last owner of '{tenant.slug}'; add another owner first.")
+        raise Conflict(
+            "membership.last_owner",
+            f"'{membership.user.username}' is the last owner of '{tenant.slug}'; add another owner first.",
+        )
 
 
-def platform_roles_set(*, actor: Any, user: Any, roles: list[str], request_id: str = "") -> list[str]:
+def platform_roles_set(
+    *, actor: Any, user: Any, roles: list[str], request_id: str = ""
+) -> list[str]:
     unknown = set(roles) - set(PlatformRole.values)
     if unknown:
-        raise ApplicationError("user.bad_platform_role", f"Unknown platform role(s): {', '.join(sorted(unknown))}; valid: {', '.join(PlatformRole.values)}.")
+        raise ApplicationError(
+            "user.bad_platform_role",
+            f"Unknown platform role(s): {', '.join(sorted(unknown))}; valid: {', '.join(PlatformRole.values)}.",
+        )
     with transaction.atomic():
-        before = sorted(user.groups.filter(name__in=PlatformRole.values).values_list("name", flat=True))
+        before = sorted(
+            user.groups.filter(name__in=PlatformRole.values).values_list("name", flat=True)
+        )
         keep = user.groups.exclude(name__in=PlatformRole.values)
         user.groups.set([*keep, *Group.objects.filter(name__in=roles)])
         after = sorted(set(roles))
-        record_event(action="user.platform_roles", actor=actor, obj=user, object_id=user.username,
-                     before={"roles": before}, after={"roles": after}, request_id=request_id)
+        record_event(
+            action="user.platform_roles",
+            actor=actor,
+            obj=user,
+            object_id=user.username,
+            before={"roles": before},
+            after={"roles": after},
+            request_id=request_id,
+        )
     return after
 
 
-def user_create(*, actor: Any, username: str, password: str, email: str = "", roles: list[str] | None = None,
-                request_id: str = "") -> Any:
+def user_create(
+    *,
+    actor: Any,
+    username: str,
+    password: str,
+    email: str = "",
+    roles: list[str] | None = None,
+    request_id: str = "",
+) -> Any:
     from django.contrib.auth.password_validation import validate_password
 
     if User.objects.filter(username=username).exists():
@@ -131,18 +205,28 @@ def user_create(*, actor: Any, username: str, password: str, email: str = "", ro
     with transaction.atomic():
         user.set_password(password)
         user.save()
-        record_event(action="user.create", actor=actor, obj=user, object_id=username,
-                     after={"username": username, "email": email}, request_id=request_id)
+        record_event(
+            action="user.create",
+            actor=actor,
+            obj=user,
+            object_id=username,
+            after={"username": username, "email": email},
+            request_id=request_id,
+        )
         if roles:
             platform_roles_set(actor=actor, user=user, roles=roles, request_id=request_id)
     return user
 
 
-def adapter_grant(*, actor: Any, adapter: Any, username: str, perms: list[str], request_id: str = "") -> list[str]:
+def adapter_grant(
+    *, actor: Any, adapter: Any, username: str, perms: list[str], request_id: str = ""
+) -> list[str]:
     """Give one user rights on one adapter only (a guardian object permission)."""
     unknown = set(perms) - set(GRANTABLE_ADAPTER_PERMS)
     if unknown or not perms:
-        raise ApplicationError("grant.bad_permission", f"Grant one or more of: {', '.join(GRANTABLE_ADAPTER_PERMS)}.")
+        raise ApplicationError(
+            "grant.bad_permission", f"Grant one or more of: {', '.join(GRANTABLE_ADAPTER_PERMS)}."
+        )
     user = User.objects.filter(username=username, is_active=True).first()
     if user is None:
         raise NotFound("user.not_found", f"No active user '{username}'.")
@@ -151,8 +235,14 @@ def adapter_grant(*, actor: Any, adapter: Any, username: str, perms: list[str], 
     with transaction.atomic():
         for perm in granted:
             assign_perm(perm, user, adapter)
-        record_event(action="adapter.grant", actor=actor, tenant=adapter.tenant, obj=adapter,
-                     after={"user": username, "perms": granted}, request_id=request_id)
+        record_event(
+            action="adapter.grant",
+            actor=actor,
+            tenant=adapter.tenant,
+            obj=adapter,
+            after={"user": username, "perms": granted},
+            request_id=request_id,
+        )
     return granted
 
 
@@ -163,5 +253,11 @@ def adapter_revoke_grants(*, actor: Any, adapter: Any, username: str, request_id
     with transaction.atomic():
         for perm in GRANTABLE_ADAPTER_PERMS:
             remove_perm(perm, user, adapter)
-        record_event(action="adapter.revoke", actor=actor, tenant=adapter.tenant, obj=adapter,
-                     before={"user": username}, request_id=request_id)
+        record_event(
+            action="adapter.revoke",
+            actor=actor,
+            tenant=adapter.tenant,
+            obj=adapter,
+            before={"user": username},
+            request_id=request_id,
+        )

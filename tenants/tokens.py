@@ -35,7 +35,9 @@ def _hash_secret(secret: str) -> str:
 
 def parse_scopes(scopes: list[str] | None) -> list[str]:
     if not scopes:
-        raise ApplicationError("token.scopes_required", f"Give at least one scope of: {', '.join(TokenScope.values)}.")
+        raise ApplicationError(
+            "token.scopes_required", f"Give at least one scope of: {', '.join(TokenScope.values)}."
+        )
     unknown = sorted(set(scopes) - set(TokenScope.values))
     if unknown:
         raise ApplicationError(
@@ -70,14 +72,21 @@ def token_issue(
             prefix=prefix,
             secret_hash=_hash_secret(secret),
             scopes=scopes,
-            expires_at=timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None,
+            expires_at=timezone.now() + timedelta(days=expires_in_days)
+            if expires_in_days
+            else None,
         )
         record_event(
             action="token.create",
             actor=user,
             tenant=tenant,
             obj=token,
-            after={"prefix": prefix, "scopes": scopes, "expires_at": token.expires_at, "name": token.name},
+            after={
+                "prefix": prefix,
+                "scopes": scopes,
+                "expires_at": token.expires_at,
+                "name": token.name,
+            },
             request_id=request_id,
         )
     return IssuedToken(token=token, plaintext=f"{TOKEN_PREFIX}{prefix}_{secret}")
@@ -87,12 +96,19 @@ def token_revoke(*, token: ApiToken, actor: AbstractBaseUser, request_id: str = 
     with transaction.atomic():
         locked = ApiToken.objects.select_for_update().get(pk=token.pk)
         if locked.revoked_at is not None:
-            raise ApplicationError("token.already_revoked", "This token is already revoked.", status=409)
+            raise ApplicationError(
+                "token.already_revoked", "This token is already revoked.", status=409
+            )
         locked.revoked_at = timezone.now()
         locked.save(update_fields=["revoked_at"])
         record_event(
-            action="token.revoke", actor=actor, tenant=locked.tenant, obj=locked,
-            before={"revoked_at": None}, after={"revoked_at": locked.revoked_at}, request_id=request_id,
+            action="token.revoke",
+            actor=actor,
+            tenant=locked.tenant,
+            obj=locked,
+            before={"revoked_at": None},
+            after={"revoked_at": locked.revoked_at},
+            request_id=request_id,
         )
     return locked
 
@@ -101,7 +117,7 @@ def token_authenticate(plaintext: str) -> ApiToken | None:
     """The active token for `plaintext`, or None; never says which part was wrong."""
     if not plaintext.startswith(TOKEN_PREFIX):
         return None
-    prefix, sep, secret = plaintext[len(TOKEN_PREFIX):].partition("_")
+    prefix, sep, secret = plaintext[len(TOKEN_PREFIX) :].partition("_")
     if not sep or not prefix or not secret or len(prefix) > 16:
         return None
     token = ApiToken.objects.select_related("user", "tenant").filter(prefix=prefix).first()

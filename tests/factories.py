@@ -43,8 +43,9 @@ def make_user(username: str, *, roles: tuple[str, ...] = ()) -> Any:
 
 def tiny_base_model() -> BaseModel:
     existing = BaseModel.objects.filter(name=TINY_BASE_MODEL_NAME).first()
-    return existing or base_model_register(actor=None, name=TINY_BASE_MODEL_NAME, source="var/tiny/base",
-                                           hf_config=TINY_HF_CONFIG)
+    return existing or base_model_register(
+        actor=None, name=TINY_BASE_MODEL_NAME, source="var/tiny/base", hf_config=TINY_HF_CONFIG
+    )
 
 
 @dataclass
@@ -65,7 +66,9 @@ class World:
             client.force_login(self.users[who])
         return client
 
-    def token_client(self, who: str, scopes: list[str], tenant: Tenant | None = None, **kwargs: Any) -> APIClient:
+    def token_client(
+        self, who: str, scopes: list[str], tenant: Tenant | None = None, **kwargs: Any
+    ) -> APIClient:
         issued = token_issue(user=self.users[who], scopes=scopes, tenant=tenant, **kwargs)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.plaintext}")
@@ -77,30 +80,56 @@ def build_world() -> World:
     acme = Tenant.objects.create(slug="acme", name="Acme Corp", slo_class="silver")
     globex = Tenant.objects.create(slug="globex", name="Globex", slo_class="bronze")
     users = {
-        "alice": make_user("alice"), "bob": make_user("bob"), "vera": make_user("vera"),
-        "charlie": make_user("charlie"), "rita": make_user("rita", roles=("reviewer",)),
-        "rob": make_user("rob", roles=("reviewer",)), "olga": make_user("olga", roles=("operator",)),
-        "adam": make_user("adam", roles=("platform-admin",)), "nora": make_user("nora"),
+        "alice": make_user("alice"),
+        "bob": make_user("bob"),
+        "vera": make_user("vera"),
+        "charlie": make_user("charlie"),
+        "rita": make_user("rita", roles=("reviewer",)),
+        "rob": make_user("rob", roles=("reviewer",)),
+        "olga": make_user("olga", roles=("operator",)),
+        "adam": make_user("adam", roles=("platform-admin",)),
+        "nora": make_user("nora"),
     }
-    for name, tenant, role in (("alice", acme, "owner"), ("bob", acme, "maintainer"), ("vera", acme, "viewer"),
-                               ("charlie", globex, "owner")):
+    for name, tenant, role in (
+        ("alice", acme, "owner"),
+        ("bob", acme, "maintainer"),
+        ("vera", acme, "viewer"),
+        ("charlie", globex, "owner"),
+    ):
         Membership.objects.create(user=users[name], tenant=tenant, role=role)
     base = tiny_base_model()
-    support = Adapter.objects.create(tenant=acme, name="support", base_model=base, created_by=users["alice"])
-    legal = Adapter.objects.create(tenant=globex, name="legal", base_model=base, created_by=users["charlie"])
+    support = Adapter.objects.create(
+        tenant=acme, name="support", base_model=base, created_by=users["alice"]
+    )
+    legal = Adapter.objects.create(
+        tenant=globex, name="legal", base_model=base, created_by=users["charlie"]
+    )
     return World(acme=acme, globex=globex, base=base, support=support, legal=legal, users=users)
 
 
-def adapter_files(tmp: Path, *, rank: int = 8, targets: tuple[str, ...] = ("q_proj", "v_proj"), seed: int = 1,
-                  **kwargs: Any) -> Path:
+def adapter_files(
+    tmp: Path,
+    *,
+    rank: int = 8,
+    targets: tuple[str, ...] = ("q_proj", "v_proj"),
+    seed: int = 1,
+    **kwargs: Any,
+) -> Path:
     return write_lora_adapter(tmp, rank=rank, target_modules=targets, seed=seed, **kwargs)
 
 
-def upload(client: APIClient, tenant: str, adapter: str, directory: Path, signature: bytes | None = None):
-    with open(directory / "adapter_config.json", "rb") as cfg, open(directory / "adapter_model.safetensors", "rb") as model:
+def upload(
+    client: APIClient, tenant: str, adapter: str, directory: Path, signature: bytes | None = None
+):
+    with (
+        open(directory / "adapter_config.json", "rb") as cfg,
+        open(directory / "adapter_model.safetensors", "rb") as model,
+    ):
         data: dict[str, Any] = {"adapter_config": cfg, "adapter_model": model}
         if signature is not None:
             from django.core.files.uploadedfile import SimpleUploadedFile
 
             data["signature"] = SimpleUploadedFile("signature", signature)
-        return client.post(f"/api/v1/tenants/{tenant}/adapters/{adapter}/versions/", data, format="multipart")
+        return client.post(
+            f"/api/v1/tenants/{tenant}/adapters/{adapter}/versions/", data, format="multipart"
+        )

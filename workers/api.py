@@ -14,8 +14,17 @@ from portal.errors import Conflict, clean_or_raise
 from workers import serializers as s
 from workers.models import Engine, Residency
 
-ENGINE_AUDIT_FIELDS = ("pool", "url", "served_model_name", "max_loras", "max_cpu_loras", "max_lora_rank",
-                       "adapter_root", "state", "required")
+ENGINE_AUDIT_FIELDS = (
+    "pool",
+    "url",
+    "served_model_name",
+    "max_loras",
+    "max_cpu_loras",
+    "max_lora_rank",
+    "adapter_root",
+    "state",
+    "required",
+)
 
 
 class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):
@@ -24,8 +33,11 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
     lookup_field = "name"
     lookup_url_kwarg = "engine"
     platform_roles = {
-        "list": ("is_operator",), "retrieve": ("is_operator",), "residency": ("is_operator",),
-        "create": ("is_operator",), "partial_update": ("is_operator",),
+        "list": ("is_operator",),
+        "retrieve": ("is_operator",),
+        "residency": ("is_operator",),
+        "create": ("is_operator",),
+        "partial_update": ("is_operator",),
     }
     action_scopes = {"create": "admin", "partial_update": "admin"}
     filterset_fields = ["pool", "state"]
@@ -39,10 +51,18 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         try:
             with transaction.atomic():
                 engine.save()
-                record_event(action="engine.create", actor=request.user, obj=engine, object_id=engine.name,
-                             after={k: getattr(engine, k) for k in ENGINE_AUDIT_FIELDS}, request_id=self.request_id)
+                record_event(
+                    action="engine.create",
+                    actor=request.user,
+                    obj=engine,
+                    object_id=engine.name,
+                    after={k: getattr(engine, k) for k in ENGINE_AUDIT_FIELDS},
+                    request_id=self.request_id,
+                )
         except IntegrityError:
-            raise Conflict("engine.exists", f"An engine named '{engine.name}' already exists.") from None
+            raise Conflict(
+                "engine.exists", f"An engine named '{engine.name}' already exists."
+            ) from None
         return Response(s.EngineSerializer(engine).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.EngineUpdateSerializer, responses={200: s.EngineSerializer})
@@ -57,15 +77,23 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
                 setattr(locked, key, value)
             clean_or_raise(locked, validate_unique=False)
             locked.save()
-            record_event(action="engine.update", actor=request.user, obj=locked, object_id=locked.name,
-                         before=before, after={k: getattr(locked, k) for k in data.validated_data},
-                         request_id=self.request_id)
+            record_event(
+                action="engine.update",
+                actor=request.user,
+                obj=locked,
+                object_id=locked.name,
+                before=before,
+                after={k: getattr(locked, k) for k in data.validated_data},
+                request_id=self.request_id,
+            )
         return Response(s.EngineSerializer(locked).data)
 
     @extend_schema(responses={200: s.ResidencySerializer(many=True)})
     @action(detail=True, methods=["get"])
     def residency(self, request, engine=None):
         obj = self.get_object()
-        qs = Residency.objects.filter(engine=obj).select_related("engine", "version__tenant", "version__adapter")
+        qs = Residency.objects.filter(engine=obj).select_related(
+            "engine", "version__tenant", "version__adapter"
+        )
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(s.ResidencySerializer(page, many=True).data)

@@ -30,7 +30,9 @@ class Engine(models.Model):
     adapter_root = models.CharField(
         max_length=500, help_text="Directory on the engine's node where workers stage adapters"
     )
-    state = models.CharField(max_length=10, choices=EngineState.choices, default=EngineState.WARMING)
+    state = models.CharField(
+        max_length=10, choices=EngineState.choices, default=EngineState.WARMING
+    )
     has_plugin = models.BooleanField(default=False)
     required = models.BooleanField(
         default=True, help_text="Whether /healthz is degraded when this engine is down"
@@ -61,7 +63,9 @@ class ResidencyState(models.TextChoices):
 
 class Residency(models.Model):
     engine = models.ForeignKey(Engine, on_delete=models.CASCADE, related_name="residencies")
-    version = models.ForeignKey(AdapterVersion, on_delete=models.CASCADE, related_name="residencies")
+    version = models.ForeignKey(
+        AdapterVersion, on_delete=models.CASCADE, related_name="residencies"
+    )
     desired_state = models.CharField(
         max_length=16, choices=ResidencyState.choices, default=ResidencyState.REGISTERED
     )
@@ -79,3 +83,6 @@ class Residency(models.Model):
             models.UniqueConstraint(fields=["engine", "version"], name="residency_unique")
         ]
         ordering = ["engine_id", "version_id"]
+
+    def __str__(self) -> str:
+        return f"{self.engine_id}:{self.version_id} {self.observed_state}"

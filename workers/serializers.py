@@ -14,16 +14,33 @@ class EngineSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Engine
-        fields = ["name", "base_model", "pool", "url", "served_model_name", "max_loras", "max_cpu_loras",
-                  "max_lora_rank", "adapter_root", "state", "has_plugin", "required", "queue",
-                  "last_seen_at", "last_error", "created_at"]
+        fields = [
+            "name",
+            "base_model",
+            "pool",
+            "url",
+            "served_model_name",
+            "max_loras",
+            "max_cpu_loras",
+            "max_lora_rank",
+            "adapter_root",
+            "state",
+            "has_plugin",
+            "required",
+            "queue",
+            "last_seen_at",
+            "last_error",
+            "created_at",
+        ]
         read_only_fields = ["has_plugin", "last_seen_at", "last_error", "created_at"]
 
     def validate(self, attrs):
         max_loras = attrs.get("max_loras", getattr(self.instance, "max_loras", 1))
         max_cpu = attrs.get("max_cpu_loras", getattr(self.instance, "max_cpu_loras", max_loras))
         if max_cpu < max_loras:
-            raise serializers.ValidationError({"max_cpu_loras": "must be at least max_loras (vLLM refuses less)."})
+            raise serializers.ValidationError(
+                {"max_cpu_loras": "must be at least max_loras (vLLM refuses less)."}
+            )
         if max_loras < 1:
             raise serializers.ValidationError({"max_loras": "must be at least 1."})
         return attrs
@@ -42,8 +59,18 @@ class ResidencySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Residency
-        fields = ["engine", "tenant", "version", "served_name", "desired_state", "observed_state",
-                  "loaded_at", "load_latency_ms", "hits", "last_used_at"]
+        fields = [
+            "engine",
+            "tenant",
+            "version",
+            "served_name",
+            "desired_state",
+            "observed_state",
+            "loaded_at",
+            "load_latency_ms",
+            "hits",
+            "last_used_at",
+        ]
 
     def get_version(self, residency) -> str:
         return f"{residency.version.adapter.name}@{residency.version.number}"

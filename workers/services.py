@@ -15,7 +15,9 @@ from workers.vllm_client import EngineError, VLLMClient
 
 async def probe_engine(url: str) -> str:
     """'' when the engine answers its health route, else the reason."""
-    client = VLLMClient(url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=settings.PORTAL_ENGINE_KEY)
+    client = VLLMClient(
+        url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=settings.PORTAL_ENGINE_KEY
+    )
     try:
         await client.health()
         return ""
@@ -42,8 +44,14 @@ def engine_record_probe(*, engine: Engine, error: str) -> Engine:
                 locked.state = EngineState.UP
         locked.save(update_fields=["state", "last_seen_at", "last_error"])
         if locked.state != before:
-            record_event(action="engine.state", actor="prober", obj=locked, object_id=locked.name,
-                         before={"state": before}, after={"state": locked.state, "error": locked.last_error})
+            record_event(
+                action="engine.state",
+                actor="prober",
+                obj=locked,
+                object_id=locked.name,
+                before={"state": before},
+                after={"state": locked.state, "error": locked.last_error},
+            )
     return locked
 
 

@@ -8,171 +8,432 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('tenants', '0001_initial'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("tenants", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='BaseModel',
+            name="BaseModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True, validators=[django.core.validators.RegexValidator('^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$', 'Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.', code='invalid_slug')])),
-                ('source', models.CharField(help_text='HF id or local path; information only', max_length=500)),
-                ('revision', models.CharField(blank=True, default='', max_length=100)),
-                ('architecture', models.CharField(max_length=100)),
-                ('hf_config', models.JSONField(default=dict)),
-                ('module_dims', models.JSONField(default=dict, help_text='{module: [in, out]}')),
-                ('num_layers', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=100,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$",
+                                "Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.",
+                                code="invalid_slug",
+                            )
+                        ],
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        help_text="HF id or local path; information only", max_length=500
+                    ),
+                ),
+                ("revision", models.CharField(blank=True, default="", max_length=100)),
+                ("architecture", models.CharField(max_length=100)),
+                ("hf_config", models.JSONField(default=dict)),
+                ("module_dims", models.JSONField(default=dict, help_text="{module: [in, out]}")),
+                ("num_layers", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Adapter',
+            name="Adapter",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=40, validators=[django.core.validators.RegexValidator('^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$', 'Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.', code='invalid_slug')])),
-                ('description', models.TextField(blank=True, default='')),
-                ('slo_class', models.CharField(blank=True, choices=[('gold', 'Gold'), ('silver', 'Silver'), ('bronze', 'Bronze')], default='', max_length=10)),
-                ('warmup_policy', models.CharField(choices=[('on_demand', 'On Demand'), ('keep_warm', 'Keep Warm'), ('preload_on_business_hours', 'Preload Business Hours')], default='on_demand', max_length=40)),
-                ('max_concurrent_requests', models.PositiveIntegerField(default=16)),
-                ('pool', models.CharField(blank=True, default='', max_length=40)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='adapters', to='tenants.tenant')),
-                ('base_model', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='adapters', to='adapters.basemodel')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=40,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$",
+                                "Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.",
+                                code="invalid_slug",
+                            )
+                        ],
+                    ),
+                ),
+                ("description", models.TextField(blank=True, default="")),
+                (
+                    "slo_class",
+                    models.CharField(
+                        blank=True,
+                        choices=[("gold", "Gold"), ("silver", "Silver"), ("bronze", "Bronze")],
+                        default="",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "warmup_policy",
+                    models.CharField(
+                        choices=[
+                            ("on_demand", "On Demand"),
+                            ("keep_warm", "Keep Warm"),
+                            ("preload_on_business_hours", "Preload Business Hours"),
+                        ],
+                        default="on_demand",
+                        max_length=40,
+                    ),
+                ),
+                ("max_concurrent_requests", models.PositiveIntegerField(default=16)),
+                ("pool", models.CharField(blank=True, default="", max_length=40)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="adapters",
+                        to="tenants.tenant",
+                    ),
+                ),
+                (
+                    "base_model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="adapters",
+                        to="adapters.basemodel",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['tenant_id', 'name'],
-                'permissions': [('upload_version', 'Can upload versions of the adapter'), ('release_version', 'Can release versions of the adapter')],
+                "ordering": ["tenant_id", "name"],
+                "permissions": [
+                    ("upload_version", "Can upload versions of the adapter"),
+                    ("release_version", "Can release versions of the adapter"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='AdapterVersion',
+            name="AdapterVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('status', models.CharField(choices=[('uploaded', 'Uploaded'), ('validating', 'Validating'), ('validated', 'Validated'), ('rejected', 'Rejected'), ('staged', 'Staged'), ('active', 'Active'), ('disabled', 'Disabled'), ('retired', 'Retired')], db_index=True, default='uploaded', max_length=12)),
-                ('served_name', models.CharField(max_length=120, unique=True)),
-                ('manifest', models.JSONField(default=list, help_text='[{name, size, sha256}]')),
-                ('manifest_sha256', models.CharField(blank=True, default='', max_length=64)),
-                ('rank', models.PositiveIntegerField(blank=True, null=True)),
-                ('alpha', models.FloatField(blank=True, null=True)),
-                ('target_modules', models.JSONField(default=list)),
-                ('dtype', models.CharField(blank=True, default='', max_length=16)),
-                ('size_bytes', models.PositiveBigIntegerField(default=0)),
-                ('config', models.JSONField(default=dict)),
-                ('signature', models.TextField(blank=True, default='')),
-                ('signer', models.CharField(blank=True, default='', max_length=100)),
-                ('validation_report', models.JSONField(default=dict)),
-                ('quarantine_keys', models.JSONField(default=dict, help_text='{filename: storage key}')),
-                ('serving_keys', models.JSONField(default=dict, help_text='{filename: storage key}')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('validated_at', models.DateTimeField(blank=True, null=True)),
-                ('approved_at', models.DateTimeField(blank=True, null=True)),
-                ('released_at', models.DateTimeField(blank=True, null=True)),
-                ('adapter', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='adapters.adapter')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='adapter_versions', to='tenants.tenant')),
-                ('uploaded_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("uploaded", "Uploaded"),
+                            ("validating", "Validating"),
+                            ("validated", "Validated"),
+                            ("rejected", "Rejected"),
+                            ("staged", "Staged"),
+                            ("active", "Active"),
+                            ("disabled", "Disabled"),
+                            ("retired", "Retired"),
+                        ],
+                        db_index=True,
+                        default="uploaded",
+                        max_length=12,
+                    ),
+                ),
+                ("served_name", models.CharField(max_length=120, unique=True)),
+                ("manifest", models.JSONField(default=list, help_text="[{name, size, sha256}]")),
+                ("manifest_sha256", models.CharField(blank=True, default="", max_length=64)),
+                ("rank", models.PositiveIntegerField(blank=True, null=True)),
+                ("alpha", models.FloatField(blank=True, null=True)),
+                ("target_modules", models.JSONField(default=list)),
+                ("dtype", models.CharField(blank=True, default="", max_length=16)),
+                ("size_bytes", models.PositiveBigIntegerField(default=0)),
+                ("config", models.JSONField(default=dict)),
+                ("signature", models.TextField(blank=True, default="")),
+                ("signer", models.CharField(blank=True, default="", max_length=100)),
+                ("validation_report", models.JSONField(default=dict)),
+                (
+                    "quarantine_keys",
+                    models.JSONField(default=dict, help_text="{filename: storage key}"),
+                ),
+                (
+                    "serving_keys",
+                    models.JSONField(default=dict, help_text="{filename: storage key}"),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("validated_at", models.DateTimeField(blank=True, null=True)),
+                ("approved_at", models.DateTimeField(blank=True, null=True)),
+                ("released_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "adapter",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="versions",
+                        to="adapters.adapter",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="adapter_versions",
+                        to="tenants.tenant",
+                    ),
+                ),
+                (
+                    "uploaded_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['adapter_id', '-number'],
+                "ordering": ["adapter_id", "-number"],
             },
         ),
         migrations.CreateModel(
-            name='Alias',
+            name="Alias",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=40, validators=[django.core.validators.RegexValidator('^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$', 'Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.', code='invalid_slug')])),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='aliases', to='tenants.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=40,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$",
+                                "Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.",
+                                code="invalid_slug",
+                            )
+                        ],
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="aliases",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['tenant_id', 'name'],
+                "ordering": ["tenant_id", "name"],
             },
         ),
         migrations.CreateModel(
-            name='AliasTarget',
+            name="AliasTarget",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('weight', models.PositiveIntegerField()),
-                ('alias', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='targets', to='adapters.alias')),
-                ('version', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='alias_targets', to='adapters.adapterversion')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("weight", models.PositiveIntegerField()),
+                (
+                    "alias",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="targets",
+                        to="adapters.alias",
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="alias_targets",
+                        to="adapters.adapterversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-weight', 'id'],
+                "ordering": ["-weight", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Decision',
+            name="Decision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('approve', 'Approve'), ('reject', 'Reject'), ('release_approval', 'Release Approval'), ('release', 'Release'), ('disable', 'Disable'), ('retire', 'Retire')], max_length=20)),
-                ('comment', models.TextField(blank=True, default='')),
-                ('evidence', models.JSONField(default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('actor', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
-                ('version', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='decisions', to='adapters.adapterversion')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("approve", "Approve"),
+                            ("reject", "Reject"),
+                            ("release_approval", "Release Approval"),
+                            ("release", "Release"),
+                            ("disable", "Disable"),
+                            ("retire", "Retire"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("comment", models.TextField(blank=True, default="")),
+                ("evidence", models.JSONField(default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenants.tenant",
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="decisions",
+                        to="adapters.adapterversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
+                "ordering": ["created_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='AdapterGroupObjectPermission',
+            name="AdapterGroupObjectPermission",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('content_object', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='adapters.adapter')),
-                ('group', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='auth.group')),
-                ('permission', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='auth.permission')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "content_object",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="adapters.adapter"
+                    ),
+                ),
+                (
+                    "group",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="auth.group"),
+                ),
+                (
+                    "permission",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="auth.permission"
+                    ),
+                ),
             ],
             options={
-                'abstract': False,
-                'unique_together': {('group', 'permission', 'content_object')},
+                "abstract": False,
+                "unique_together": {("group", "permission", "content_object")},
             },
         ),
         migrations.CreateModel(
-            name='AdapterUserObjectPermission',
+            name="AdapterUserObjectPermission",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('content_object', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='adapters.adapter')),
-                ('permission', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='auth.permission')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "content_object",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="adapters.adapter"
+                    ),
+                ),
+                (
+                    "permission",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="auth.permission"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'abstract': False,
-                'unique_together': {('user', 'permission', 'content_object')},
+                "abstract": False,
+                "unique_together": {("user", "permission", "content_object")},
             },
         ),
         migrations.AddIndex(
-            model_name='adapterversion',
-            index=models.Index(fields=['tenant', 'status'], name='version_tenant_status'),
+            model_name="adapterversion",
+            index=models.Index(fields=["tenant", "status"], name="version_tenant_status"),
         ),
         migrations.AddConstraint(
-            model_name='adapterversion',
-            constraint=models.UniqueConstraint(fields=('adapter', 'number'), name='version_unique_number'),
+            model_name="adapterversion",
+            constraint=models.UniqueConstraint(
+                fields=("adapter", "number"), name="version_unique_number"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='alias',
-            constraint=models.UniqueConstraint(fields=('tenant', 'name'), name='alias_unique_tenant_name'),
+            model_name="alias",
+            constraint=models.UniqueConstraint(
+                fields=("tenant", "name"), name="alias_unique_tenant_name"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='aliastarget',
-            constraint=models.UniqueConstraint(fields=('alias', 'version'), name='aliastarget_unique'),
+            model_name="aliastarget",
+            constraint=models.UniqueConstraint(
+                fields=("alias", "version"), name="aliastarget_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='adapter',
-            constraint=models.UniqueConstraint(fields=('tenant', 'name'), name='adapter_unique_tenant_name'),
+            model_name="adapter",
+            constraint=models.UniqueConstraint(
+                fields=("tenant", "name"), name="adapter_unique_tenant_name"
+            ),
         ),
     ]

@@ -7,38 +7,75 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('adapters', '0001_initial'),
-        ('tenants', '0002_platform_groups'),
+        ("adapters", "0001_initial"),
+        ("tenants", "0002_platform_groups"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DirectUpload',
+            name="DirectUpload",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('public_id', models.CharField(max_length=32, unique=True)),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('completing', 'Completing')], default='pending', max_length=12)),
-                ('multipart_id', models.CharField(help_text="the store's UploadId", max_length=1024)),
-                ('model_key', models.CharField(max_length=1024)),
-                ('model_size', models.PositiveBigIntegerField()),
-                ('part_size', models.PositiveBigIntegerField()),
-                ('part_count', models.PositiveIntegerField()),
-                ('config_key', models.CharField(max_length=1024)),
-                ('config_size', models.PositiveBigIntegerField()),
-                ('config_sha256', models.CharField(max_length=64)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('expires_at', models.DateTimeField()),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('adapter', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='direct_uploads', to='adapters.adapter')),
-                ('started_by', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='direct_uploads', to='tenants.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("public_id", models.CharField(max_length=32, unique=True)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("pending", "Pending"), ("completing", "Completing")],
+                        default="pending",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "multipart_id",
+                    models.CharField(help_text="the store's UploadId", max_length=1024),
+                ),
+                ("model_key", models.CharField(max_length=1024)),
+                ("model_size", models.PositiveBigIntegerField()),
+                ("part_size", models.PositiveBigIntegerField()),
+                ("part_count", models.PositiveIntegerField()),
+                ("config_key", models.CharField(max_length=1024)),
+                ("config_size", models.PositiveBigIntegerField()),
+                ("config_sha256", models.CharField(max_length=64)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("expires_at", models.DateTimeField()),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "adapter",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="direct_uploads",
+                        to="adapters.adapter",
+                    ),
+                ),
+                (
+                    "started_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="direct_uploads",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
-                'indexes': [models.Index(fields=['tenant', 'expires_at'], name='directupload_tenant_exp')],
+                "ordering": ["created_at", "id"],
+                "indexes": [
+                    models.Index(fields=["tenant", "expires_at"], name="directupload_tenant_exp")
+                ],
             },
         ),
     ]

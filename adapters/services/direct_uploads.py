@@ -84,13 +84,17 @@ def _part_plan(model_size: int, part_size: int | None) -> tuple[int, int]:
         needed = math.ceil(model_size / MAX_PARTS)
         part_size = max(settings.DIRECT_UPLOAD_PART_SIZE, math.ceil(needed / MiB) * MiB)
     if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
-        raise ApplicationError("upload.bad_part_size",
-                               f"part_size must be {MIN_PART_SIZE}..{MAX_PART_SIZE} bytes, not {part_size}.")
+        raise ApplicationError(
+            "upload.bad_part_size",
+            f"part_size must be {MIN_PART_SIZE}..{MAX_PART_SIZE} bytes, not {part_size}.",
+        )
     count = math.ceil(model_size / part_size)
     if count > MAX_PARTS:
-        raise ApplicationError("upload.bad_part_size",
-                               f"{model_size} bytes in parts of {part_size} make {count} parts; S3 allows "
-                               f"{MAX_PARTS}. Use a part_size of at least {math.ceil(model_size / MAX_PARTS)}.")
+        raise ApplicationError(
+            "upload.bad_part_size",
+            f"{model_size} bytes in parts of {part_size} make {count} parts; S3 allows "
+            f"{MAX_PARTS}. Use a part_size of at least {math.ceil(model_size / MAX_PARTS)}.",
+        )
     return part_size, count
 
 
@@ -100,7 +104,9 @@ def part_urls(storage: Any, upload: DirectUpload) -> list[PartUrl]:
     urls = []
     for number in range(1, upload.part_count + 1):
         size = min(upload.part_size, upload.model_size - (number - 1) * upload.part_size)
-        url = storage.presign_part(upload.model_key, upload.multipart_id, number, seconds, content_length=size)
+        url = storage.presign_part(
+            upload.model_key, upload.multipart_id, number, seconds, content_length=size
+        )
         urls.append(PartUrl(number, size, url))
     return urls
 
@@ -129,37 +135,63 @@ def direct_upload_start(
     model_key = quarantine_key(tenant.slug, adapter.name, number, public_id, MODEL_NAME)
     prefix = config_key.rsplit("/", 1)[0] + "/"
     try:
-        stored = storage.save_stream(config_key, config.stream, max_bytes=size_limits()[CONFIG_NAME])
+        stored = storage.save_stream(
+            config_key, config.stream, max_bytes=size_limits()[CONFIG_NAME]
+        )
         multipart_id = storage.create_multipart(model_key)
         with transaction.atomic():
             locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
             check_quota(locked, model_size + stored.size)  # again, under the lock
             upload = DirectUpload.objects.create(
-                public_id=public_id, tenant=locked, adapter=adapter, multipart_id=multipart_id,
-                model_key=model_key, model_size=model_size, part_size=part_size, part_count=part_count,
-                config_key=config_key, config_size=stored.size, config_sha256=stored.sha256,
+                public_id=public_id,
+                tenant=locked,
+                adapter=adapter,
+                multipart_id=multipart_id,
+                model_key=model_key,
+                model_size=model_size,
+                part_size=part_size,
+                part_count=part_count,
+                config_key=config_key,
+                config_size=stored.size,
+                config_sha256=stored.sha256,
                 started_by=access.user,
-                expires_at=timezone.now() + timedelta(seconds=settings.DIRECT_UPLOAD_EXPIRES_SECONDS),
+                expires_at=timezone.now()
+                + timedelta(seconds=settings.DIRECT_UPLOAD_EXPIRES_SECONDS),
             )
-            record_event(action="upload.start", actor=access.user, tenant=locked, obj=upload,
-                         object_id=_object_id(upload),
-                         after={"model_size": model_size, "parts": part_count, "part_size": part_size,
-                                "config_sha256": stored.sha256, "expires_at": upload.expires_at},
-                         request_id=request_id)
+            record_event(
+                action="upload.start",
+                actor=access.user,
+                tenant=locked,
+                obj=upload,
+                object_id=_object_id(upload),
+                after={
+                    "model_size": model_size,
+                    "parts": part_count,
+                    "part_size": part_size,
+                    "config_sha256": stored.sha256,
+                    "expires_at": upload.expires_at,
+                },
+                request_id=request_id,
+            )
         return upload, part_urls(storage, upload)
     except BaseException as exc:
         _discard_objects(storage, prefix)
         if isinstance(exc, TooLarge):
             raise ApplicationError("upload.too_large", str(exc), status=413) from None
         if isinstance(exc, StorageError):
-            raise ApplicationError("upload.storage_failed", f"Starting the upload failed: {exc}. Nothing was "
-                                   "kept; retry.", status=503) from None
+            raise ApplicationError(
+                "upload.storage_failed",
+                f"Starting the upload failed: {exc}. Nothing was kept; retry.",
+                status=503,
+            ) from None
         raise
 
 
 def pending_uploads(*, access: AccessContext, adapter: Adapter) -> QuerySet[DirectUpload]:
     """The caller's own pending uploads of `adapter`; a tenant owner sees everyone's."""
-    qs = DirectUpload.objects.filter(adapter=adapter).select_related("started_by", "adapter", "tenant")
+    qs = DirectUpload.objects.filter(adapter=adapter).select_related(
+        "started_by", "adapter", "tenant"
+    )
     if not access.tenant_can(adapter.tenant, "release"):
         qs = qs.filter(started_by=access.user)
     return qs
@@ -168,8 +200,11 @@ def pending_uploads(*, access: AccessContext, adapter: Adapter) -> QuerySet[Dire
 def pending_upload_get(*, access: AccessContext, adapter: Adapter, public_id: str) -> DirectUpload:
     upload = pending_uploads(access=access, adapter=adapter).filter(public_id=public_id).first()
     if upload is None:
-        raise NotFound("upload.not_found", f"Adapter '{adapter.name}' has no pending upload '{public_id}' "
-                       "of yours (it may have completed, been aborted or expired).")
+        raise NotFound(
+            "upload.not_found",
+            f"Adapter '{adapter.name}' has no pending upload '{public_id}' "
+            "of yours (it may have completed, been aborted or expired).",
+        )
     return upload
 
 
@@ -199,18 +234,27 @@ def direct_upload_complete(
     _require_starter(access, upload)
     storage = _direct_storage()
     if signature is not None and len(signature) > MAX_SIGNATURE_BYTES:
-        raise ApplicationError("upload.signature_too_large", f"The signature is larger than {MAX_SIGNATURE_BYTES} "
-                               "bytes.", status=413)
+        raise ApplicationError(
+            "upload.signature_too_large",
+            f"The signature is larger than {MAX_SIGNATURE_BYTES} bytes.",
+            status=413,
+        )
     if upload.expires_at <= timezone.now():
         if _claim(upload):
             _discard(upload, actor=access.user, reason="upload.expired", request_id=request_id)
-        raise ApplicationError("upload.expired", "This upload expired; its parts are discarded. Start a new one.",
-                               status=410)
+        raise ApplicationError(
+            "upload.expired",
+            "This upload expired; its parts are discarded. Start a new one.",
+            status=410,
+        )
     numbers = sorted(p.part_number for p in parts)
     if numbers != list(range(1, upload.part_count + 1)):
-        raise ApplicationError("upload.parts_incomplete",
-                               f"Give every part 1..{upload.part_count} exactly once with its ETag; got "
-                               f"{_ranges(numbers)}.", expected_parts=upload.part_count)
+        raise ApplicationError(
+            "upload.parts_incomplete",
+            f"Give every part 1..{upload.part_count} exactly once with its ETag; got "
+            f"{_ranges(numbers)}.",
+            expected_parts=upload.part_count,
+        )
     if not _claim(upload):
         raise Conflict("upload.completing", "This upload is being completed by another request.")
 
@@ -222,33 +266,53 @@ def direct_upload_complete(
                 _release(upload)  # nothing was assembled: the client may fix the list and retry
                 raise ApplicationError("upload.parts_invalid", f"{exc.message}.") from None
             if exc.code == "storage.multipart_unknown":
-                raise ApplicationError("upload.expired", "The store no longer knows this upload (aborted or "
-                                       "expired there); it was discarded. Start a new one.", status=410) from None
+                raise ApplicationError(
+                    "upload.expired",
+                    "The store no longer knows this upload (aborted or "
+                    "expired there); it was discarded. Start a new one.",
+                    status=410,
+                ) from None
             raise
         stored_model = _hash_stored(storage, upload.model_key)
         failure = _check_assembled(upload, stored_model, sha256)
         if failure is not None:
             raise failure
-        stored = {CONFIG_NAME: StoredObject(upload.config_key, upload.config_size, upload.config_sha256),
-                  MODEL_NAME: stored_model}
+        stored = {
+            CONFIG_NAME: StoredObject(upload.config_key, upload.config_size, upload.config_sha256),
+            MODEL_NAME: stored_model,
+        }
         # Caps again, on what was actually stored.
         check_sizes({name: obj.size for name, obj in stored.items()})
-        return _create_version(access=access, adapter=adapter, stored=stored, signature=signature,
-                               request_id=request_id, uploaded_by=upload.started_by, direct_upload=upload)
+        return _create_version(
+            access=access,
+            adapter=adapter,
+            stored=stored,
+            signature=signature,
+            request_id=request_id,
+            uploaded_by=upload.started_by,
+            direct_upload=upload,
+        )
     except ApplicationError as exc:
         if exc.code != "upload.parts_invalid":
             _discard(upload, actor=access.user, reason=exc.code, request_id=request_id, quiet=True)
         raise
     except StorageError as exc:
         _discard(upload, actor=access.user, reason=exc.code, request_id=request_id, quiet=True)
-        raise ApplicationError("upload.storage_failed", f"Completing the upload failed: {exc}. It was discarded; "
-                               "upload again.", status=503) from None
+        raise ApplicationError(
+            "upload.storage_failed",
+            f"Completing the upload failed: {exc}. It was discarded; upload again.",
+            status=503,
+        ) from None
     except BaseException:
-        _discard(upload, actor=access.user, reason="upload.failed", request_id=request_id, quiet=True)
+        _discard(
+            upload, actor=access.user, reason="upload.failed", request_id=request_id, quiet=True
+        )
         raise
 
 
-def direct_upload_abort(*, access: AccessContext, upload: DirectUpload, request_id: str = "") -> None:
+def direct_upload_abort(
+    *, access: AccessContext, upload: DirectUpload, request_id: str = ""
+) -> None:
     access.require_adapter(upload.adapter, "upload_version")
     if upload.started_by_id != access.user.pk and not access.tenant_can(upload.tenant, "release"):
         raise NotFound("upload.not_found", f"Pending upload '{upload.public_id}' is not yours.")
@@ -258,8 +322,11 @@ def direct_upload_abort(*, access: AccessContext, upload: DirectUpload, request_
         _discard(upload, actor=access.user, reason="aborted", request_id=request_id)
     except StorageError as exc:
         _release(upload)
-        raise ApplicationError("upload.storage_failed", f"Aborting failed: {exc}. The upload is still pending; "
-                               "retry.", status=503) from None
+        raise ApplicationError(
+            "upload.storage_failed",
+            f"Aborting failed: {exc}. The upload is still pending; retry.",
+            status=503,
+        ) from None
 
 
 def expire_direct_uploads(*, now: datetime | None = None) -> int:
@@ -283,6 +350,7 @@ def expire_direct_uploads(*, now: datetime | None = None) -> int:
 
 # -- internals ----------------------------------------------------------------------------------
 
+
 def _object_id(upload: DirectUpload) -> str:
     return f"{upload.tenant.slug}/{upload.adapter.name}/uploads/{upload.public_id}"
 
@@ -291,15 +359,19 @@ def _claim(upload: DirectUpload) -> bool:
     now = timezone.now()
     claimed = (
         DirectUpload.objects.filter(pk=upload.pk)
-        .filter(Q(state=DirectUploadState.PENDING)
-                | Q(state=DirectUploadState.COMPLETING, claimed_at__lt=now - COMPLETION_LEASE))
+        .filter(
+            Q(state=DirectUploadState.PENDING)
+            | Q(state=DirectUploadState.COMPLETING, claimed_at__lt=now - COMPLETION_LEASE)
+        )
         .update(state=DirectUploadState.COMPLETING, claimed_at=now)
     )
     return claimed == 1
 
 
 def _release(upload: DirectUpload) -> None:
-    DirectUpload.objects.filter(pk=upload.pk).update(state=DirectUploadState.PENDING, claimed_at=None)
+    DirectUpload.objects.filter(pk=upload.pk).update(
+        state=DirectUploadState.PENDING, claimed_at=None
+    )
 
 
 def _hash_stored(storage: Any, key: str) -> StoredObject:
@@ -312,13 +384,21 @@ def _hash_stored(storage: Any, key: str) -> StoredObject:
     return StoredObject(key=key, size=size, sha256=hasher.hexdigest())
 
 
-def _check_assembled(upload: DirectUpload, stored: StoredObject, sha256: str | None) -> ApplicationError | None:
+def _check_assembled(
+    upload: DirectUpload, stored: StoredObject, sha256: str | None
+) -> ApplicationError | None:
     if stored.size != upload.model_size:
-        return ApplicationError("upload.size_mismatch", f"The assembled model file has {stored.size} bytes; the upload "
-                                f"announced {upload.model_size}. It was discarded.")
+        return ApplicationError(
+            "upload.size_mismatch",
+            f"The assembled model file has {stored.size} bytes; the upload "
+            f"announced {upload.model_size}. It was discarded.",
+        )
     if sha256 is not None and stored.sha256 != sha256.lower():
-        return ApplicationError("upload.sha256_mismatch", f"The assembled model file has sha256 {stored.sha256}, not "
-                                f"the {sha256} you gave. It was discarded.")
+        return ApplicationError(
+            "upload.sha256_mismatch",
+            f"The assembled model file has sha256 {stored.sha256}, not "
+            f"the {sha256} you gave. It was discarded.",
+        )
     return None
 
 
@@ -330,7 +410,9 @@ def _discard_objects(storage: Any, prefix: str) -> None:
         log.warning("could not remove %s: %s (the expiry sweep retries)", prefix, exc)
 
 
-def _discard(upload: DirectUpload, *, actor: Any, reason: str, request_id: str, quiet: bool = False) -> None:
+def _discard(
+    upload: DirectUpload, *, actor: Any, reason: str, request_id: str, quiet: bool = False
+) -> None:
     """Remove the upload's objects and multipart upload, then its row, with an audit event.
 
     Storage first: if it fails the row stays, so the sweep can retry. `quiet`: while another error
@@ -348,9 +430,16 @@ def _discard(upload: DirectUpload, *, actor: Any, reason: str, request_id: str, 
     with transaction.atomic():
         deleted, _ = DirectUpload.objects.filter(pk=upload.pk).delete()
         if deleted:
-            record_event(action="upload.discard", actor=actor, tenant=upload.tenant, obj=upload,
-                         object_id=_object_id(upload), before={"state": upload.state},
-                         after={"reason": reason}, request_id=request_id)
+            record_event(
+                action="upload.discard",
+                actor=actor,
+                tenant=upload.tenant,
+                obj=upload,
+                object_id=_object_id(upload),
+                before={"state": upload.state},
+                after={"reason": reason},
+                request_id=request_id,
+            )
 
 
 def _ranges(numbers: list[int]) -> str:

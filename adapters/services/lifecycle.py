@@ -1,7 +1,7 @@
 """The version lifecycle: each transition is one function, in one transaction, audited.
 
-    uploaded -> validating -> validated -> (approve) -> staged -> (release) -> active -> disabled
-                           \\-> rejected          \\-> (reject) -> rejected            \\-> retired
+uploaded -> validating -> validated -> (approve) -> staged -> (release) -> active -> disabled
+                       \\-> rejected          \\-> (reject) -> rejected            \\-> retired
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from adapters.models import AdapterVersion, Decision, DecisionKind, VersionStatus
 from portal.audit import record_event
-from portal.events import broadcast_after_commit
 from portal.errors import ApplicationError, Conflict, PermissionDenied
+from portal.events import broadcast_after_commit
 from tenants.access import AccessContext
 from tenants.models import SloClass
 
@@ -49,13 +49,24 @@ def _transition(
     version.save()
     label = f"{version.tenant.slug}/{version.adapter.name}@{version.number}"
     record_event(
-        action=f"version.{action}", actor=actor, tenant=version.tenant, obj=version,
-        object_id=label, before=before, after={"status": to}, request_id=request_id,
+        action=f"version.{action}",
+        actor=actor,
+        tenant=version.tenant,
+        obj=version,
+        object_id=label,
+        before=before,
+        after={"status": to},
+        request_id=request_id,
     )
-    broadcast_after_commit(tenant_id=version.tenant_id, event={
-        "kind": "version.status", "version": f"{version.adapter.name}@{version.number}",
-        "from": before["status"], "to": to,
-    })
+    broadcast_after_commit(
+        tenant_id=version.tenant_id,
+        event={
+            "kind": "version.status",
+            "version": f"{version.adapter.name}@{version.number}",
+            "from": before["status"],
+            "to": to,
+        },
+    )
 
 
 def _decide(version: AdapterVersion, kind: str, actor: Any, comment: str) -> Decision:
@@ -66,25 +77,42 @@ def _decide(version: AdapterVersion, kind: str, actor: Any, comment: str) -> Dec
         "status": version.status,
     }
     return Decision.objects.create(
-        tenant=version.tenant, version=version, kind=kind, actor=actor, comment=comment, evidence=evidence
+        tenant=version.tenant,
+        version=version,
+        kind=kind,
+        actor=actor,
+        comment=comment,
+        evidence=evidence,
     )
 
 
-def version_record_validation(*, version: AdapterVersion, report: dict[str, Any], fields: dict[str, Any]) -> AdapterVersion:
+def version_record_validation(
+    *, version: AdapterVersion, report: dict[str, Any], fields: dict[str, Any]
+) -> AdapterVersion:
     """validating -> validated or rejected, with the report; `fields` carries the parsed facts."""
     with transaction.atomic():
         locked = _locked(version)
         _require_status(locked, (S.VALIDATING,), "record validation for")
         target = S.VALIDATED if report.get("valid") else S.REJECTED
         _transition(
-            locked, to=target, actor="validator", action="validate", request_id="",
-            validation_report=report, validated_at=timezone.now(), **fields,
+            locked,
+            to=target,
+            actor="validator",
+            action="validate",
+            request_id="",
+            validation_report=report,
+            validated_at=timezone.now(),
+            **fields,
         )
     return locked
 
 
 def version_approve(
-    *, version: AdapterVersion, reviewer: Any, comment: str = "", access: AccessContext | None = None,
+    *,
+    version: AdapterVersion,
+    reviewer: Any,
+    comment: str = "",
+    access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
     """validated -> staged: four eyes (a reviewer who is not the uploader); files are promoted."""
@@ -92,10 +120,14 @@ def version_approve(
 
     access = access or AccessContext.for_user(reviewer)
     if not access.is_reviewer:
-        raise PermissionDenied("approval.not_reviewer", "Only a platform reviewer may approve a version.")
+        raise PermissionDenied(
+            "approval.not_reviewer", "Only a platform reviewer may approve a version."
+        )
     access.require_scope("approve")
     if version.uploaded_by_id == reviewer.pk:
-        raise PermissionDenied("approval.four_eyes", "You uploaded this version; another reviewer must approve it.")
+        raise PermissionDenied(
+            "approval.four_eyes", "You uploaded this version; another reviewer must approve it."
+        )
     _require_status(version, (S.VALIDATED,), "approve")
     # Copy to the content-addressed serving area before the transaction: idempotent, and if it
     # fails nothing in the database has changed.
@@ -104,21 +136,37 @@ def version_approve(
         locked = _locked(version)
         _require_status(locked, (S.VALIDATED,), "approve")
         _decide(locked, DecisionKind.APPROVE, reviewer, comment)
-        _transition(locked, to=S.STAGED, actor=reviewer, action="approve", request_id=request_id,
-                    serving_keys=serving_keys, approved_at=timezone.now())
+        _transition(
+            locked,
+            to=S.STAGED,
+            actor=reviewer,
+            action="approve",
+            request_id=request_id,
+            serving_keys=serving_keys,
+            approved_at=timezone.now(),
+        )
     return locked
 
 
 def version_reject(
-    *, version: AdapterVersion, reviewer: Any, reason: str, access: AccessContext | None = None,
+    *,
+    version: AdapterVersion,
+    reviewer: Any,
+    reason: str,
+    access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
     access = access or AccessContext.for_user(reviewer)
     if not access.is_reviewer:
-        raise PermissionDenied("approval.not_reviewer", "Only a platform reviewer may reject a version.")
+        raise PermissionDenied(
+            "approval.not_reviewer", "Only a platform reviewer may reject a version."
+        )
     access.require_scope("approve")
     if not reason or not reason.strip():
-        raise ApplicationError("rejection.reason_required", "Give a reason for the rejection; the uploader will read it.")
+        raise ApplicationError(
+            "rejection.reason_required",
+            "Give a reason for the rejection; the uploader will read it.",
+        )
     with transaction.atomic():
         locked = _locked(version)
         _require_status(locked, (S.VALIDATED, S.STAGED), "reject")
@@ -128,7 +176,11 @@ def version_reject(
 
 
 def version_release(
-    *, version: AdapterVersion, actor: Any, comment: str = "", access: AccessContext | None = None,
+    *,
+    version: AdapterVersion,
+    actor: Any,
+    comment: str = "",
+    access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
     """staged -> active by a tenant owner; a gold tenant needs a second approval by someone else.
@@ -142,28 +194,52 @@ def version_release(
         locked = _locked(version)
         is_owner = access.adapter_can(locked.adapter, "release_version")
         if not is_owner and not (locked.tenant.slo_class == SloClass.GOLD and access.is_reviewer):
-            raise PermissionDenied("release.not_owner", "Only an owner of the tenant may release a version.")
+            raise PermissionDenied(
+                "release.not_owner", "Only an owner of the tenant may release a version."
+            )
         _require_status(locked, (S.STAGED,), "release")
         if locked.tenant.slo_class == SloClass.GOLD:
             approvals = list(locked.decisions.filter(kind=DecisionKind.RELEASE_APPROVAL))
             if not approvals:
                 if not is_owner:
-                    raise PermissionDenied("release.not_owner", "An owner must start the release; a reviewer may then give the second approval.")
+                    raise PermissionDenied(
+                        "release.not_owner",
+                        "An owner must start the release; a reviewer may then give the second approval.",
+                    )
                 _decide(locked, DecisionKind.RELEASE_APPROVAL, actor, comment)
-                record_event(action="version.release_approval", actor=actor, tenant=locked.tenant,
-                             obj=locked, object_id=f"{locked.tenant.slug}/{locked.adapter.name}@{locked.number}",
-                             after={"approvals": 1, "needed": 2}, request_id=request_id)
+                record_event(
+                    action="version.release_approval",
+                    actor=actor,
+                    tenant=locked.tenant,
+                    obj=locked,
+                    object_id=f"{locked.tenant.slug}/{locked.adapter.name}@{locked.number}",
+                    after={"approvals": 1, "needed": 2},
+                    request_id=request_id,
+                )
                 return locked
             if any(a.actor_id == actor.pk for a in approvals):
-                raise PermissionDenied("release.second_approval_same_user", "Gold releases need a second approval from someone other than the first approver.")
+                raise PermissionDenied(
+                    "release.second_approval_same_user",
+                    "Gold releases need a second approval from someone other than the first approver.",
+                )
         _decide(locked, DecisionKind.RELEASE, actor, comment)
-        _transition(locked, to=S.ACTIVE, actor=actor, action="release", request_id=request_id,
-                    released_at=timezone.now())
+        _transition(
+            locked,
+            to=S.ACTIVE,
+            actor=actor,
+            action="release",
+            request_id=request_id,
+            released_at=timezone.now(),
+        )
     return locked
 
 
 def version_disable(
-    *, version: AdapterVersion, actor: Any, reason: str = "", access: AccessContext | None = None,
+    *,
+    version: AdapterVersion,
+    actor: Any,
+    reason: str = "",
+    access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
     """Stop serving at once; workers unload it from every engine after commit."""
@@ -172,7 +248,10 @@ def version_disable(
     with transaction.atomic():
         locked = _locked(version)
         if not (access.adapter_can(locked.adapter, "release_version") or access.is_platform_admin):
-            raise PermissionDenied("disable.not_allowed", "Only a tenant owner or a platform admin may disable a version.")
+            raise PermissionDenied(
+                "disable.not_allowed",
+                "Only a tenant owner or a platform admin may disable a version.",
+            )
         _require_status(locked, (S.ACTIVE, S.STAGED), "disable")
         _decide(locked, DecisionKind.DISABLE, actor, reason)
         _transition(locked, to=S.DISABLED, actor=actor, action="disable", request_id=request_id)

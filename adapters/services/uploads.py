@@ -7,6 +7,7 @@ any point leaves either nothing (the stored objects are removed) or a complete `
 from __future__ import annotations
 
 import base64
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -30,6 +31,8 @@ MAX_SIGNATURE_BYTES = 256 * 1024
 # Versions whose files no longer count against the storage quota.
 NOT_COUNTED = (VersionStatus.REJECTED, VersionStatus.RETIRED)
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class IncomingFile:
@@ -38,7 +41,10 @@ class IncomingFile:
 
 
 def size_limits() -> dict[str, int]:
-    return {CONFIG_NAME: settings.ADAPTER_MAX_CONFIG_BYTES, MODEL_NAME: settings.ADAPTER_MAX_MODEL_BYTES}
+    return {
+        CONFIG_NAME: settings.ADAPTER_MAX_CONFIG_BYTES,
+        MODEL_NAME: settings.ADAPTER_MAX_MODEL_BYTES,
+    }
 
 
 def check_sizes(sizes: dict[str, int | None]) -> None:
@@ -46,8 +52,12 @@ def check_sizes(sizes: dict[str, int | None]) -> None:
     limits = size_limits()
     for name, size in sizes.items():
         if size is not None and size > limits[name]:
-            raise ApplicationError("upload.too_large", f"{name} is {size} bytes; the limit is {limits[name]} bytes.",
-                                   status=413, limit_bytes=limits[name])
+            raise ApplicationError(
+                "upload.too_large",
+                f"{name} is {size} bytes; the limit is {limits[name]} bytes.",
+                status=413,
+                limit_bytes=limits[name],
+            )
 
 
 def storage_used(tenant: Tenant) -> int:
@@ -102,8 +112,13 @@ def upload_precheck(*, access: AccessContext, adapter: Adapter, content_length: 
     least_file_bytes = content_length - BODY_OVERHEAD_ALLOWANCE
     cap = sum(size_limits().values())
     if least_file_bytes > cap:
-        raise ApplicationError("upload.too_large", f"The request body is {content_length} bytes; the two files may "
-                               f"hold at most {cap} bytes together.", status=413, limit_bytes=cap)
+        raise ApplicationError(
+            "upload.too_large",
+            f"The request body is {content_length} bytes; the two files may "
+            f"hold at most {cap} bytes together.",
+            status=413,
+            limit_bytes=cap,
+        )
     if least_file_bytes > 0:
         check_quota(adapter.tenant, least_file_bytes)
 
@@ -132,7 +147,11 @@ def version_upload(
     tenant = adapter.tenant
     check_sizes({CONFIG_NAME: config.size, MODEL_NAME: model.size})
     if signature is not None and len(signature) > MAX_SIGNATURE_BYTES:
-        raise ApplicationError("upload.signature_too_large", f"The signature is larger than {MAX_SIGNATURE_BYTES} bytes.", status=413)
+        raise ApplicationError(
+            "upload.signature_too_large",
+            f"The signature is larger than {MAX_SIGNATURE_BYTES} bytes.",
+            status=413,
+        )
     announced = (config.size or 0) + (model.size or 0)
     check_quota(tenant, announced)
 
@@ -145,14 +164,23 @@ def version_upload(
         for name, incoming in ((CONFIG_NAME, config), (MODEL_NAME, model)):
             key = quarantine_key(tenant.slug, adapter.name, guess, upload_id, name)
             stored[name] = storage.save_stream(key, incoming.stream, max_bytes=limits[name])
-        return _create_version(access=access, adapter=adapter, stored=stored, signature=signature,
-                               request_id=request_id)
+        return _create_version(
+            access=access,
+            adapter=adapter,
+            stored=stored,
+            signature=signature,
+            request_id=request_id,
+        )
     except TooLarge as exc:
         _remove(storage, stored)
         raise ApplicationError("upload.too_large", str(exc), status=413) from None
     except StorageError as exc:
         _remove(storage, stored)
-        raise ApplicationError("upload.storage_failed", f"Storing the upload failed: {exc}. Nothing was kept; retry.", status=503) from None
+        raise ApplicationError(
+            "upload.storage_failed",
+            f"Storing the upload failed: {exc}. Nothing was kept; retry.",
+            status=503,
+        ) from None
     except BaseException:
         _remove(storage, stored)
         raise
@@ -163,7 +191,8 @@ def _remove(storage: Any, stored: dict[str, StoredObject]) -> None:
         try:
             storage.delete(obj.key)
         except StorageError:
-            pass  # best effort; quarantine objects without a row are swept by the reconcile task
+            # Best effort: no row points at the object, so nothing serves it; log it for cleanup.
+            log.warning("could not remove orphaned upload object %s", obj.key, exc_info=True)
 
 
 def _create_version(
@@ -180,7 +209,10 @@ def _create_version(
     tenant's lock, the next number under the adapter's lock, the row, its audit event, and the
     validation task after commit. A direct upload's pending row is deleted in the same transaction.
     """
-    files = [FileDigest(name=name, size=obj.size, sha256=obj.sha256) for name, obj in sorted(stored.items())]
+    files = [
+        FileDigest(name=name, size=obj.size, sha256=obj.sha256)
+        for name, obj in sorted(stored.items())
+    ]
     digest = manifest_sha256(files)
     size = sum(f.size for f in files)
     with transaction.atomic():
@@ -202,14 +234,23 @@ def _create_version(
             quarantine_keys={name: obj.key for name, obj in stored.items()},
             uploaded_by=uploaded_by or access.user,
         )
-        after: dict[str, Any] = {"status": VersionStatus.UPLOADED, "manifest_sha256": digest, "size_bytes": size,
-                                 "signed": bool(signature)}
+        after: dict[str, Any] = {
+            "status": VersionStatus.UPLOADED,
+            "manifest_sha256": digest,
+            "size_bytes": size,
+            "signed": bool(signature),
+        }
         if direct_upload is not None:
             after["direct_upload"] = direct_upload.public_id
             direct_upload.delete()
         record_event(
-            action="version.upload", actor=access.user, tenant=tenant, obj=version,
-            object_id=f"{tenant.slug}/{locked.name}@{number}", after=after, request_id=request_id,
+            action="version.upload",
+            actor=access.user,
+            tenant=tenant,
+            obj=version,
+            object_id=f"{tenant.slug}/{locked.name}@{number}",
+            after=after,
+            request_id=request_id,
         )
         transaction.on_commit(lambda: _enqueue_validation(version.pk))
     return version

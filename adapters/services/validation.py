@@ -49,7 +49,9 @@ def version_claim_for_validation(*, version_id: int) -> bool:
 
 
 def _release_claim(version_id: int) -> None:
-    AdapterVersion.objects.filter(pk=version_id, status=S.VALIDATING).update(status=S.UPLOADED, updated_at=timezone.now())
+    AdapterVersion.objects.filter(pk=version_id, status=S.VALIDATING).update(
+        status=S.UPLOADED, updated_at=timezone.now()
+    )
 
 
 def max_rank_for(version: AdapterVersion) -> int:
@@ -69,7 +71,9 @@ def run_validation(*, version_id: int) -> AdapterVersion | None:
     if not version_claim_for_validation(version_id=version_id):
         log.info("validation of version %s already claimed or done", version_id)
         return None
-    version = AdapterVersion.objects.select_related("adapter__base_model", "tenant").get(pk=version_id)
+    version = AdapterVersion.objects.select_related("adapter__base_model", "tenant").get(
+        pk=version_id
+    )
     tenant = version.tenant
     keys = [
         TrustedKey(key_id=key.name, public_key_pem=key.public_key_pem.encode())
@@ -78,7 +82,10 @@ def run_validation(*, version_id: int) -> AdapterVersion | None:
     storage = get_storage()
     try:
         with contextlib.ExitStack() as stack:
-            streams = {name: stack.enter_context(storage.open(key)) for name, key in version.quarantine_keys.items()}
+            streams = {
+                name: stack.enter_context(storage.open(key))
+                for name, key in version.quarantine_keys.items()
+            }
             report = validate_adapter(
                 streams,
                 base_model=base_model_spec(version.adapter.base_model),
@@ -96,8 +103,12 @@ def run_validation(*, version_id: int) -> AdapterVersion | None:
         result["valid"] = False
         result["errors"].append(CHANGED_SINCE_UPLOAD)
     fields = {
-        "rank": report.rank, "alpha": report.alpha, "target_modules": report.target_modules,
-        "dtype": report.dtype or "", "config": report.config or {}, "signer": report.signer or "",
+        "rank": report.rank,
+        "alpha": report.alpha,
+        "target_modules": report.target_modules,
+        "dtype": report.dtype or "",
+        "config": report.config or {},
+        "signer": report.signer or "",
     }
     return version_record_validation(version=version, report=result, fields=fields)
 

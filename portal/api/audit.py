@@ -15,8 +15,20 @@ from portal.models import AuditEvent
 class AuditEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEvent
-        fields = ["id", "created_at", "actor_label", "tenant_label", "action", "object_type", "object_id",
-                  "before", "after", "request_id", "prev_hash", "hash"]
+        fields = [
+            "id",
+            "created_at",
+            "actor_label",
+            "tenant_label",
+            "action",
+            "object_type",
+            "object_id",
+            "before",
+            "after",
+            "request_id",
+            "prev_hash",
+            "hash",
+        ]
 
 
 class AuditFilter(django_filters.FilterSet):
@@ -46,8 +58,11 @@ class AuditViewSet(mixins.ListModelMixin, PlatformViewSet):
         qs = AuditEvent.objects.order_by("-id")
         if self.access.is_platform_admin and self.access.bound_tenant_id is None:
             return qs
-        owned = [t for t, role in self.access.memberships.items() if role == "owner"
-                 and self.access.bound_tenant_id in (None, t)]
+        owned = [
+            t
+            for t, role in self.access.memberships.items()
+            if role == "owner" and self.access.bound_tenant_id in (None, t)
+        ]
         return qs.filter(tenant_id__in=owned)
 
     @action(detail=False, methods=["get"])

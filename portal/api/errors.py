@@ -51,7 +51,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             response["Retry-After"] = str(exc.extra["retry_after"])
         return response
     if isinstance(exc, DjangoValidationError):
-        exc = exceptions.ValidationError(detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+        exc = exceptions.ValidationError(
+            detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        )
     if isinstance(exc, Http404):
         return error_response("not_found", "Not found.", status.HTTP_404_NOT_FOUND)
     if isinstance(exc, DjangoPermissionDenied):

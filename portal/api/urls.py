@@ -45,8 +45,11 @@ adapter.register("uploads", DirectUploadViewSet, basename="direct-upload")
 urlpatterns = [
     path("auth/token/", TokenObtainView.as_view(), name="auth-token"),
     path("tenants/<slug:tenant>/adapters/<slug:adapter>/", include(adapter.urls)),
-    path("tenants/<slug:tenant>/signature-policy/",
-         SignaturePolicyViewSet.as_view({"get": "retrieve", "put": "update"}), name="signature-policy"),
+    path(
+        "tenants/<slug:tenant>/signature-policy/",
+        SignaturePolicyViewSet.as_view({"get": "retrieve", "put": "update"}),
+        name="signature-policy",
+    ),
     path("tenants/<slug:tenant>/", include(tenant.urls)),
     path("", include(root.urls)),
 ]

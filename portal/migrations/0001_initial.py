@@ -7,44 +7,74 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('tenants', '0001_initial'),
+        ("tenants", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditChainHead',
+            name="AuditChainHead",
             fields=[
-                ('id', models.PositiveSmallIntegerField(default=1, primary_key=True, serialize=False)),
-                ('last_hash', models.CharField(max_length=64)),
-                ('last_event_id', models.BigIntegerField(default=0)),
+                (
+                    "id",
+                    models.PositiveSmallIntegerField(default=1, primary_key=True, serialize=False),
+                ),
+                ("last_hash", models.CharField(max_length=64)),
+                ("last_event_id", models.BigIntegerField(default=0)),
             ],
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('actor_label', models.CharField(blank=True, default='', max_length=150)),
-                ('tenant_label', models.CharField(blank=True, default='', max_length=40)),
-                ('action', models.CharField(db_index=True, max_length=60)),
-                ('object_type', models.CharField(blank=True, default='', max_length=60)),
-                ('object_id', models.CharField(blank=True, default='', max_length=200)),
-                ('before', models.JSONField(blank=True, null=True)),
-                ('after', models.JSONField(blank=True, null=True)),
-                ('request_id', models.CharField(blank=True, default='', max_length=64)),
-                ('prev_hash', models.CharField(max_length=64)),
-                ('hash', models.CharField(max_length=64, unique=True)),
-                ('actor', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='tenants.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
+                ("actor_label", models.CharField(blank=True, default="", max_length=150)),
+                ("tenant_label", models.CharField(blank=True, default="", max_length=40)),
+                ("action", models.CharField(db_index=True, max_length=60)),
+                ("object_type", models.CharField(blank=True, default="", max_length=60)),
+                ("object_id", models.CharField(blank=True, default="", max_length=200)),
+                ("before", models.JSONField(blank=True, null=True)),
+                ("after", models.JSONField(blank=True, null=True)),
+                ("request_id", models.CharField(blank=True, default="", max_length=64)),
+                ("prev_hash", models.CharField(max_length=64)),
+                ("hash", models.CharField(max_length=64, unique=True)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
-                'indexes': [models.Index(fields=['tenant', 'id'], name='audit_tenant_id')],
+                "ordering": ["id"],
+                "indexes": [models.Index(fields=["tenant", "id"], name="audit_tenant_id")],
             },
         ),
     ]

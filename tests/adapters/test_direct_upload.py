@@ -31,8 +31,15 @@ def model_bytes(size: int, seed: int = 1) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-def start(client, *, model_size: int, config: str = '{"peft_type": "LORA"}', part_size: int | None = None,
-          tenant: str = "acme", adapter: str = "support"):
+def start(
+    client,
+    *,
+    model_size: int,
+    config: str = '{"peft_type": "LORA"}',
+    part_size: int | None = None,
+    tenant: str = "acme",
+    adapter: str = "support",
+):
     body = {"model_size": model_size, "config": config}
     if part_size:
         body["part_size"] = part_size
@@ -43,7 +50,7 @@ def put_parts(started: dict, data: bytes, *, skip: tuple[int, ...] = ()) -> list
     parts = []
     for part in started["parts"]:
         offset = (part["part_number"] - 1) * started["part_size"]
-        chunk = data[offset:offset + part["size"]]
+        chunk = data[offset : offset + part["size"]]
         if part["part_number"] in skip:
             continue
         response = httpx.put(part["url"], content=chunk, timeout=60)
@@ -77,7 +84,11 @@ def test_a_large_adapter_goes_straight_to_s3_and_becomes_a_version(world, s3_bac
     response = start(client, model_size=len(data), config=config_text, part_size=5 * MiB)
     assert response.status_code == 201, response.json()
     started = response.json()
-    assert started["part_count"] == 3 and [p["size"] for p in started["parts"]] == [5 * MiB, 5 * MiB, MiB]
+    assert started["part_count"] == 3 and [p["size"] for p in started["parts"]] == [
+        5 * MiB,
+        5 * MiB,
+        MiB,
+    ]
     assert started["started_by"] == "bob" and started["state"] == "pending"
     assert started["config_sha256"] == hashlib.sha256(config_text.encode()).hexdigest()
     pending = DirectUpload.objects.get(public_id=started["upload"])
@@ -91,23 +102,37 @@ def test_a_large_adapter_goes_straight_to_s3_and_becomes_a_version(world, s3_bac
     assert done.json()["number"] == version.number == 1 and version.status == "uploaded"
     manifest = {f["name"]: f for f in version.manifest}
     assert manifest["adapter_model.safetensors"] == {
-        "name": "adapter_model.safetensors", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    assert manifest["adapter_config.json"]["sha256"] == hashlib.sha256(config_text.encode()).hexdigest()
+        "name": "adapter_model.safetensors",
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    assert (
+        manifest["adapter_config.json"]["sha256"]
+        == hashlib.sha256(config_text.encode()).hexdigest()
+    )
     assert version.uploaded_by == world.users["bob"]
     assert sorted(leftovers(s3_backend)) == sorted(version.quarantine_keys.values())
     assert not DirectUpload.objects.exists()
     assert actions()[-2:] == ["upload.start", "version.upload"]
-    assert AuditEvent.objects.get(action="version.upload").after["direct_upload"] == started["upload"]
+    assert (
+        AuditEvent.objects.get(action="version.upload").after["direct_upload"] == started["upload"]
+    )
     assert verify_chain().ok
 
 
 def test_the_config_may_come_as_a_multipart_file(world, s3_backend, tmp_path):
     files = adapter_files(tmp_path / "a")
     with open(files / "adapter_config.json", "rb") as config:
-        response = world.client("bob").post(UPLOADS.format("acme", "support"),
-                                             {"model_size": "123", "adapter_config": config}, format="multipart")
+        response = world.client("bob").post(
+            UPLOADS.format("acme", "support"),
+            {"model_size": "123", "adapter_config": config},
+            format="multipart",
+        )
     assert response.status_code == 201, response.json()
-    assert response.json()["config_sha256"] == hashlib.sha256((files / "adapter_config.json").read_bytes()).hexdigest()
+    assert (
+        response.json()["config_sha256"]
+        == hashlib.sha256((files / "adapter_config.json").read_bytes()).hexdigest()
+    )
 
 
 def test_local_storage_answers_a_clear_code(world):
@@ -127,7 +152,9 @@ def test_quota_and_size_caps_are_checked_at_start(world, s3_backend, settings):
     too_large = start(client, model_size=9 * MiB)
     assert too_large.status_code == 413 and too_large.json()["error"]["code"] == "upload.too_large"
     bad_part = start(client, model_size=6 * MiB, part_size=MiB)
-    assert bad_part.status_code == 400 and bad_part.json()["error"]["code"] == "upload.bad_part_size"
+    assert (
+        bad_part.status_code == 400 and bad_part.json()["error"]["code"] == "upload.bad_part_size"
+    )
     nothing_left(s3_backend)
     assert "upload.start" not in actions()
 
@@ -176,9 +203,11 @@ def test_parts_that_do_not_add_up_to_the_announced_size_are_discarded(world, s3_
     started = start(client, model_size=len(data), part_size=5 * MiB).json()
     parts = put_parts(started, data, skip=(2,))
     last = started["parts"][1]
-    etag = httpx.put(last["url"], content=data[5 * MiB:] + b"extra", timeout=60).headers["ETag"]
+    etag = httpx.put(last["url"], content=data[5 * MiB :] + b"extra", timeout=60).headers["ETag"]
     response = complete(client, started, [*parts, {"part_number": 2, "etag": etag}])
-    assert response.status_code == 400 and response.json()["error"]["code"] == "upload.size_mismatch"
+    assert (
+        response.status_code == 400 and response.json()["error"]["code"] == "upload.size_mismatch"
+    )
     nothing_left(s3_backend)
 
 
@@ -187,7 +216,9 @@ def test_a_wrong_sha256_is_refused_and_discarded(world, s3_backend):
     data = model_bytes(6 * MiB)
     started = start(client, model_size=len(data), part_size=5 * MiB).json()
     response = complete(client, started, put_parts(started, data), sha256="0" * 64)
-    assert response.status_code == 400 and response.json()["error"]["code"] == "upload.sha256_mismatch"
+    assert (
+        response.status_code == 400 and response.json()["error"]["code"] == "upload.sha256_mismatch"
+    )
     nothing_left(s3_backend)
 
 
@@ -197,14 +228,19 @@ def test_a_wrong_parts_list_keeps_the_upload_so_the_client_can_fix_it(world, s3_
     started = start(client, model_size=len(data), part_size=5 * MiB).json()
     parts = put_parts(started, data, skip=(3,))
     missing = complete(client, started, parts)
-    assert missing.status_code == 400 and missing.json()["error"]["code"] == "upload.parts_incomplete"
+    assert (
+        missing.status_code == 400 and missing.json()["error"]["code"] == "upload.parts_incomplete"
+    )
     never_sent = complete(client, started, [*parts, {"part_number": 3, "etag": '"abc"'}])
-    assert never_sent.status_code == 400 and never_sent.json()["error"]["code"] == "upload.parts_invalid"
+    assert (
+        never_sent.status_code == 400
+        and never_sent.json()["error"]["code"] == "upload.parts_invalid"
+    )
     assert DirectUpload.objects.get().state == "pending" and not AdapterVersion.objects.exists()
 
     # The client sends the last part and completes.
     last = started["parts"][2]
-    etag = httpx.put(last["url"], content=data[10 * MiB:], timeout=60).headers["ETag"]
+    etag = httpx.put(last["url"], content=data[10 * MiB :], timeout=60).headers["ETag"]
     done = complete(client, started, [*parts, {"part_number": 3, "etag": etag}])
     assert done.status_code == 201, done.json()
     assert done.json()["manifest"][1]["sha256"] == hashlib.sha256(data).hexdigest()
@@ -229,15 +265,26 @@ def test_a_pending_upload_belongs_to_who_started_it(world, s3_backend):
     # gus holds upload rights on support through a grant, but the upload is bob's.
     gus = APIClient()
     gus.force_login(make_user("gus"))
-    adapter_grant(actor=world.users["alice"], adapter=world.support, username="gus", perms=["upload_version"])
+    adapter_grant(
+        actor=world.users["alice"], adapter=world.support, username="gus", perms=["upload_version"]
+    )
     assert gus.get(UPLOADS.format("acme", "support")).json()["results"] == []
-    for response in (gus.get(url), gus.post(url + "complete/", {"parts": [{"part_number": 1, "etag": "x"}]},
-                                            format="json"), gus.delete(url)):
-        assert response.status_code == 404 and response.json()["error"]["code"] == "upload.not_found"
+    for response in (
+        gus.get(url),
+        gus.post(url + "complete/", {"parts": [{"part_number": 1, "etag": "x"}]}, format="json"),
+        gus.delete(url),
+    ):
+        assert (
+            response.status_code == 404 and response.json()["error"]["code"] == "upload.not_found"
+        )
     # The owner sees it, may abort it, but may not complete it.
     alice = world.client("alice")
-    assert [u["upload"] for u in alice.get(UPLOADS.format("acme", "support")).json()["results"]] == [started["upload"]]
-    completed = alice.post(url + "complete/", {"parts": [{"part_number": 1, "etag": "x"}]}, format="json")
+    assert [
+        u["upload"] for u in alice.get(UPLOADS.format("acme", "support")).json()["results"]
+    ] == [started["upload"]]
+    completed = alice.post(
+        url + "complete/", {"parts": [{"part_number": 1, "etag": "x"}]}, format="json"
+    )
     assert completed.status_code == 404
     assert alice.delete(url).status_code == 204
     nothing_left(s3_backend)
@@ -249,11 +296,21 @@ def test_viewers_and_other_tenants_cannot_start_or_see_uploads(world, s3_backend
     viewer = start(world.client("vera"), model_size=6 * MiB)
     assert viewer.status_code == 403 and viewer.json()["error"]["code"] == "permission.denied"
     charlie = world.client("charlie")
-    for response in (start(charlie, model_size=6 * MiB), charlie.get(url), charlie.delete(url),
-                     charlie.post(url + "complete/", {"parts": [{"part_number": 1, "etag": "x"}]}, format="json")):
-        assert response.status_code == 404 and response.json()["error"]["code"] == "tenant.not_found"
+    for response in (
+        start(charlie, model_size=6 * MiB),
+        charlie.get(url),
+        charlie.delete(url),
+        charlie.post(
+            url + "complete/", {"parts": [{"part_number": 1, "etag": "x"}]}, format="json"
+        ),
+    ):
+        assert (
+            response.status_code == 404 and response.json()["error"]["code"] == "tenant.not_found"
+        )
     # charlie's own adapter path does not reach acme's upload either.
-    assert charlie.get(UPLOADS.format("globex", "legal") + started["upload"] + "/").status_code == 404
+    assert (
+        charlie.get(UPLOADS.format("globex", "legal") + started["upload"] + "/").status_code == 404
+    )
     assert DirectUpload.objects.count() == 1
 
 
@@ -282,7 +339,9 @@ def test_an_expired_upload_is_refused_and_swept(world, s3_backend):
     assert expire_direct_uploads() == 0  # not expired yet
     assert expire_direct_uploads(now=timezone.now() + timedelta(days=1)) == 1
     nothing_left(s3_backend)
-    assert [e.after["reason"] for e in AuditEvent.objects.filter(action="upload.discard")] == ["upload.expired"] * 2
+    assert [e.after["reason"] for e in AuditEvent.objects.filter(action="upload.discard")] == [
+        "upload.expired"
+    ] * 2
 
 
 def test_a_signature_given_at_completion_is_kept_for_validation(world, s3_backend, tmp_path):
@@ -296,5 +355,3 @@ def test_a_signature_given_at_completion_is_kept_for_validation(world, s3_backen
     assert done.status_code == 201
     stored = AdapterVersion.objects.get().signature
     assert base64.b64decode(stored).decode() == signature
-
-

@@ -26,8 +26,11 @@ def worker_world(world, settings, celery_worker_process):
 
 
 def register(client, name: str, private_key) -> None:
-    pem = private_key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    pem = (
+        private_key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     response = client.post(KEYS, {"name": name, "public_key_pem": pem}, format="json")
     assert response.status_code == 201, response.json()
 
@@ -60,10 +63,15 @@ def codes(version: AdapterVersion) -> list[str]:
 def signing_tenant(worker_world):
     """acme with two registered keys (P-256 'ci', Ed25519 'release') and signatures required."""
     alice = worker_world.client("alice")
-    keys = {"ci": ec.generate_private_key(ec.SECP256R1()), "release": ed25519.Ed25519PrivateKey.generate()}
+    keys = {
+        "ci": ec.generate_private_key(ec.SECP256R1()),
+        "release": ed25519.Ed25519PrivateKey.generate(),
+    }
     for name, key in keys.items():
         register(alice, name, key)
-    response = alice.put("/api/v1/tenants/acme/signature-policy/", {"require_signatures": True}, format="json")
+    response = alice.put(
+        "/api/v1/tenants/acme/signature-policy/", {"require_signatures": True}, format="json"
+    )
     assert response.status_code == 200, response.json()
     return worker_world, keys
 
@@ -105,4 +113,7 @@ def test_a_revoked_key_no_longer_verifies(signing_tenant, tmp_path):
     assert version.status == "rejected"
     assert codes(version) == ["signature.invalid"]
     # The other key still works.
-    assert upload_and_wait(world, directory, detached_signature(directory, keys["release"])).signer == "release"
+    assert (
+        upload_and_wait(world, directory, detached_signature(directory, keys["release"])).signer
+        == "release"
+    )

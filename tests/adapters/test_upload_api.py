@@ -53,16 +53,23 @@ def test_it_stores_exactly_what_was_sent(world, backend, temp_dir, temp_files_ma
     version = AdapterVersion.objects.get(adapter=world.support)
     for entry in version.manifest:
         assert entry["sha256"] == sha256(files / entry["name"])
-        stored = backend.verify_object(version.quarantine_keys[entry["name"]], entry["size"], entry["sha256"])
+        stored = backend.verify_object(
+            version.quarantine_keys[entry["name"]], entry["size"], entry["sha256"]
+        )
         assert stored.sha256 == entry["sha256"]
     assert backend.list("quarantine/") == sorted(version.quarantine_keys.values())
     assert sorted(temp_files_made) == ["adapter_config.json", "adapter_model.safetensors"]
     assert list(temp_dir.iterdir()) == []  # Django's temp files are gone with the request
 
 
-def test_a_quota_overflow_is_refused_and_leaves_nothing(world, backend, temp_dir, temp_files_made, tmp_path):
+def test_a_quota_overflow_is_refused_and_leaves_nothing(
+    world, backend, temp_dir, temp_files_made, tmp_path
+):
     files = adapter_files(tmp_path / "a", rank=64, targets=("q_proj", "v_proj", "gate_proj"))
-    size = sum((files / name).stat().st_size for name in ("adapter_config.json", "adapter_model.safetensors"))
+    size = sum(
+        (files / name).stat().st_size
+        for name in ("adapter_config.json", "adapter_model.safetensors")
+    )
     # One byte short: the body's Content-Length passes the early check, the files' sizes do not.
     world.acme.quota_storage_bytes = size - 1
     world.acme.save()
@@ -81,8 +88,12 @@ def test_a_quota_overflow_is_refused_and_leaves_nothing(world, backend, temp_dir
     assert not AuditEvent.objects.filter(id__gt=since).exists()
 
 
-def test_a_body_that_cannot_fit_is_refused_before_it_is_parsed(world, backend, temp_dir, temp_files_made, tmp_path):
-    files = adapter_files(tmp_path / "a", rank=64, targets=("q_proj", "v_proj", "gate_proj", "up_proj"))
+def test_a_body_that_cannot_fit_is_refused_before_it_is_parsed(
+    world, backend, temp_dir, temp_files_made, tmp_path
+):
+    files = adapter_files(
+        tmp_path / "a", rank=64, targets=("q_proj", "v_proj", "gate_proj", "up_proj")
+    )
     world.acme.quota_storage_bytes = 1000
     world.acme.save()
     client = world.client("bob")
@@ -95,8 +106,12 @@ def test_a_body_that_cannot_fit_is_refused_before_it_is_parsed(world, backend, t
 
 
 @pytest.mark.parametrize("early", [True, False], ids=["by-content-length", "by-file-size"])
-def test_a_file_over_its_cap_is_refused_and_leaves_nothing(world, backend, temp_dir, settings, tmp_path, early):
-    files = adapter_files(tmp_path / "a", rank=64, targets=("q_proj", "v_proj", "gate_proj", "up_proj"))
+def test_a_file_over_its_cap_is_refused_and_leaves_nothing(
+    world, backend, temp_dir, settings, tmp_path, early
+):
+    files = adapter_files(
+        tmp_path / "a", rank=64, targets=("q_proj", "v_proj", "gate_proj", "up_proj")
+    )
     model_size = (files / "adapter_model.safetensors").stat().st_size
     # The body check allows for the config's cap and framing; the exact check is per file.
     settings.ADAPTER_MAX_MODEL_BYTES = 1000 if early else model_size - 1

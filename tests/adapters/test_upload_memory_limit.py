@@ -32,8 +32,12 @@ URL = "/api/v1/tenants/acme/adapters/big/versions/"
 
 @pytest.fixture
 def big_adapter(world) -> Adapter:
-    base = base_model_register(actor=None, name=BIG_BASE_MODEL, source="bench", hf_config=BIG_HF_CONFIG)
-    return Adapter.objects.create(tenant=world.acme, name="big", base_model=base, created_by=world.users["bob"])
+    base = base_model_register(
+        actor=None, name=BIG_BASE_MODEL, source="bench", hf_config=BIG_HF_CONFIG
+    )
+    return Adapter.objects.create(
+        tenant=world.acme, name="big", base_model=base, created_by=world.users["bob"]
+    )
 
 
 @pytest.fixture
@@ -48,9 +52,15 @@ def server(backend, big_adapter, settings, tmp_path):
         "ADAPTER_STORAGE_BACKEND": settings.ADAPTER_STORAGE_BACKEND,
     }
     if settings.ADAPTER_STORAGE_BACKEND == "s3":
-        env.update({"S3_BUCKET": settings.S3_BUCKET, "S3_ENDPOINT_URL": settings.S3_ENDPOINT_URL,
-                    "S3_REGION": settings.S3_REGION, "S3_ACCESS_KEY_ID": settings.S3_ACCESS_KEY_ID,
-                    "S3_SECRET_ACCESS_KEY": settings.S3_SECRET_ACCESS_KEY})
+        env.update(
+            {
+                "S3_BUCKET": settings.S3_BUCKET,
+                "S3_ENDPOINT_URL": settings.S3_ENDPOINT_URL,
+                "S3_REGION": settings.S3_REGION,
+                "S3_ACCESS_KEY_ID": settings.S3_ACCESS_KEY_ID,
+                "S3_SECRET_ACCESS_KEY": settings.S3_SECRET_ACCESS_KEY,
+            }
+        )
     else:
         env["ADAPTER_STORAGE_ROOT"] = settings.ADAPTER_STORAGE_ROOT
     with PortalServer(env, memory_limit=MEMORY_LIMIT, log_path=tmp_path / "portal.log") as running:
@@ -63,7 +73,11 @@ def token(world) -> str:
 
 
 def upload_temp_files(tmp_path: Path) -> list[Path]:
-    return [p for p in (tmp_path / "portal-var").rglob("*") if p.is_file() and p.name != "dev-secret-key"]
+    return [
+        p
+        for p in (tmp_path / "portal-var").rglob("*")
+        if p.is_file() and p.name != "dev-secret-key"
+    ]
 
 
 def test_an_upload_larger_than_the_memory_limit_succeeds(server, backend, token, tmp_path):
@@ -79,7 +93,9 @@ def test_an_upload_larger_than_the_memory_limit_succeeds(server, backend, token,
     assert model["size"] == adapter.model_size
     assert model["sha256"] == adapter.sha256  # computed while generating, in this process
     # What is in the store is those bytes (re-read from the store, streaming).
-    backend.verify_object(version.quarantine_keys["adapter_model.safetensors"], adapter.model_size, adapter.sha256)
+    backend.verify_object(
+        version.quarantine_keys["adapter_model.safetensors"], adapter.model_size, adapter.sha256
+    )
     assert server.peak_rss() < MEMORY_LIMIT
     assert upload_temp_files(tmp_path) == []
 

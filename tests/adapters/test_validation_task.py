@@ -32,9 +32,13 @@ def wait_for_status(version_id: int, statuses: set[str], timeout: float = 60.0) 
 
 
 def test_an_upload_is_validated_by_the_worker_after_commit(worker_world, tmp_path):
-    response = upload(worker_world.client("bob"), "acme", "support", adapter_files(tmp_path / "ok", rank=16))
+    response = upload(
+        worker_world.client("bob"), "acme", "support", adapter_files(tmp_path / "ok", rank=16)
+    )
     assert response.status_code == 201, response.json()
-    version = wait_for_status(AdapterVersion.objects.get(adapter=worker_world.support).pk, {"validated", "rejected"})
+    version = wait_for_status(
+        AdapterVersion.objects.get(adapter=worker_world.support).pk, {"validated", "rejected"}
+    )
     assert version.status == "validated", version.validation_report["errors"]
     assert version.rank == 16
     assert version.validation_report["manifest_sha256"] == version.manifest_sha256
@@ -44,7 +48,9 @@ def test_a_bad_adapter_is_rejected_with_its_code(worker_world, tmp_path):
     directory = adapter_files(tmp_path / "dora", extra_config={"use_dora": True})
     response = upload(worker_world.client("bob"), "acme", "support", directory)
     assert response.status_code == 201
-    version = wait_for_status(AdapterVersion.objects.get(adapter=worker_world.support).pk, {"validated", "rejected"})
+    version = wait_for_status(
+        AdapterVersion.objects.get(adapter=worker_world.support).pk, {"validated", "rejected"}
+    )
     assert version.status == "rejected"
     assert "config.dora_not_supported" in [e["code"] for e in version.validation_report["errors"]]
 
@@ -54,14 +60,19 @@ def test_running_the_task_twice_validates_once(worker_world, tmp_path, monkeypat
     from adapters.services import uploads
 
     monkeypatch.setattr(uploads, "_enqueue_validation", lambda version_id: None)
-    response = upload(worker_world.client("bob"), "acme", "support", adapter_files(tmp_path / "twice"))
+    response = upload(
+        worker_world.client("bob"), "acme", "support", adapter_files(tmp_path / "twice")
+    )
     version_id = AdapterVersion.objects.get(adapter=worker_world.support).pk
     first = validate_version.delay(version_id)
     second = validate_version.delay(version_id)
     results = sorted([first.get(timeout=60), second.get(timeout=60)])
     assert results == ["skipped", "validated"]
     assert AdapterVersion.objects.get(pk=version_id).status == "validated"
-    assert AuditEvent.objects.filter(action="version.validate", object_id="acme/support@1").count() == 1
+    assert (
+        AuditEvent.objects.filter(action="version.validate", object_id="acme/support@1").count()
+        == 1
+    )
     assert response.status_code == 201
 
 
@@ -77,10 +88,14 @@ def test_a_stalled_upload_is_found_by_the_sweep(world, tmp_path, monkeypatch):
     upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "stalled"))
     version = AdapterVersion.objects.get(adapter=world.support)
     assert stalled_validation_ids() == []
-    AdapterVersion.objects.filter(pk=version.pk).update(updated_at=timezone.now() - timedelta(hours=1))
+    AdapterVersion.objects.filter(pk=version.pk).update(
+        updated_at=timezone.now() - timedelta(hours=1)
+    )
     assert stalled_validation_ids() == [version.pk]
     # A claim that outlived its lease (the worker died) is taken over.
     assert version_claim_for_validation(version_id=version.pk)
     assert not version_claim_for_validation(version_id=version.pk)
-    AdapterVersion.objects.filter(pk=version.pk).update(updated_at=timezone.now() - timedelta(days=1))
+    AdapterVersion.objects.filter(pk=version.pk).update(
+        updated_at=timezone.now() - timedelta(days=1)
+    )
     assert version_claim_for_validation(version_id=version.pk)

@@ -23,19 +23,26 @@ def _mark_validated(version):
     from adapters.services.validation import version_claim_for_validation
 
     assert version_claim_for_validation(version_id=version.pk)
-    return version_record_validation(version=version, report={"valid": True, "errors": []}, fields={"rank": 8})
+    return version_record_validation(
+        version=version, report={"valid": True, "errors": []}, fields={"rank": 8}
+    )
 
 
 def test_it_uploads_a_version_as_uploaded(world, uploaded):
     assert uploaded.status == "uploaded"
     assert uploaded.served_name.startswith("acme--support--v1-")
-    assert {f["name"] for f in uploaded.manifest} == {"adapter_config.json", "adapter_model.safetensors"}
+    assert {f["name"] for f in uploaded.manifest} == {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    }
 
 
 def test_the_uploader_cannot_approve_their_own_version(world, uploaded):
     world.users["bob"].groups.add(*world.users["rita"].groups.all())
     _mark_validated(uploaded)
-    response = world.client("bob").post("/api/v1/tenants/acme/adapters/support/versions/1/approve/", {})
+    response = world.client("bob").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/approve/", {}
+    )
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "approval.four_eyes"
     assert AdapterVersion.objects.get(pk=uploaded.pk).status == "validated"
@@ -43,12 +50,19 @@ def test_the_uploader_cannot_approve_their_own_version(world, uploaded):
 
 def test_a_reviewer_approves_and_an_owner_releases(world, uploaded):
     _mark_validated(uploaded)
-    response = world.client("rita").post("/api/v1/tenants/acme/adapters/support/versions/1/approve/", {"comment": "ok"})
+    response = world.client("rita").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/approve/", {"comment": "ok"}
+    )
     assert response.status_code == 200, response.json()
     assert response.json()["status"] == "staged"
     decision = Decision.objects.get(version=uploaded, kind="approve")
-    assert decision.actor == world.users["rita"] and decision.evidence["validation_report"]["valid"] is True
-    response = world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    assert (
+        decision.actor == world.users["rita"]
+        and decision.evidence["validation_report"]["valid"] is True
+    )
+    response = world.client("alice").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/release/", {}
+    )
     assert response.status_code == 200, response.json()
     assert response.json()["status"] == "active"
     assert verify_chain().ok
@@ -56,8 +70,15 @@ def test_a_reviewer_approves_and_an_owner_releases(world, uploaded):
 
 def test_approving_twice_is_refused_with_a_clear_error(world, uploaded):
     _mark_validated(uploaded)
-    assert world.client("rita").post("/api/v1/tenants/acme/adapters/support/versions/1/approve/", {}).status_code == 200
-    response = world.client("rob").post("/api/v1/tenants/acme/adapters/support/versions/1/approve/", {})
+    assert (
+        world.client("rita")
+        .post("/api/v1/tenants/acme/adapters/support/versions/1/approve/", {})
+        .status_code
+        == 200
+    )
+    response = world.client("rob").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/approve/", {}
+    )
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "version.bad_transition"
     assert Decision.objects.filter(version=uploaded, kind="approve").count() == 1
@@ -66,7 +87,9 @@ def test_approving_twice_is_refused_with_a_clear_error(world, uploaded):
 def test_a_maintainer_cannot_release(world, uploaded):
     _mark_validated(uploaded)
     world.client("rita").post("/api/v1/tenants/acme/adapters/support/versions/1/approve/", {})
-    response = world.client("bob").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    response = world.client("bob").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/release/", {}
+    )
     assert response.status_code == 403
     assert AdapterVersion.objects.get(pk=uploaded.pk).status == "staged"
 
@@ -86,14 +109,20 @@ def test_a_gold_release_needs_a_second_approval_by_someone_else(world, uploaded)
     world.acme.save()
     _mark_validated(uploaded)
     assert _approve(world).status_code == 200
-    first = world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {"comment": "go"})
+    first = world.client("alice").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/release/", {"comment": "go"}
+    )
     assert first.status_code == 200
     assert first.json()["status"] == "staged"
     assert [d["kind"] for d in first.json()["decisions"]] == ["approve", "release_approval"]
-    again = world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    again = world.client("alice").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/release/", {}
+    )
     assert again.status_code == 403
     assert again.json()["error"]["code"] == "release.second_approval_same_user"
-    second = world.client("rob").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    second = world.client("rob").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/release/", {}
+    )
     assert second.status_code == 200, second.json()
     assert second.json()["status"] == "active"
 
@@ -103,7 +132,9 @@ def test_a_reviewer_cannot_start_a_gold_release(world, uploaded):
     world.acme.save()
     _mark_validated(uploaded)
     _approve(world)
-    response = world.client("rob").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    response = world.client("rob").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/release/", {}
+    )
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "release.not_owner"
     assert not Decision.objects.filter(version=uploaded, kind="release_approval").exists()
@@ -124,9 +155,13 @@ def test_a_rejection_needs_a_reason_and_keeps_it(world, uploaded):
 
 def test_a_rejected_version_cannot_be_released_or_approved(world, uploaded):
     _mark_validated(uploaded)
-    world.client("rita").post("/api/v1/tenants/acme/adapters/support/versions/1/reject/", {"reason": "no"})
+    world.client("rita").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/reject/", {"reason": "no"}
+    )
     events_before = AuditEvent.objects.filter(action__startswith="version.").count()
-    release = world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
+    release = world.client("alice").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/release/", {}
+    )
     assert release.status_code == 409
     assert release.json()["error"]["code"] == "version.bad_transition"
     assert "rejected" in release.json()["error"]["message"]
@@ -146,7 +181,14 @@ def test_disable_stops_an_active_version(world, uploaded):
     _mark_validated(uploaded)
     _approve(world)
     world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/release/", {})
-    assert world.client("bob").post("/api/v1/tenants/acme/adapters/support/versions/1/disable/", {}).status_code == 403
-    response = world.client("alice").post("/api/v1/tenants/acme/adapters/support/versions/1/disable/", {"reason": "leak"})
+    assert (
+        world.client("bob")
+        .post("/api/v1/tenants/acme/adapters/support/versions/1/disable/", {})
+        .status_code
+        == 403
+    )
+    response = world.client("alice").post(
+        "/api/v1/tenants/acme/adapters/support/versions/1/disable/", {"reason": "leak"}
+    )
     assert response.status_code == 200
     assert response.json()["status"] == "disabled"

@@ -14,12 +14,10 @@ from playwright import sync_api as playwright_api
 from adapters.models import AdapterVersion
 from tests.factories import PASSWORD, adapter_files
 
-# serialized_rollback: the flush after a transactional test also empties the platform-role groups
-# that a migration creates; the next test needs them back.
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True, serialized_rollback=True),
-]
+# The world's personas recreate the platform-role groups a transactional flush empties
+# (tests/factories.make_user), so no serialized rollback is needed; it would clash with the
+# content types that the flush's post_migrate recreates.
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

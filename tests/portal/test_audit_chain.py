@@ -9,7 +9,10 @@ pytestmark = pytest.mark.django_db
 
 
 def _events(n):
-    return [record_event(action="test.event", object_type="thing", object_id=str(i), after={"i": i}) for i in range(n)]
+    return [
+        record_event(action="test.event", object_type="thing", object_id=str(i), after={"i": i})
+        for i in range(n)
+    ]
 
 
 def test_it_verifies_an_untouched_chain():
@@ -30,7 +33,9 @@ def test_it_names_the_tampered_row():
     with connection.cursor() as cursor:
         # As the database owner: bypass the append-only triggers, as an attacker with DBA rights would.
         cursor.execute("SET session_replication_role = replica")
-        cursor.execute("UPDATE portal_auditevent SET after = %s WHERE id = %s", ['{"i": 99}', events[2].pk])
+        cursor.execute(
+            "UPDATE portal_auditevent SET after = %s WHERE id = %s", ['{"i": 99}', events[2].pk]
+        )
         cursor.execute("SET session_replication_role = origin")
     report = verify_chain()
     assert not report.ok
@@ -60,18 +65,26 @@ def test_it_detects_a_removed_newest_row():
     assert report.first_broken_id == events[2].pk
 
 
-@pytest.mark.parametrize("statement", ["UPDATE portal_auditevent SET action = 'x'", "DELETE FROM portal_auditevent"])
+@pytest.mark.parametrize(
+    "statement", ["UPDATE portal_auditevent SET action = 'x'", "DELETE FROM portal_auditevent"]
+)
 def test_the_triggers_refuse_changes_on_postgresql(statement):
     _events(1)
-    with pytest.raises(DatabaseError, match="append-only"):
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(statement)
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(statement)
     assert AuditEvent.objects.count() == 1
 
 
 def test_the_trigger_refuses_truncate_outside_maintenance():
     _events(1)
-    with pytest.raises(DatabaseError, match="append-only"):
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SET LOCAL lora_portal.audit_maintenance = 'off'")
-            cursor.execute("TRUNCATE portal_auditevent")
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("SET LOCAL lora_portal.audit_maintenance = 'off'")
+        cursor.execute("TRUNCATE portal_auditevent")

@@ -25,12 +25,18 @@ def test_token_creation_and_revocation_are_audited(world):
     events = AuditEvent.objects.filter(object_type="tenants.apitoken")
     assert [e.action for e in events] == ["token.create", "token.revoke"]
     assert events[0].after["prefix"] == issued.token.prefix
-    assert issued.plaintext.split("_")[2] not in json.dumps(events[0].after)  # the secret is never logged
+    assert issued.plaintext.split("_")[2] not in json.dumps(
+        events[0].after
+    )  # the secret is never logged
 
 
 def test_membership_changes_are_audited_with_before_and_after(world):
-    membership = membership_set(actor=world.users["alice"], tenant=world.acme, username="nora", role="viewer")
-    membership_set(actor=world.users["alice"], tenant=world.acme, username="nora", role="maintainer")
+    membership = membership_set(
+        actor=world.users["alice"], tenant=world.acme, username="nora", role="viewer"
+    )
+    membership_set(
+        actor=world.users["alice"], tenant=world.acme, username="nora", role="maintainer"
+    )
     membership_remove(actor=world.users["alice"], membership=membership)
     events = list(AuditEvent.objects.filter(action__startswith="membership."))
     assert [(e.action, e.before, e.after) for e in events] == [
@@ -46,7 +52,9 @@ def test_the_last_owner_cannot_be_removed(world):
     from tenants.models import Membership
 
     with pytest.raises(Conflict) as refused:
-        membership_remove(actor=world.users["adam"], membership=Membership.objects.get(user__username="alice"))
+        membership_remove(
+            actor=world.users["adam"], membership=Membership.objects.get(user__username="alice")
+        )
     assert refused.value.code == "membership.last_owner"
     assert Membership.objects.filter(user__username="alice", role="owner").exists()
 
@@ -65,7 +73,9 @@ def test_audit_verify_command_passes_then_names_the_tampered_row(world, capsys):
     row = AuditEvent.objects.get(object_type="tenants.apitoken", object_id=str(victim.token.pk))
     with connection.cursor() as cursor:
         cursor.execute("SET session_replication_role = replica")
-        cursor.execute("UPDATE portal_auditevent SET actor_label = 'mallory' WHERE id = %s", [row.pk])
+        cursor.execute(
+            "UPDATE portal_auditevent SET actor_label = 'mallory' WHERE id = %s", [row.pk]
+        )
         cursor.execute("SET session_replication_role = origin")
     with pytest.raises(CommandError, match=f"broken at event #{row.pk}") as failed:
         call_command("audit_verify")

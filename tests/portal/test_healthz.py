@@ -15,10 +15,17 @@ def registered_engines(engines, celery_worker_process, settings):
     base = tiny_base_model()
     settings.PORTAL_ENGINE_KEY = engines[0].engine_key
     return [
-        Engine.objects.create(name=handle.name, base_model=base, url=handle.base_url,
-                              served_model_name=handle.served_model_name, adapter_root=str(handle.adapter_root),
-                              max_loras=handle.max_loras, max_cpu_loras=handle.max_cpu_loras,
-                              max_lora_rank=handle.max_lora_rank, has_plugin=True)
+        Engine.objects.create(
+            name=handle.name,
+            base_model=base,
+            url=handle.base_url,
+            served_model_name=handle.served_model_name,
+            adapter_root=str(handle.adapter_root),
+            max_loras=handle.max_loras,
+            max_cpu_loras=handle.max_cpu_loras,
+            max_lora_rank=handle.max_lora_rank,
+            has_plugin=True,
+        )
         for handle in engines
     ]
 
@@ -36,7 +43,9 @@ def test_it_is_green_when_every_part_is_up(client, registered_engines):
     assert all(_engine_states(body).values())
 
 
-def test_it_reports_a_stopped_engine_as_down_and_recovers(client, registered_engines, engines, engine_control):
+def test_it_reports_a_stopped_engine_as_down_and_recovers(
+    client, registered_engines, engines, engine_control
+):
     victim = engines[1]
     engine_control.stop(victim)
     response = client.get("/healthz")
@@ -48,7 +57,9 @@ def test_it_reports_a_stopped_engine_as_down_and_recovers(client, registered_eng
     assert response.status_code == 200, response.json()
 
 
-def test_an_optional_engine_does_not_fail_the_check(client, registered_engines, engines, engine_control):
+def test_an_optional_engine_does_not_fail_the_check(
+    client, registered_engines, engines, engine_control
+):
     Engine.objects.filter(name=engines[1].name).update(required=False)
     engine_control.stop(engines[1])
     response = client.get("/healthz")
@@ -63,4 +74,8 @@ def test_it_is_a_json_503_without_a_celery_worker(client, db, monkeypatch):
     monkeypatch.setattr(health.celery_app.control, "ping", lambda timeout: [])
     response = client.get("/healthz")
     assert response.status_code == 503
-    assert response.json()["celery"] == {"ok": False, "workers": [], "error": "no worker answered a ping"}
+    assert response.json()["celery"] == {
+        "ok": False,
+        "workers": [],
+        "error": "no worker answered a ping",
+    }

@@ -12,7 +12,14 @@ from django.core.management import call_command
 
 REPO = Path(__file__).resolve().parents[2]
 # tests/settings.py puts test defaults into os.environ; a production-like run must not inherit them.
-TEST_ONLY_VARS = {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "SECURE_SSL_REDIRECT", "ALLOWED_HOSTS", "PORTAL_VAR_DIR"}
+TEST_ONLY_VARS = {
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "SECURE_SSL_REDIRECT",
+    "ALLOWED_HOSTS",
+    "PORTAL_VAR_DIR",
+}
 
 
 def production_env(**overrides: str) -> dict[str, str]:
@@ -30,7 +37,11 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
     )
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
@@ -38,16 +49,28 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
 
 def test_settings_refuse_to_start_without_a_secret_key_in_production(tmp_path):
     env = production_env(DJANGO_DEBUG="0", SECRET_KEY="", PORTAL_VAR_DIR=str(tmp_path))
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert "SECRET_KEY is required when DJANGO_DEBUG is off" in result.stderr
 
 
 def test_settings_fail_loudly_on_a_bad_boolean(tmp_path):
     env = production_env(DJANGO_DEBUG="maybe", PORTAL_VAR_DIR=str(tmp_path))
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert "DJANGO_DEBUG='maybe' is not a boolean" in result.stderr
 

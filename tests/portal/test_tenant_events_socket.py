@@ -19,7 +19,10 @@ def session_cookie(user) -> list[tuple[bytes, bytes]]:
     session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.save()
-    return [(b"cookie", f"sessionid={session.session_key}".encode()), (b"origin", b"http://testserver")]
+    return [
+        (b"cookie", f"sessionid={session.session_key}".encode()),
+        (b"origin", b"http://testserver"),
+    ]
 
 
 async def connect(path: str, headers: list[tuple[bytes, bytes]]):
@@ -29,7 +32,9 @@ async def connect(path: str, headers: list[tuple[bytes, bytes]]):
 
 
 async def test_anonymous_sockets_are_refused_before_accept(world):
-    communicator, connected, code = await connect("/ws/tenants/acme/events/", [(b"origin", b"http://testserver")])
+    communicator, connected, code = await connect(
+        "/ws/tenants/acme/events/", [(b"origin", b"http://testserver")]
+    )
     assert not connected and code == 4401
 
 
@@ -62,12 +67,19 @@ async def test_a_member_receives_version_status_changes(world, tmp_path, monkeyp
         upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "a"))
         version = world.support.versions.get()
         version_claim_for_validation(version_id=version.pk)
-        version = version_record_validation(version=version, report={"valid": True, "errors": []}, fields={})
+        version = version_record_validation(
+            version=version, report={"valid": True, "errors": []}, fields={}
+        )
         version_reject(version=version, reviewer=world.users["rita"], reason="test")
 
     await sync_to_async(make_and_reject)()
     first = await communicator.receive_json_from(timeout=5)
     second = await communicator.receive_json_from(timeout=5)
-    assert first == {"kind": "version.status", "version": "support@1", "from": "validating", "to": "validated"}
+    assert first == {
+        "kind": "version.status",
+        "version": "support@1",
+        "from": "validating",
+        "to": "validated",
+    }
     assert second["to"] == "rejected"
     await communicator.disconnect()

@@ -16,8 +16,16 @@ pytestmark = [pytest.mark.engine, pytest.mark.django_db]
 def engine_rows(engines, settings):
     settings.PORTAL_ENGINE_KEY = engines[0].engine_key
     base = tiny_base_model()
-    return [Engine.objects.create(name=h.name, base_model=base, url=h.base_url, served_model_name=h.served_model_name,
-                                  adapter_root=str(h.adapter_root)) for h in engines]
+    return [
+        Engine.objects.create(
+            name=h.name,
+            base_model=base,
+            url=h.base_url,
+            served_model_name=h.served_model_name,
+            adapter_root=str(h.adapter_root),
+        )
+        for h in engines
+    ]
 
 
 def test_a_probe_moves_engines_between_up_and_down(engine_rows, engines, engine_control):
@@ -28,7 +36,9 @@ def test_a_probe_moves_engines_between_up_and_down(engine_rows, engines, engine_
     assert result[engines[0].name] == "up" and result[engines[1].name] != "up"
     down = Engine.objects.get(name=engines[1].name)
     assert down.state == "down" and down.last_error
-    assert AuditEvent.objects.filter(action="engine.state", object_id=engines[1].name, after__state="down").exists()
+    assert AuditEvent.objects.filter(
+        action="engine.state", object_id=engines[1].name, after__state="down"
+    ).exists()
     engine_control.start(engines[1])
     engines_probe_all()
     assert Engine.objects.get(name=engines[1].name).state == "up"

@@ -7,55 +7,163 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('adapters', '0001_initial'),
+        ("adapters", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Engine',
+            name="Engine",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=40, unique=True, validators=[django.core.validators.RegexValidator('^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$', 'Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.', code='invalid_slug')])),
-                ('pool', models.CharField(default='shared', max_length=40, validators=[django.core.validators.RegexValidator('^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$', 'Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.', code='invalid_slug')])),
-                ('url', models.URLField(help_text='Reachable only from workers and gateway')),
-                ('served_model_name', models.CharField(max_length=100)),
-                ('max_loras', models.PositiveIntegerField(default=4)),
-                ('max_cpu_loras', models.PositiveIntegerField(default=8)),
-                ('max_lora_rank', models.PositiveIntegerField(default=64)),
-                ('adapter_root', models.CharField(help_text="Directory on the engine's node where workers stage adapters", max_length=500)),
-                ('state', models.CharField(choices=[('warming', 'Warming'), ('up', 'Up'), ('draining', 'Draining'), ('down', 'Down')], default='warming', max_length=10)),
-                ('has_plugin', models.BooleanField(default=False)),
-                ('required', models.BooleanField(default=True, help_text='Whether /healthz is degraded when this engine is down')),
-                ('last_seen_at', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('base_model', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='engines', to='adapters.basemodel')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=40,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$",
+                                "Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.",
+                                code="invalid_slug",
+                            )
+                        ],
+                    ),
+                ),
+                (
+                    "pool",
+                    models.CharField(
+                        default="shared",
+                        max_length=40,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$",
+                                "Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.",
+                                code="invalid_slug",
+                            )
+                        ],
+                    ),
+                ),
+                ("url", models.URLField(help_text="Reachable only from workers and gateway")),
+                ("served_model_name", models.CharField(max_length=100)),
+                ("max_loras", models.PositiveIntegerField(default=4)),
+                ("max_cpu_loras", models.PositiveIntegerField(default=8)),
+                ("max_lora_rank", models.PositiveIntegerField(default=64)),
+                (
+                    "adapter_root",
+                    models.CharField(
+                        help_text="Directory on the engine's node where workers stage adapters",
+                        max_length=500,
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("warming", "Warming"),
+                            ("up", "Up"),
+                            ("draining", "Draining"),
+                            ("down", "Down"),
+                        ],
+                        default="warming",
+                        max_length=10,
+                    ),
+                ),
+                ("has_plugin", models.BooleanField(default=False)),
+                (
+                    "required",
+                    models.BooleanField(
+                        default=True,
+                        help_text="Whether /healthz is degraded when this engine is down",
+                    ),
+                ),
+                ("last_seen_at", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "base_model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="engines",
+                        to="adapters.basemodel",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Residency',
+            name="Residency",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('desired_state', models.CharField(choices=[('absent', 'Absent'), ('registered', 'Registered'), ('resident_cpu', 'Resident Cpu'), ('resident_gpu', 'Resident Gpu'), ('pinned', 'Pinned')], default='registered', max_length=16)),
-                ('observed_state', models.CharField(choices=[('absent', 'Absent'), ('registered', 'Registered'), ('resident_cpu', 'Resident Cpu'), ('resident_gpu', 'Resident Gpu'), ('pinned', 'Pinned')], default='absent', max_length=16)),
-                ('loaded_at', models.DateTimeField(blank=True, null=True)),
-                ('load_latency_ms', models.FloatField(blank=True, null=True)),
-                ('hits', models.PositiveBigIntegerField(default=0)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('engine', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='residencies', to='workers.engine')),
-                ('version', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='residencies', to='adapters.adapterversion')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "desired_state",
+                    models.CharField(
+                        choices=[
+                            ("absent", "Absent"),
+                            ("registered", "Registered"),
+                            ("resident_cpu", "Resident Cpu"),
+                            ("resident_gpu", "Resident Gpu"),
+                            ("pinned", "Pinned"),
+                        ],
+                        default="registered",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "observed_state",
+                    models.CharField(
+                        choices=[
+                            ("absent", "Absent"),
+                            ("registered", "Registered"),
+                            ("resident_cpu", "Resident Cpu"),
+                            ("resident_gpu", "Resident Gpu"),
+                            ("pinned", "Pinned"),
+                        ],
+                        default="absent",
+                        max_length=16,
+                    ),
+                ),
+                ("loaded_at", models.DateTimeField(blank=True, null=True)),
+                ("load_latency_ms", models.FloatField(blank=True, null=True)),
+                ("hits", models.PositiveBigIntegerField(default=0)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "engine",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="residencies",
+                        to="workers.engine",
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="residencies",
+                        to="adapters.adapterversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['engine_id', 'version_id'],
-                'constraints': [models.UniqueConstraint(fields=('engine', 'version'), name='residency_unique')],
+                "ordering": ["engine_id", "version_id"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("engine", "version"), name="residency_unique")
+                ],
             },
         ),
     ]

@@ -19,8 +19,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            base = base_model_register_from_dir(actor=None, name=options["name"], model_dir=options["model_dir"])
+            base = base_model_register_from_dir(
+                actor=None, name=options["name"], model_dir=options["model_dir"]
+            )
         except ApplicationError as exc:
             raise CommandError(f"{exc.code}: {exc.message}", returncode=1) from None
-        dims = ", ".join(f"{module} {d_in}->{d_out}" for module, (d_in, d_out) in sorted(base.module_dims.items()))
-        self.stdout.write(self.style.SUCCESS(f"registered {base.name} ({base.architecture}, {base.num_layers} layers): {dims}"))
+        dims = ", ".join(
+            f"{module} {d_in}->{d_out}"
+            for module, (d_in, d_out) in sorted(base.module_dims.items())
+        )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"registered {base.name} ({base.architecture}, {base.num_layers} layers): {dims}"
+            )
+        )

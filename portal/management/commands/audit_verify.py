@@ -20,7 +20,9 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(report.as_dict()))
         elif report.ok:
-            self.stdout.write(self.style.SUCCESS(f"audit chain intact: {report.checked} events verified"))
+            self.stdout.write(
+                self.style.SUCCESS(f"audit chain intact: {report.checked} events verified")
+            )
         if not report.ok:
             raise CommandError(
                 f"audit chain broken at event #{report.first_broken_id}: {report.reason} "

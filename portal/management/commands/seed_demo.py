@@ -12,20 +12,30 @@ from portal.demo import DEMO_USERS, seed_demo
 
 
 class Command(BaseCommand):
-    help = "Seed the demo: tenants, a user per role, the tiny base model, an engine, a few adapters."
+    help = (
+        "Seed the demo: tenants, a user per role, the tiny base model, an engine, a few adapters."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--tiny-dir", type=Path, default=Path("var/tiny"))
-        parser.add_argument("--engine-url", default=os.environ.get("ENGINE_URL", "http://127.0.0.1:8100"))
+        parser.add_argument(
+            "--engine-url", default=os.environ.get("ENGINE_URL", "http://127.0.0.1:8100")
+        )
         parser.add_argument("--engine-name", default="local-1")
 
     def handle(self, *args, **options):
         tiny_dir = options["tiny_dir"]
         if not (tiny_dir / "base" / "config.json").exists():
-            raise CommandError(f"{tiny_dir}/base/config.json is missing; build it with "
-                               f"`.venv-engine/bin/python -m engine.tiny_model --out {tiny_dir}`")
-        result = seed_demo(tiny_dir=tiny_dir, engine_url=options["engine_url"], engine_name=options["engine_name"],
-                           adapter_root=Path(settings.ENGINE_ADAPTER_ROOT) / options["engine_name"])
+            raise CommandError(
+                f"{tiny_dir}/base/config.json is missing; build it with "
+                f"`.venv-engine/bin/python -m engine.tiny_model --out {tiny_dir}`"
+            )
+        result = seed_demo(
+            tiny_dir=tiny_dir,
+            engine_url=options["engine_url"],
+            engine_name=options["engine_name"],
+            adapter_root=Path(settings.ENGINE_ADAPTER_ROOT) / options["engine_name"],
+        )
         self.stdout.write(self.style.SUCCESS("demo ready"))
         for username, (roles, memberships) in DEMO_USERS.items():
             where = ", ".join([*roles, *(f"{role} of {t}" for t, role in memberships.items())])
