@@ -107,6 +107,16 @@ def version_record_validation(
     return locked
 
 
+def _reviewer_access(reviewer: Any, access: AccessContext | None, verb: str) -> AccessContext:
+    access = access or AccessContext.for_user(reviewer)
+    if not access.is_reviewer:
+        raise PermissionDenied(
+            "approval.not_reviewer", f"Only a platform reviewer may {verb} a version."
+        )
+    access.require_scope("approve")
+    return access
+
+
 def version_approve(
     *,
     version: AdapterVersion,
@@ -118,12 +128,7 @@ def version_approve(
     """validated -> staged: four eyes (a reviewer who is not the uploader); files are promoted."""
     from adapters.services.promotion import promote_to_serving
 
-    access = access or AccessContext.for_user(reviewer)
-    if not access.is_reviewer:
-        raise PermissionDenied(
-            "approval.not_reviewer", "Only a platform reviewer may approve a version."
-        )
-    access.require_scope("approve")
+    access = _reviewer_access(reviewer, access, "approve")
     if version.uploaded_by_id == reviewer.pk:
         raise PermissionDenied(
             "approval.four_eyes", "You uploaded this version; another reviewer must approve it."
@@ -156,12 +161,7 @@ def version_reject(
     access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
-    access = access or AccessContext.for_user(reviewer)
-    if not access.is_reviewer:
-        raise PermissionDenied(
-            "approval.not_reviewer", "Only a platform reviewer may reject a version."
-        )
-    access.require_scope("approve")
+    access = _reviewer_access(reviewer, access, "reject")
     if not reason or not reason.strip():
         raise ApplicationError(
             "rejection.reason_required",
@@ -242,7 +242,7 @@ def version_disable(
     access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
-    """Stop serving at once; workers unload it from every engine after commit."""
+    """Stop serving at once. (Unloading from engines belongs to the fleet work, not built yet.)"""
     access = access or AccessContext.for_user(actor)
     access.require_scope("write")
     with transaction.atomic():
@@ -255,13 +255,4 @@ def version_disable(
         _require_status(locked, (S.ACTIVE, S.STAGED), "disable")
         _decide(locked, DecisionKind.DISABLE, actor, reason)
         _transition(locked, to=S.DISABLED, actor=actor, action="disable", request_id=request_id)
-        transaction.on_commit(lambda: _enqueue_unload(locked.pk))
     return locked
-
-
-def _enqueue_unload(version_id: int) -> None:
-    try:
-        from workers.tasks import unload_version_everywhere
-    except ImportError:  # the fleet tasks are not part of this build yet
-        return
-    unload_version_everywhere.delay(version_id)
