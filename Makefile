@@ -6,9 +6,9 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: run test lint bench bench-cache bench-validation bench-upload bench-list deps venv engine-venv tiny-model services browser demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-validation bench-upload bench-list deps venv engine-venv tiny-model services browser demo migrate clean-var
 
-deps: venv engine-venv tiny-model services
+deps: venv engine-venv tiny-model
 
 venv:
 	@scripts/ensure_venv.sh
@@ -20,20 +20,23 @@ tiny-model: engine-venv
 	@$(ENGINE_PY) -m engine.tiny_model --out $(TINY)
 
 services:
-	@scripts/ensure_services.sh
+	@scripts/ensure_services.sh postgres redis
+
+redis:
+	@scripts/ensure_services.sh redis
 
 browser:
 	@scripts/ensure_browser.sh
 
 # The portal with a demo: SQLite and local-disk storage (embedded defaults), Redis, one CPU engine.
-run: deps
+run: deps redis
 	@DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
 	@DJANGO_DEBUG=1 ENGINE_URL=http://127.0.0.1:$(ENGINE_PORT) $(PY) manage.py seed_demo --tiny-dir $(TINY)
 	@echo "LoRA Portal: http://127.0.0.1:$(PORT)/  (log in as alice, bob, rita, olga or admin; password above)"
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
 	@DJANGO_DEBUG=1 PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
 
-test: deps browser
+test: deps services browser
 	@CI=$${CI:-} scripts/run_tests.sh
 
 lint: venv

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Start PostgreSQL and Redis on loopback when they are not already answering. Idempotent.
+# Start the named services (postgres, redis; default both) on loopback when they are not already
+# answering. Idempotent.
 set -euo pipefail
+wanted="${*:-postgres redis}"
 
-if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+if [[ " $wanted " == *" postgres "* ]] && ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
   if command -v pg_ctlcluster >/dev/null 2>&1; then
     version=$(ls /etc/postgresql | sort -V | tail -n 1)
     echo "starting PostgreSQL $version"
@@ -14,7 +16,7 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
   for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
 fi
 
-if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+if [[ " $wanted " == *" redis "* ]] && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   if command -v redis-server >/dev/null 2>&1; then
     echo "starting Redis"
     mkdir -p /var/lib/redis /var/log/redis
