@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from adapters.validation.base_model import BaseModelSpec
+
 REPO = Path(__file__).resolve().parents[1]
 MiB = 1024 * 1024
 CHUNK = MiB
@@ -44,25 +46,9 @@ BIG_HF_CONFIG: dict[str, Any] = {
     "num_hidden_layers": 80,
     "vocab_size": 128256,
 }
-# (in, out) of each projection for BIG_HF_CONFIG.
-BIG_MODULE_DIMS: dict[str, tuple[int, int]] = {
-    "q_proj": (8192, 8192),
-    "k_proj": (8192, 1024),
-    "v_proj": (8192, 1024),
-    "o_proj": (8192, 8192),
-    "gate_proj": (8192, 28672),
-    "up_proj": (8192, 28672),
-    "down_proj": (28672, 8192),
-}
-_PARENTS = {
-    "q_proj": "self_attn",
-    "k_proj": "self_attn",
-    "v_proj": "self_attn",
-    "o_proj": "self_attn",
-    "gate_proj": "mlp",
-    "up_proj": "mlp",
-    "down_proj": "mlp",
-}
+# (in, out) of each projection, derived the way validation derives it.
+BIG_SPEC = BaseModelSpec.from_hf_config(BIG_HF_CONFIG, BIG_BASE_MODEL)
+BIG_MODULE_DIMS: dict[str, tuple[int, int]] = dict(BIG_SPEC.module_dims)
 
 
 def _finite_block() -> bytes:
@@ -83,7 +69,7 @@ class GeneratedAdapter:
         offset = 0
         for layer in range(self.layers):
             for module, (d_in, d_out) in BIG_MODULE_DIMS.items():
-                stem = f"base_model.model.model.layers.{layer}.{_PARENTS[module]}.{module}"
+                stem = f"base_model.model.model.layers.{layer}.{BIG_SPEC.module_path(module)}"
                 for matrix, shape in (("A", [RANK, d_in]), ("B", [d_out, RANK])):
                     size = shape[0] * shape[1] * 2
                     header[f"{stem}.lora_{matrix}.weight"] = {
@@ -112,6 +98,15 @@ class GeneratedAdapter:
             }
         ).encode()
         self._sha256: str | None = None
+
+    def write(self, folder: Path) -> Path:
+        """Write the adapter's two files into `folder`, streaming (never whole in memory)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "adapter_model.safetensors", "wb") as out:
+            for chunk in self.model_chunks():
+                out.write(chunk)
+        (folder / "adapter_config.json").write_bytes(self.config_bytes)
+        return folder
 
     def model_chunks(self) -> Iterator[bytes]:
         hasher = hashlib.sha256()

@@ -21,7 +21,6 @@ import platform
 import resource
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -31,84 +30,18 @@ from typing import Any
 
 import numpy as np
 
+from bench.upload_support import BIG_BASE_MODEL, BIG_HF_CONFIG, RANK, GeneratedAdapter
+
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- validation:begin -->", "<!-- validation:end -->"
-RANK = 64
 CHUNK = 1024 * 1024
 MB = 1_000_000
-# Llama-3-70B: hidden 8192, 64 heads of 128, 8 KV heads, intermediate 28672.
-HF_CONFIG: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 8192,
-    "intermediate_size": 28672,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 80,
-}
-PARENTS = {
-    "q_proj": "self_attn",
-    "k_proj": "self_attn",
-    "v_proj": "self_attn",
-    "o_proj": "self_attn",
-    "gate_proj": "mlp",
-    "up_proj": "mlp",
-    "down_proj": "mlp",
-}
-
-
-def _module_dims() -> dict[str, tuple[int, int]]:
-    from adapters.validation import BaseModelSpec
-
-    return dict(BaseModelSpec.from_hf_config(HF_CONFIG, "bench").module_dims)
 
 
 def build_adapter(folder: Path, target_bytes: int) -> tuple[Path, int]:
     """Write a valid adapter of about target_bytes, streaming (never the whole file in memory)."""
-    dims = _module_dims()
-    per_layer = sum(RANK * (d_in + d_out) * 2 for d_in, d_out in dims.values())
-    layers = max(1, round(target_bytes / per_layer))
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    order: list[tuple[str, int]] = []
-    offset = 0
-    for layer in range(layers):
-        for module, (d_in, d_out) in dims.items():
-            stem = f"base_model.model.model.layers.{layer}.{PARENTS[module]}.{module}"
-            for matrix, shape in (("A", [RANK, d_in]), ("B", [d_out, RANK])):
-                size = shape[0] * shape[1] * 2
-                name = f"{stem}.lora_{matrix}.weight"
-                header[name] = {
-                    "dtype": "BF16",
-                    "shape": shape,
-                    "data_offsets": [offset, offset + size],
-                }
-                order.append((name, size))
-                offset += size
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    with open(folder / "adapter_model.safetensors", "wb") as out:
-        out.write(struct.pack("<Q", len(raw)) + raw)
-        for _, size in order:
-            remaining = size // 2
-            while remaining:
-                count = min(remaining, 8 * CHUNK)
-                # Random bf16 bits with the top exponent bit cleared: always finite.
-                out.write((rng.integers(0, 1 << 16, count, dtype=np.uint16) & 0xBFFF).tobytes())
-                remaining -= count
-    config = {
-        "peft_type": "LORA",
-        "r": RANK,
-        "lora_alpha": 2 * RANK,
-        "bias": "none",
-        "target_modules": list(dims),
-        "base_model_name_or_path": "bench-llama-70b",
-        "use_dora": False,
-        "modules_to_save": None,
-        "task_type": "CAUSAL_LM",
-    }
-    (folder / "adapter_config.json").write_text(json.dumps(config))
-    return folder, layers
+    adapter = GeneratedAdapter(target_bytes)
+    return adapter.write(folder), adapter.layers
 
 
 def _cpu(who: int) -> float:
@@ -151,7 +84,7 @@ def validate_in_child(folder: Path) -> dict[str, Any]:
 def child_main(folder: Path) -> None:
     from adapters.validation import BaseModelSpec, validate_adapter_dir
 
-    spec = BaseModelSpec.from_hf_config(HF_CONFIG, "bench-llama-70b")
+    spec = BaseModelSpec.from_hf_config(BIG_HF_CONFIG, BIG_BASE_MODEL)
     baseline_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     wall, cpu = time.perf_counter(), _cpu(resource.RUSAGE_SELF)
     report = validate_adapter_dir(folder, base_model=spec, max_rank=RANK)
