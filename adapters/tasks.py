@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import OperationalError
 
 from adapters.services.validation import TransientValidationFailure, run_validation
 
@@ -10,7 +11,8 @@ from adapters.services.validation import TransientValidationFailure, run_validat
 @shared_task(
     bind=True,
     acks_late=True,
-    autoretry_for=(TransientValidationFailure,),
+    # OperationalError: a locked (SQLite) or restarting database; the claim was released.
+    autoretry_for=(TransientValidationFailure, OperationalError),
     retry_backoff=5,
     retry_backoff_max=300,
     max_retries=8,

@@ -12,6 +12,7 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.db.models import Min, Q
 from django.utils import timezone
 
@@ -31,7 +32,7 @@ CHANGED_SINCE_UPLOAD = {
 
 
 class TransientValidationFailure(Exception):
-    """Storage was unreachable; the claim was released so a retry can take it again."""
+    """Storage was unreachable; the claim is released so a retry can take it again."""
 
 
 def claim_lease() -> timedelta:
@@ -71,6 +72,17 @@ def run_validation(*, version_id: int) -> AdapterVersion | None:
     if not version_claim_for_validation(version_id=version_id):
         log.info("validation of version %s already claimed or done", version_id)
         return None
+    try:
+        return _validate_claimed(version_id)
+    except Exception:
+        # Whatever failed (storage, a locked database), the next delivery must be able to claim it
+        # at once rather than after the lease.
+        with contextlib.suppress(DatabaseError):
+            _release_claim(version_id)
+        raise
+
+
+def _validate_claimed(version_id: int) -> AdapterVersion:
     version = AdapterVersion.objects.select_related("adapter__base_model", "tenant").get(
         pk=version_id
     )
@@ -95,7 +107,6 @@ def run_validation(*, version_id: int) -> AdapterVersion | None:
                 require_signature=tenant.require_signatures,
             )
     except (StorageError, OSError) as exc:  # a local-disk stream raises OSError mid-read
-        _release_claim(version_id)
         raise TransientValidationFailure(str(exc)) from exc
     result = report.to_dict()
     if report.valid and report.manifest_sha256 != version.manifest_sha256:

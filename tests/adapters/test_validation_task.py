@@ -99,3 +99,23 @@ def test_a_stalled_upload_is_found_by_the_sweep(world, tmp_path, monkeypatch):
         updated_at=timezone.now() - timedelta(days=1)
     )
     assert version_claim_for_validation(version_id=version.pk)
+
+
+def test_a_failure_after_the_claim_releases_it_for_the_retry(world, tmp_path, monkeypatch):
+    from django.db import OperationalError
+
+    from adapters.services import uploads, validation
+
+    monkeypatch.setattr(uploads, "_enqueue_validation", lambda version_id: None)
+    upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "locked"))
+    version = AdapterVersion.objects.get(adapter=world.support)
+
+    def locked_database(*args, **kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(validation, "validate_adapter", locked_database)
+    with pytest.raises(OperationalError):
+        validation.run_validation(version_id=version.pk)
+    assert AdapterVersion.objects.get(pk=version.pk).status == "uploaded"
+    monkeypatch.undo()
+    assert validation.run_validation(version_id=version.pk).status == "validated"
