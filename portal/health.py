@@ -91,3 +91,23 @@ async def health_report() -> tuple[bool, dict[str, Any]]:
         "celery": celery_state,
         "engines": engines,
     }
+
+
+def redact_report(report: dict[str, Any]) -> dict[str, Any]:
+    """What anonymous probes may see: up or down per part, no error texts, hosts or worker names."""
+
+    def part(state: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": state["ok"]}
+
+    return {
+        "status": report["status"],
+        "database": part(report["database"]),
+        "redis": part(report["redis"]),
+        "celery": {
+            "ok": report["celery"]["ok"],
+            "workers": len(report["celery"].get("workers", [])),
+        },
+        "engines": [
+            {"name": e["name"], "ok": e["ok"], "required": e["required"]} for e in report["engines"]
+        ],
+    }

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from portal.health import health_report
+from portal.health import health_report, redact_report
+from tenants.access import AccessContext
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
+    """Open to probes; only operators see the reasons (they can name internal hosts)."""
     healthy, report = await health_report()
+    user = await request.auser()
+    if not (user.is_authenticated and await sync_to_async(_is_operator)(user)):
+        report = redact_report(report)
     return JsonResponse(report, status=200 if healthy else 503)
+
+
+def _is_operator(user) -> bool:
+    return AccessContext.for_user(user).is_operator
 
 
 @login_required
