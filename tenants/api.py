@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.contrib.auth import authenticate, get_user_model
 from django.db import transaction
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.permissions import AllowAny
@@ -28,7 +25,7 @@ from tenants.services import (
     tenant_update,
     user_create,
 )
-from tenants.tokens import token_issue, token_revoke
+from tenants.tokens import token_confine_to_caller, token_issue, token_revoke
 
 User = get_user_model()
 
@@ -243,7 +240,7 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
     def create(self, request, tenant=None):
         data = s.TokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        _confine_to_calling_token(
+        token_confine_to_caller(
             self.access, data.validated_data, days_given="expires_in_days" in request.data
         )
         issued = token_issue(
@@ -257,24 +254,3 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
     def destroy(self, request, tenant=None, prefix=None):
         token_revoke(token=self.get_object(), actor=request.user, request_id=self.request_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-def _confine_to_calling_token(access: AccessContext, wanted: dict, *, days_given: bool) -> None:
-    """A token may mint tokens only within itself: no scope it lacks, no later expiry (the
-    default lifetime shrinks to fit; an explicit longer one is refused)."""
-    if access.token is None:
-        return
-    for scope in wanted["scopes"]:
-        access.require_scope(scope)
-    parent_expiry = access.token.expires_at
-    if parent_expiry is None:
-        return
-    days_left = (parent_expiry - timezone.now()).days
-    if not days_given:
-        wanted["expires_in_days"] = min(wanted["expires_in_days"], days_left)
-    days = wanted["expires_in_days"]
-    if days is None or days < 1 or timezone.now() + timedelta(days=days) > parent_expiry:
-        raise ApplicationError(
-            "token.bad_expiry",
-            f"A token cannot mint a token that outlives it ({days_left} whole days left).",
-        )

@@ -7,6 +7,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -130,3 +131,24 @@ def token_authenticate(plaintext: str) -> ApiToken | None:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+def token_confine_to_caller(access: Any, wanted: dict, *, days_given: bool) -> None:
+    """A token may mint tokens only within itself: no scope it lacks, no later expiry (the
+    default lifetime shrinks to fit; an explicit longer one is refused)."""
+    if access.token is None:
+        return
+    for scope in wanted["scopes"]:
+        access.require_scope(scope)
+    parent_expiry = access.token.expires_at
+    if parent_expiry is None:
+        return
+    days_left = (parent_expiry - timezone.now()).days
+    if not days_given:
+        wanted["expires_in_days"] = min(wanted["expires_in_days"], days_left)
+    days = wanted["expires_in_days"]
+    if days is None or days < 1 or timezone.now() + timedelta(days=days) > parent_expiry:
+        raise ApplicationError(
+            "token.bad_expiry",
+            f"A token cannot mint a token that outlives it ({days_left} whole days left).",
+        )
