@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- list-versions:begin -->", "<!-- list-versions:end -->"
+from bench.docs_section import DOCS, markers, write_section
+
+BEGIN, END = markers("list-versions")
 DEFAULT_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench"
 PAGE_SIZE = 50
 GOAL_P95_MS = 100.0
@@ -330,17 +331,6 @@ def render(world: World, results: list[Result], args: argparse.Namespace, second
     return "\n".join(lines) + "\n"
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.parent.mkdir(parents=True, exist_ok=True)
-    DOCS.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -389,7 +379,7 @@ def main() -> None:
         section = render(world, results, args, time.perf_counter() - started)
         print(section)
         if args.write_docs:
-            write_docs(section)
+            write_section("list-versions", section)
     finally:
         if not args.keep_db:
             drop_database(url)

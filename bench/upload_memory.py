@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.docs_section import markers, write_section
 from bench.upload_support import (
     BIG_BASE_MODEL,
     BIG_HF_CONFIG,
@@ -36,8 +37,7 @@ from bench.upload_support import (
     post_streamed,
 )
 
-DOCS = REPO / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- upload-memory:begin -->", "<!-- upload-memory:end -->"
+BEGIN, END = markers("upload-memory")
 GOAL_BYTES = 200 * 1000 * 1000
 MB = 1_000_000
 
@@ -210,18 +210,6 @@ def render(results: list[dict[str, Any]], command: str) -> str:
     return "\n".join(lines)
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOCS.parent.mkdir(parents=True, exist_ok=True)
-    DOCS.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -245,7 +233,7 @@ def main() -> None:
     section = render(results, ".venv/bin/python -m bench.upload_memory " + " ".join(sys.argv[1:]))
     print(section)
     if args.write_docs:
-        write_docs(section)
+        write_section("upload-memory", section)
 
 
 if __name__ == "__main__":

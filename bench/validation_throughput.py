@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.docs_section import DOCS, markers, write_section
 from bench.upload_support import BIG_BASE_MODEL, BIG_HF_CONFIG, RANK, GeneratedAdapter
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- validation:begin -->", "<!-- validation:end -->"
+BEGIN, END = markers("validation")
 CHUNK = 1024 * 1024
 MB = 1_000_000
 
@@ -177,17 +177,6 @@ def render(results: list[dict[str, Any]], command: str, repeat: int, load: float
     return "\n".join(lines) + "\n"
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.parent.mkdir(parents=True, exist_ok=True)
-    DOCS.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -224,7 +213,7 @@ def main() -> None:
     section = render(results, command.strip(), args.repeat, load)
     print(section)
     if args.write_docs:
-        write_docs(section)
+        write_section("validation", section)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ from bench.cachesim import plots
 from bench.cachesim.replay_doc import replay_section
 from bench.cachesim.sim import CostModel
 from bench.cachesim.suite import POLICY_ORDER, run_suite
+from bench.docs_section import markers, write_section
 
-BEGIN, END = "<!-- cachesim:begin -->", "<!-- cachesim:end -->"
+BEGIN, END = markers("cachesim")
 HEADLINE = "skewed-2x"
 GOAL_RATIO, GOAL_RATIO_WORST = 1.10, 1.25
 
@@ -344,18 +345,6 @@ def analysis(r: dict[str, Any], ratios: dict[str, Any]) -> list[str]:
     ]
 
 
-def write_section(doc: Path, section: str) -> None:
-    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section.rstrip("\n") + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text, encoding="utf-8")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.cachesim.report", description=__doc__)
     ap.add_argument("--requests", type=int, help="override every scenario's request count")
@@ -369,7 +358,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(a.out)
     if a.render_only:
         saved = json.loads(Path(a.results).read_text(encoding="utf-8"))
-        write_section(out, render(saved, saved["wall_s"], os.path.relpath(a.img, out.parent)))
+        write_section(
+            "cachesim", render(saved, saved["wall_s"], os.path.relpath(a.img, out.parent)), doc=out
+        )
         print(f"rewrote {out} from {a.results}")
         return 0
     started = time.monotonic()
@@ -389,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["scenarios"] = [{**s, "spec": asdict(s["spec"])} for s in results["scenarios"]]
     results["wall_s"] = wall
     Path(a.results).write_text(json.dumps(results, indent=1), encoding="utf-8")
-    write_section(out, render(results, wall, os.path.relpath(img, out.parent)))
+    write_section("cachesim", render(results, wall, os.path.relpath(img, out.parent)), doc=out)
     print(f"wrote {out} and plots in {img} ({wall:.0f} s)")
     return 0
 

@@ -1,10 +1,12 @@
-"""The report keeps other sections of docs/benchmarks.md and replaces only its own."""
+"""A benchmark keeps other sections of docs/benchmarks.md and replaces only its own."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.cachesim.report import BEGIN, END, write_section
+from bench.docs_section import markers, write_section
+
+BEGIN, END = markers("cachesim")
 
 
 def test_it_replaces_its_section_and_keeps_the_others(tmp_path: Path) -> None:
@@ -12,7 +14,7 @@ def test_it_replaces_its_section_and_keeps_the_others(tmp_path: Path) -> None:
     doc.write_text(
         f"# Benchmarks\n\n## Validation\nkeep me\n\n{BEGIN}\nold\n{END}\n\n## Later\nme too\n"
     )
-    write_section(doc, f"{BEGIN}\nnew\n{END}\n")
+    write_section("cachesim", f"{BEGIN}\nnew\n{END}\n", doc=doc)
     text = doc.read_text()
     assert "keep me" in text and "me too" in text
     assert "new" in text and "old" not in text
@@ -22,5 +24,5 @@ def test_it_replaces_its_section_and_keeps_the_others(tmp_path: Path) -> None:
 def test_it_appends_when_the_file_has_no_section(tmp_path: Path) -> None:
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\n## Validation\nkeep me\n")
-    write_section(doc, f"{BEGIN}\nnew\n{END}\n")
+    write_section("cachesim", f"{BEGIN}\nnew\n{END}\n", doc=doc)
     assert doc.read_text().startswith("# Benchmarks\n\n## Validation\nkeep me\n\n" + BEGIN)
