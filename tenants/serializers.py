@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
 from tenants.models import ApiToken, Membership, PlatformRole, Tenant, TenantRole, TokenScope
+from tenants.services import TENANT_FIELDS
 
 User = get_user_model()
 
@@ -65,18 +66,7 @@ class IssuedTokenSerializer(ApiTokenSerializer):
 class TenantSerializer(serializers.ModelSerializer):
     class Meta:
         model = Tenant
-        fields = [
-            "slug",
-            "name",
-            "slo_class",
-            "quota_adapters",
-            "quota_storage_bytes",
-            "quota_pinned_slots",
-            "quota_requests_per_minute",
-            "require_signatures",
-            "pool",
-            "created_at",
-        ]
+        fields = ["slug", *TENANT_FIELDS, "created_at"]
         read_only_fields = ["created_at"]
 
 
