@@ -30,9 +30,12 @@ class BaseModel(models.Model):
 
 
 class WarmupPolicy(models.TextChoices):
-    ON_DEMAND = "on_demand"
-    KEEP_WARM = "keep_warm"
-    PRELOAD_BUSINESS_HOURS = "preload_on_business_hours"
+    """How the fleet keeps an adapter's active version ready (workers/schedules.py)."""
+
+    ON_DEMAND = "on_demand"  # loaded on the first request, evicted by the cache policy
+    ALWAYS_WARM = "always_warm"  # kept in the engine cache on every engine of its pool
+    PINNED = "pinned"  # pinned in a GPU slot on one engine of its pool (tenant pin quota)
+    PRELOAD_BUSINESS_HOURS = "preload_on_business_hours"  # warm inside a window, on demand outside
 
 
 class Adapter(models.Model):
@@ -44,6 +47,12 @@ class Adapter(models.Model):
     warmup_policy = models.CharField(
         max_length=40, choices=WarmupPolicy.choices, default=WarmupPolicy.ON_DEMAND
     )
+    # The business-hours window of preload_on_business_hours: days (crontab day_of_week, e.g.
+    # "mon-fri"), local start and end times, and the IANA time zone they are in.
+    warmup_timezone = models.CharField(max_length=64, default="UTC")
+    warmup_days = models.CharField(max_length=40, default="mon-fri")
+    warmup_start = models.TimeField(null=True, blank=True)
+    warmup_end = models.TimeField(null=True, blank=True)
     max_concurrent_requests = models.PositiveIntegerField(default=16)
     pool = models.CharField(max_length=40, blank=True, default="")
     created_by = models.ForeignKey(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 
@@ -78,4 +79,22 @@ def env_choice(
     value = env_str(name, default, environ=environ)
     if value not in choices:
         raise SettingError(f"{name}={value!r} must be one of {', '.join(choices)}")
+    return value
+
+
+def env_json_object(
+    name: str, default: dict[str, str], *, environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """A JSON object of strings, e.g. PORTAL_ENGINE_KEYS='{"engine-a": "k1"}'."""
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return dict(default)
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise SettingError(f"{name} is not valid JSON") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise SettingError(f"{name} must be a JSON object of strings")
     return value

@@ -13,6 +13,7 @@ from portal.env import (
     env_choice,
     env_float,
     env_int,
+    env_json_object,
     env_list,
     env_str,
 )
@@ -234,6 +235,11 @@ CELERY_BEAT_SCHEDULE = {
     },
     "probe-engines": {"task": "workers.tasks.probe_engines", "schedule": 30.0},
     "expire-direct-uploads": {"task": "adapters.tasks.expire_direct_uploads", "schedule": 600.0},
+    "reconcile-fleet": {
+        "task": "workers.tasks.reconcile_fleet",
+        "schedule": float(env_int("FLEET_RECONCILE_SECONDS", 30, minimum=1)),
+    },
+    "check-fleet-alarms": {"task": "workers.tasks.check_alarms", "schedule": 60.0},
 }
 
 # --- Channels ---
@@ -273,6 +279,22 @@ ENGINE_ADAPTER_ROOT = env_str("ENGINE_ADAPTER_ROOT", str(VAR_DIR / "engine-adapt
 ENGINE_HTTP_TIMEOUT = env_float("ENGINE_HTTP_TIMEOUT", 60.0)
 HEALTHZ_ENGINE_TIMEOUT = env_float("HEALTHZ_ENGINE_TIMEOUT", 2.0)
 HEALTHZ_CELERY_TIMEOUT = env_float("HEALTHZ_CELERY_TIMEOUT", 1.0)
+# Per-engine keys as JSON {"engine-name": "key"}: an engine's key goes only to that engine.
+# Engines missing here fall back to PORTAL_ENGINE_KEY.
+PORTAL_ENGINE_KEYS = env_json_object("PORTAL_ENGINE_KEYS", {})
+# Each engine node's worker consumes "<prefix><engine name>" (staging and the engine's controller).
+ENGINE_QUEUE_PREFIX = env_str("ENGINE_QUEUE_PREFIX", "engine.")
+DEFAULT_POOL = env_str("DEFAULT_POOL", "shared")
+# The reconcile period (beat) and the lease of the per-engine controller lock.
+FLEET_RECONCILE_SECONDS = env_int("FLEET_RECONCILE_SECONDS", 30, minimum=1)
+FLEET_LOCK_LEASE_SECONDS = env_int("FLEET_LOCK_LEASE_SECONDS", 120, minimum=5)
+# How long a caller waits for another's load of the same version (single-flight).
+FLEET_LOAD_WAIT_SECONDS = env_float("FLEET_LOAD_WAIT_SECONDS", 120.0)
+# Staged copies no engine has registered are deleted after this long on the node.
+FLEET_STAGING_GRACE_SECONDS = env_int("FLEET_STAGING_GRACE_SECONDS", 3600, minimum=0)
+# Thrash alarm: loads + evictions per minute on one engine, sustained over the window.
+FLEET_THRASH_PER_MINUTE = env_float("FLEET_THRASH_PER_MINUTE", 30.0)
+FLEET_THRASH_WINDOW_SECONDS = env_int("FLEET_THRASH_WINDOW_SECONDS", 300, minimum=60)
 
 LOGGING = {
     "version": 1,

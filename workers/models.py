@@ -27,6 +27,9 @@ class Engine(models.Model):
     max_loras = models.PositiveIntegerField(default=4)
     max_cpu_loras = models.PositiveIntegerField(default=8)
     max_lora_rank = models.PositiveIntegerField(default=64)
+    max_num_seqs = models.PositiveIntegerField(
+        default=8, help_text="vLLM --max-num-seqs: requests it serves at once (engine choice)"
+    )
     adapter_root = models.CharField(
         max_length=500, help_text="Directory on the engine's node where workers stage adapters"
     )
@@ -50,10 +53,18 @@ class Engine(models.Model):
     @property
     def queue(self) -> str:
         """The Celery queue consumed by the worker on this engine's node."""
-        return f"engine.{self.name}"
+        from django.conf import settings
+
+        return f"{settings.ENGINE_QUEUE_PREFIX}{self.name}"
 
 
 class ResidencyState(models.TextChoices):
+    """Desired: what the controller keeps; observed: what the engine (plugin) last reported.
+
+    Desired `registered` means "loaded on demand; the cache policy may evict it", `resident_gpu`
+    "keep warm (always_warm, business hours)", `pinned` "pinned in a GPU slot".
+    """
+
     ABSENT = "absent"
     REGISTERED = "registered"
     RESIDENT_CPU = "resident_cpu"
@@ -76,6 +87,15 @@ class Residency(models.Model):
     load_latency_ms = models.FloatField(null=True, blank=True)
     hits = models.PositiveBigIntegerField(default=0)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Why it is desired ("on demand", "release", "schedule", "operator pin", ...), for the pages.
+    desired_reason = models.CharField(max_length=200, blank=True, default="")
+    # Files verified on the engine's node disk (the warm tier below the engine cache).
+    staged_at = models.DateTimeField(null=True, blank=True)
+    # The node's copy failed verification: moved aside, alarm raised, re-staged from the store.
+    quarantined_at = models.DateTimeField(null=True, blank=True)
+    quarantine_reason = models.TextField(blank=True, default="")
+    last_error = models.TextField(blank=True, default="")
+    observed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -86,3 +106,77 @@ class Residency(models.Model):
 
     def __str__(self) -> str:
         return f"{self.engine_id}:{self.version_id} {self.observed_state}"
+
+
+class FleetActionKind(models.TextChoices):
+    STAGE = "stage"
+    LOAD = "load"
+    WARM = "warm"
+    PIN = "pin"
+    UNPIN = "unpin"
+    EVICT = "evict"
+    UNLOAD = "unload"
+    QUARANTINE = "quarantine"
+    CLEANUP = "cleanup"
+
+
+class FleetAction(models.Model):
+    """One action carried out on an engine or its node, with its latency: the controller's log.
+
+    Load and eviction rates (thrash alarm, advisor) and the pages' history read it.
+    """
+
+    engine = models.ForeignKey(Engine, on_delete=models.CASCADE, related_name="actions")
+    version = models.ForeignKey(
+        AdapterVersion, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    served_name = models.CharField(max_length=120, blank=True, default="")
+    kind = models.CharField(max_length=12, choices=FleetActionKind.choices)
+    reason = models.CharField(max_length=300, blank=True, default="")
+    ok = models.BooleanField(default=True)
+    error = models.TextField(blank=True, default="")
+    latency_ms = models.FloatField(null=True, blank=True)
+    actor = models.CharField(max_length=150, default="controller")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["engine", "kind", "created_at"], name="fleetaction_engine_kind")
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kind} {self.served_name} on {self.engine_id} ({'ok' if self.ok else 'failed'})"
+        )
+
+
+class AlarmKind(models.TextChoices):
+    THRASH = "thrash"
+    QUARANTINE = "quarantine"
+    PLACEMENT = "placement"
+
+
+class EngineAlarm(models.Model):
+    """A condition operators must see: raised once, cleared when it ends (both audited)."""
+
+    engine = models.ForeignKey(Engine, on_delete=models.CASCADE, related_name="alarms")
+    kind = models.CharField(max_length=12, choices=AlarmKind.choices)
+    subject = models.CharField(max_length=120, blank=True, default="")
+    message = models.TextField()
+    details = models.JSONField(default=dict)
+    raised_at = models.DateTimeField(default=timezone.now)
+    cleared_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-raised_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["engine", "kind", "subject"],
+                condition=models.Q(cleared_at__isnull=True),
+                name="alarm_one_open",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.engine_id}: {self.message[:60]}"
