@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-validation bench-upload bench-list deps venv engine-venv tiny-model services browser demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-validation bench-upload bench-list deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -28,6 +28,10 @@ redis:
 browser:
 	@scripts/ensure_browser.sh
 
+# promtool for the alerting-rule tests (docs/alerts/).
+promtool:
+	@scripts/ensure_promtool.sh
+
 # The portal with a demo: SQLite and local-disk storage (embedded defaults), Redis, one CPU engine.
 run: deps redis
 	@DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
@@ -36,7 +40,7 @@ run: deps redis
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
 	@DJANGO_DEBUG=1 PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
 
-test: deps services browser
+test: deps services browser promtool
 	@CI=$${CI:-} scripts/run_tests.sh
 
 lint: venv
