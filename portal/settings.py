@@ -291,6 +291,8 @@ FLEET_LOCK_LEASE_SECONDS = env_int("FLEET_LOCK_LEASE_SECONDS", 120, minimum=5)
 # How long a caller waits for another's load of the same version (single-flight).
 FLEET_LOAD_WAIT_SECONDS = env_float("FLEET_LOAD_WAIT_SECONDS", 120.0)
 # Staged copies no engine has registered are deleted after this long on the node.
+# The cache policy pins hot versions on its own (within tenant pin quotas and the hard rules).
+FLEET_AUTO_PINS = env_bool("FLEET_AUTO_PINS", True)
 FLEET_STAGING_GRACE_SECONDS = env_int("FLEET_STAGING_GRACE_SECONDS", 3600, minimum=0)
 # Thrash alarm: loads + evictions per minute on one engine, sustained over the window.
 FLEET_THRASH_PER_MINUTE = env_float("FLEET_THRASH_PER_MINUTE", 30.0)

@@ -9,15 +9,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.audit import record_event
+from workers import selectors
 from workers.models import Engine, EngineState
 from workers.vllm_client import EngineError, VLLMClient
 
 
-async def probe_engine(url: str) -> str:
+async def probe_engine(url: str, engine_key: str | None = None) -> str:
     """'' when the engine answers its health route, else the reason."""
-    client = VLLMClient(
-        url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=settings.PORTAL_ENGINE_KEY
-    )
+    client = VLLMClient(url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=engine_key)
     try:
         await client.health()
         return ""
@@ -41,8 +40,15 @@ def engine_record_probe(*, engine: Engine, error: str) -> Engine:
             locked.last_seen_at = now
             locked.last_error = ""
             if locked.state in (EngineState.WARMING, EngineState.DOWN):
-                locked.state = EngineState.UP
+                # Back from down (maybe restarted, its adapters forgotten): warming, no traffic,
+                # until the controller has loaded what it should hold; an engine with nothing to
+                # hold is up at once.
+                locked.state = EngineState.WARMING if _has_wanted(locked) else EngineState.UP
         locked.save(update_fields=["state", "last_seen_at", "last_error"])
+        if locked.state == EngineState.WARMING:
+            from workers.desired import enqueue_converge
+
+            enqueue_converge(locked)
         if locked.state != before:
             record_event(
                 action="engine.state",
@@ -55,11 +61,21 @@ def engine_record_probe(*, engine: Engine, error: str) -> Engine:
     return locked
 
 
+def _has_wanted(engine: Engine) -> bool:
+    from workers.selectors import wanted_residencies
+
+    return wanted_residencies(engine).exists()
+
+
 def engines_probe_all() -> dict[str, str]:
     engines = list(Engine.objects.all())
 
     async def probe_all() -> list[str]:
-        return list(await asyncio.gather(*(probe_engine(engine.url) for engine in engines)))
+        return list(
+            await asyncio.gather(
+                *(probe_engine(engine.url, selectors.engine_key(engine)) for engine in engines)
+            )
+        )
 
     errors = asyncio.run(probe_all()) if engines else []
     return {

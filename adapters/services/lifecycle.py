@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from adapters.models import AdapterVersion, Decision, DecisionKind, VersionStatus
+from adapters.signals import version_status_changed
 from portal.audit import record_event
 from portal.errors import ApplicationError, Conflict, PermissionDenied
 from portal.events import broadcast_after_commit
@@ -57,6 +58,9 @@ def _transition(
         before=before,
         after={"status": to},
         request_id=request_id,
+    )
+    version_status_changed.send(
+        sender=AdapterVersion, version=version, before=before["status"], after=to, actor=actor
     )
     broadcast_after_commit(
         tenant_id=version.tenant_id,
@@ -242,7 +246,7 @@ def version_disable(
     access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
-    """Stop serving at once. (Unloading from engines belongs to the fleet work, not built yet.)"""
+    """Stop serving at once; the fleet unloads it from every engine (workers.desired)."""
     access = access or AccessContext.for_user(actor)
     access.require_scope("write")
     with transaction.atomic():

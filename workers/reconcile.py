@@ -1,0 +1,85 @@
+"""Reconciliation: every period, every engine is converged towards what the portal wants.
+
+After an engine restart it has forgotten every adapter loaded at run time; after `disable` a
+version must leave every engine; a lost task or a dead worker leaves work half done. The beat
+entry `reconcile-fleet` fans one converge pass out to each engine's node queue, so whatever
+happened, the fleet is back within one period plus the load time.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.utils import timezone
+
+from adapters.models import AdapterVersion
+from workers.alarms import alarm_clear
+from workers.desired import enqueue_converge
+from workers.models import AlarmKind, Engine, EngineState, FleetAction, Residency
+from workers.selectors import holdable
+from workers.staging import NodeCopyInvalid, cleanup_node, stage_on_node
+
+
+def reconcile_fleet_pass() -> dict[str, str]:
+    """Enqueue a converge pass for every engine that is not down; returns what was done."""
+    out: dict[str, str] = {}
+    for engine in Engine.objects.all():
+        if engine.state == EngineState.DOWN:
+            out[engine.name] = "down: the prober brings it back"
+            continue
+        enqueue_converge(engine)
+        out[engine.name] = "converge enqueued"
+    return out
+
+
+def stage_version_on_engine(*, engine_id: int, version_id: int) -> str:
+    """Pre-stage a version's files on the engine's node (idempotent); quarantine a bad copy."""
+    from workers.controller import _quarantine
+
+    engine = Engine.objects.filter(pk=engine_id).first()
+    version = (
+        AdapterVersion.objects.select_related("adapter__tenant", "tenant")
+        .filter(pk=version_id)
+        .first()
+    )
+    if engine is None or version is None or not holdable(version):
+        return "skipped"
+    row, _ = Residency.objects.get_or_create(engine=engine, version=version)
+    try:
+        result = stage_on_node(adapter_root=engine.adapter_root, version=version)
+    except NodeCopyInvalid as bad:
+        _quarantine(engine, version, row, bad)
+        result = stage_on_node(adapter_root=engine.adapter_root, version=version)
+    row.staged_at = timezone.now()
+    row.save(update_fields=["staged_at", "updated_at"])
+    if result.downloaded:
+        FleetAction.objects.create(
+            engine=engine,
+            version=version,
+            served_name=version.served_name,
+            kind="stage",
+            reason="pre-staged after approval",
+            latency_ms=result.ms,
+        )
+    alarm_clear(engine=engine, kind=AlarmKind.QUARANTINE, subject=version.served_name)
+    return "staged"
+
+
+def cleanup_engine_node(engine: Engine, registered: set[str]) -> list[str]:
+    """Delete staged copies nobody holds or wants, after the grace period; never a registered one."""
+    keep = set(registered) | {
+        r.version.served_name
+        for r in Residency.objects.filter(engine=engine).select_related("version")
+        if holdable(r.version)
+    }
+    removed = cleanup_node(
+        adapter_root=engine.adapter_root, keep=keep, grace_s=settings.FLEET_STAGING_GRACE_SECONDS
+    )
+    for name in removed:
+        FleetAction.objects.create(
+            engine=engine, served_name=name, kind="cleanup", reason="staged copy nobody holds"
+        )
+    if removed:
+        Residency.objects.filter(engine=engine, version__served_name__in=removed).update(
+            staged_at=None
+        )
+    return removed

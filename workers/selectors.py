@@ -1,0 +1,134 @@
+"""Reads for the fleet: pools, which engines may hold a version, what is where, engine clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from adapters.models import Adapter, AdapterVersion, VersionStatus
+from workers.models import Engine, EngineState, Residency, ResidencyState
+from workers.vllm_client import VLLMClient
+
+# States of a version that engines may hold: active is served; staged may be tried out by its
+# tenant's maintainers (playground) before release.
+HOLDABLE_STATUSES = (VersionStatus.ACTIVE, VersionStatus.STAGED)
+# Engine states in which the controller loads adapters, and in which the gateway sends traffic.
+LOADABLE_ENGINE_STATES = (EngineState.UP, EngineState.WARMING)
+TRAFFIC_ENGINE_STATES = (EngineState.UP,)
+WANTED_STATES = (ResidencyState.REGISTERED, ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
+
+
+def pool_of(adapter: Adapter) -> str:
+    """The pool an adapter runs in: its own binding, its tenant's, or the default pool."""
+    return adapter.pool or adapter.tenant.pool or settings.DEFAULT_POOL
+
+
+def engine_key(engine: Engine) -> str | None:
+    """The engine's own key: an engine's key goes only to that engine."""
+    return settings.PORTAL_ENGINE_KEYS.get(engine.name) or settings.PORTAL_ENGINE_KEY or None
+
+
+def engine_client(engine: Engine, *, timeout: float | None = None) -> VLLMClient:
+    return VLLMClient(
+        engine.url,
+        timeout=settings.ENGINE_HTTP_TIMEOUT if timeout is None else timeout,
+        engine_key=engine_key(engine),
+    )
+
+
+def engines_in_pool_for(version: AdapterVersion) -> QuerySet[Engine]:
+    """Engines of the version's pool and base model whose rank limit admits it (any state)."""
+    adapter = version.adapter
+    return Engine.objects.filter(
+        pool=pool_of(adapter),
+        base_model_id=adapter.base_model_id,
+        max_lora_rank__gte=version.rank or 0,
+    ).order_by("name")
+
+
+def engines_for_version(version: AdapterVersion, *, for_traffic: bool = False) -> list[Engine]:
+    """Engines that may load this version now (or take its traffic, with `for_traffic`)."""
+    states = TRAFFIC_ENGINE_STATES if for_traffic else LOADABLE_ENGINE_STATES
+    return list(engines_in_pool_for(version).filter(state__in=states))
+
+
+def holdable(version: AdapterVersion) -> bool:
+    return version.status in HOLDABLE_STATUSES
+
+
+def versions_by_served_name(names: Iterable[str]) -> dict[str, AdapterVersion]:
+    return {
+        v.served_name: v
+        for v in AdapterVersion.objects.filter(served_name__in=list(names)).select_related(
+            "adapter__tenant", "tenant"
+        )
+    }
+
+
+def residencies_of_engine(engine: Engine) -> QuerySet[Residency]:
+    return Residency.objects.filter(engine=engine).select_related(
+        "version__adapter__tenant", "version__tenant"
+    )
+
+
+def wanted_residencies(engine: Engine) -> QuerySet[Residency]:
+    """Rows the controller keeps on the engine: desired present, and the version holdable."""
+    return residencies_of_engine(engine).filter(
+        desired_state__in=WANTED_STATES, version__status__in=HOLDABLE_STATUSES
+    )
+
+
+def tier_of(residency: Residency) -> str:
+    """hot (GPU slot, pinned or not), warm (engine CPU cache or staged on the node's disk),
+    cold (object store only), or disabled (not servable)."""
+    if residency.version.status not in HOLDABLE_STATUSES:
+        return "disabled"
+    if residency.observed_state in (ResidencyState.RESIDENT_GPU, ResidencyState.PINNED):
+        return "hot"
+    if residency.observed_state in (ResidencyState.RESIDENT_CPU, ResidencyState.REGISTERED):
+        return "warm"
+    if residency.staged_at is not None and residency.quarantined_at is None:
+        return "warm"
+    return "cold"
+
+
+def version_placement(version: AdapterVersion) -> list[dict[str, object]]:
+    """Where this version is, engine by engine (the API's "where is this version resident")."""
+    rows = {
+        r.engine_id: r
+        for r in Residency.objects.filter(version=version).select_related("engine", "version")
+    }
+    out: list[dict[str, object]] = []
+    for engine in engines_in_pool_for(version):
+        row = rows.pop(engine.pk, None)
+        out.append(_placement_row(engine, version, row))
+    for row in rows.values():  # engines outside the pool that still hold it (being converged)
+        out.append(_placement_row(row.engine, version, row))
+    return out
+
+
+def _placement_row(
+    engine: Engine, version: AdapterVersion, row: Residency | None
+) -> dict[str, object]:
+    if row is None:
+        tier = "disabled" if version.status not in HOLDABLE_STATUSES else "cold"
+        return {
+            "engine": engine.name,
+            "tier": tier,
+            "desired_state": "absent",
+            "observed_state": "absent",
+            "staged": False,
+            "quarantined": False,
+        }
+    return {
+        "engine": engine.name,
+        "tier": tier_of(row),
+        "desired_state": row.desired_state,
+        "observed_state": row.observed_state,
+        "staged": row.staged_at is not None,
+        "quarantined": row.quarantined_at is not None,
+        "load_latency_ms": row.load_latency_ms,
+        "loaded_at": row.loaded_at,
+    }

@@ -1,0 +1,111 @@
+"""What the fleet shares through Redis: requests in flight, recent demand, and single-flight loads.
+
+The gateway (any number of replicas) counts requests in and out here; the cache controller reads
+the counts so it never evicts a version with requests in flight or queued, and reads the recent
+demand to rank versions. Keys are per engine or per pool, never per request.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterable
+
+import redis
+from django.conf import settings
+
+DEMAND_HISTORY_MAX = 5_000  # recent requests per pool the controller's DemandTracker replays
+_PREFIX = "lp:fleet"
+
+
+@functools.cache
+def _client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+
+
+def client() -> redis.Redis:
+    return _client(settings.REDIS_URL)
+
+
+def _inflight_key(engine: str) -> str:
+    return f"{_PREFIX}:inflight:{engine}"
+
+
+def inflight_begin(engine: str, served_name: str) -> None:
+    """A request for `served_name` was sent to (or queued for) `engine`."""
+    client().hincrby(_inflight_key(engine), served_name, 1)
+
+
+def inflight_end(engine: str, served_name: str) -> None:
+    key = _inflight_key(engine)
+    left = client().hincrby(key, served_name, -1)
+    if left <= 0:
+        # A count must never stay negative (a replica that died mid-request), nor linger at 0.
+        client().hdel(key, served_name)
+
+
+def inflight_counts(engine: str) -> dict[str, int]:
+    raw = client().hgetall(_inflight_key(engine))
+    return {k.decode(): max(0, int(v)) for k, v in raw.items() if int(v) > 0}
+
+
+def inflight_clear(engine: str) -> None:
+    client().delete(_inflight_key(engine))
+
+
+def _demand_key(pool: str) -> str:
+    return f"{_PREFIX}:demand:{pool}"
+
+
+def demand_record(pool: str, served_name: str, at: float | None = None) -> None:
+    """One request for `served_name` in `pool` (the gateway calls this; so does a cold load)."""
+    entry = f"{at if at is not None else time.time():.3f} {served_name}"
+    pipe = client().pipeline()
+    pipe.lpush(_demand_key(pool), entry)
+    pipe.ltrim(_demand_key(pool), 0, DEMAND_HISTORY_MAX - 1)
+    pipe.execute()
+
+
+def demand_history(pool: str) -> list[tuple[float, str]]:
+    """Recent (time, served name) pairs of the pool, oldest first."""
+    out: list[tuple[float, str]] = []
+    for raw in reversed(client().lrange(_demand_key(pool), 0, -1)):
+        at, _, name = raw.decode().partition(" ")
+        try:
+            out.append((float(at), name))
+        except ValueError:
+            continue
+    return out
+
+
+def demand_clear(pools: Iterable[str]) -> None:
+    keys = [_demand_key(p) for p in pools]
+    if keys:
+        client().delete(*keys)
+
+
+def engine_lock(engine: str, *, lease_s: float, wait_s: float) -> redis.lock.Lock:
+    """The lock one controller holds while it drives an engine; its lease frees a dead holder's."""
+    return client().lock(
+        f"{_PREFIX}:lock:{engine}", timeout=lease_s, blocking_timeout=wait_s, thread_local=False
+    )
+
+
+def _load_key(engine: str, served_name: str) -> str:
+    return f"{_PREFIX}:loading:{engine}:{served_name}"
+
+
+def load_claim(engine: str, served_name: str, *, ttl_s: float) -> bool:
+    """True for the first caller asking for this load; the others wait for its outcome."""
+    return bool(client().set(_load_key(engine, served_name), "pending", nx=True, ex=int(ttl_s) + 1))
+
+
+def load_outcome(engine: str, served_name: str) -> str | None:
+    """'pending', 'ok', 'error:<reason>', or None (no load claimed or its claim expired)."""
+    raw = client().get(_load_key(engine, served_name))
+    return raw.decode() if raw is not None else None
+
+
+def load_finish(engine: str, served_name: str, outcome: str, *, keep_s: float = 30.0) -> None:
+    """Publish the outcome so waiters see it, then let the claim expire shortly."""
+    client().set(_load_key(engine, served_name), outcome, ex=max(1, int(keep_s)))
