@@ -21,7 +21,7 @@ from portal.errors import ApplicationError
 from workers import shared_state
 from workers.cache_policy import EngineChoice, choose_engine
 from workers.models import Engine, Residency, ResidencyState
-from workers.selectors import engines_for_version, holdable
+from workers.selectors import LOADABLE_ENGINE_STATES, engines_for_version, holdable
 
 WANTED = (ResidencyState.REGISTERED, ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
 
@@ -248,7 +248,13 @@ def request_load(
     the pass publishes. A claim left by a dead worker expires after the wait.
     """
     if not holdable(version):
-        raise ApplicationError("fleet.not_servable", f"{version} is {version.status}.")
+        raise ApplicationError("fleet.not_servable", f"{version} is {version.status}.", status=409)
+    if engine.state not in LOADABLE_ENGINE_STATES:
+        raise ApplicationError(
+            "fleet.engine_not_loading",
+            f"Engine '{engine.name}' is {engine.state}: it takes no new adapters.",
+            status=409,
+        )
     wait = settings.FLEET_LOAD_WAIT_SECONDS if wait_s is None else wait_s
     started = time.monotonic()
     leader = shared_state.load_claim(engine.name, version.served_name, ttl_s=wait)

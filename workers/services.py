@@ -82,3 +82,43 @@ def engines_probe_all() -> dict[str, str]:
         engine_record_probe(engine=engine, error=error).name: (error or "up")
         for engine, error in zip(engines, errors, strict=True)
     }
+
+
+# Operator transitions: an engine may be drained (no new traffic, unloads as its requests end)
+# and put back; up/down/warming belong to the prober and the controller.
+OPERATOR_TRANSITIONS = {
+    "drain": ((EngineState.UP, EngineState.WARMING, EngineState.DOWN), EngineState.DRAINING),
+    "undrain": ((EngineState.DRAINING,), EngineState.WARMING),
+}
+
+
+def engine_operator_transition(
+    *, engine: Engine, verb: str, actor: object, request_id: str = ""
+) -> Engine:
+    """drain / undrain, audited; the converge pass that follows sheds or reloads adapters."""
+    from portal.errors import Conflict
+    from workers.desired import enqueue_converge
+
+    allowed, target = OPERATOR_TRANSITIONS[verb]
+    with transaction.atomic():
+        locked = Engine.objects.select_for_update().get(pk=engine.pk)
+        if locked.state not in allowed:
+            raise Conflict(
+                "engine.bad_transition",
+                f"Cannot {verb} engine '{locked.name}' while it is '{locked.state}'.",
+                current_state=locked.state,
+            )
+        before = locked.state
+        locked.state = target
+        locked.save(update_fields=["state"])
+        record_event(
+            action=f"engine.{verb}",
+            actor=actor,
+            obj=locked,
+            object_id=locked.name,
+            before={"state": before},
+            after={"state": target},
+            request_id=request_id,
+        )
+        enqueue_converge(locked)
+    return locked

@@ -169,7 +169,11 @@ async def test_residency_shows_the_adapter_and_evict_really_removes_it(
         assert entry["path"] == path
         assert name in before["resident"]  # loading reads the weights into the engine cache
         assert entry["lora_int_id"] in before["resident_ids"]
-        assert (before["max_loras"], before["max_cpu_loras"], before["max_lora_rank"]) == (2, 4, 32)
+        assert (before["max_loras"], before["max_cpu_loras"], before["max_lora_rank"]) == (
+            engine_b.max_loras,
+            engine_b.max_cpu_loras,
+            engine_b.max_lora_rank,
+        )
 
         evicted = await engine.evict(name)
         assert evicted["removed_from_engine"] is True

@@ -1,0 +1,102 @@
+"""The fleet as it runs: a real Celery worker on the engines' node queues, a real beat, two real
+CPU vLLM engines. Release places a version, twenty concurrent misses cause one load, an engine
+restart is repaired by reconciliation alone, and disable leaves every engine."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from adapters.models import VersionStatus
+from adapters.services.lifecycle import version_disable, version_release
+from tests.workers.fleet import residency_report, servable_version
+from workers.desired import request_load, set_desired
+from workers.models import Engine, EngineState, FleetAction
+
+pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
+
+WAIT_S = 240.0  # bounds a broken run only; nothing asserts on how fast it went
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = WAIT_S) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if check():
+            return time.monotonic() - started
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def resident_on(handle) -> set[str]:
+    try:
+        return set(residency_report(handle)["resident"])
+    except Exception:  # the engine is restarting
+        return set()
+
+
+def test_twenty_concurrent_misses_cause_one_load(worker_fleet, tmp_path):
+    version = servable_version(worker_fleet.world.support, tmp_path, seed=81)
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        results = list(
+            pool.map(lambda _: request_load(version=version, engine=worker_fleet.a), range(20))
+        )
+
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+    assert sum(r.leader for r in results) == 1
+    engine_says = residency_report(worker_fleet.handle_a)
+    assert engine_says["loads"][version.served_name] == 1
+    assert FleetAction.objects.filter(served_name=version.served_name, kind="load").count() == 1
+
+
+def test_release_places_the_version_without_anyone_asking(worker_fleet, tmp_path):
+    version = servable_version(
+        worker_fleet.world.support, tmp_path, seed=82, status=VersionStatus.STAGED
+    )
+    version_release(version=version, actor=worker_fleet.world.users["alice"])
+
+    wait_for(
+        "the released version on an engine",
+        lambda: (
+            version.served_name
+            in resident_on(worker_fleet.handle_a) | resident_on(worker_fleet.handle_b)
+        ),
+    )
+
+
+def test_restart_is_repaired_by_reconciliation_and_disable_leaves_every_engine(
+    worker_fleet, tmp_path, engine_control, celery_beat_process
+):
+    keep, drop = (
+        servable_version(worker_fleet.world.support, tmp_path, seed=90 + i) for i in range(2)
+    )
+    for engine in (worker_fleet.a, worker_fleet.b):
+        for version in (keep, drop):
+            set_desired(version=version, engine=engine, state="registered", reason="test")
+    both = {keep.served_name, drop.served_name}
+    wait_for("both versions on A", lambda: both <= resident_on(worker_fleet.handle_a))
+    wait_for("both versions on B", lambda: both <= resident_on(worker_fleet.handle_b))
+
+    engine_control.stop(worker_fleet.handle_a)
+    engine_control.start(worker_fleet.handle_a)
+    assert resident_on(worker_fleet.handle_a) == set()  # a restarted engine forgot everything
+    # No request, no call: the beat's reconcile brings them back.
+    wait_for("reconcile to restore A", lambda: both <= resident_on(worker_fleet.handle_a))
+    wait_for(
+        "engine A up again",
+        lambda: Engine.objects.get(pk=worker_fleet.a.pk).state == EngineState.UP,
+    )
+
+    version_disable(version=drop, actor=worker_fleet.world.users["alice"], reason="bad replies")
+    wait_for(
+        "disable to leave both engines",
+        lambda: (
+            drop.served_name
+            not in resident_on(worker_fleet.handle_a) | resident_on(worker_fleet.handle_b)
+        ),
+    )
+    assert keep.served_name in resident_on(worker_fleet.handle_a)
+    assert keep.served_name in resident_on(worker_fleet.handle_b)
