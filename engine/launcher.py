@@ -30,6 +30,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 ENGINE_PYTHON = REPO_ROOT / ".venv-engine" / "bin" / "python"
 STATE_DIR = REPO_ROOT / "var" / "engines"
 PLUGIN_NAME = "portal"  # entry-point name in engine/plugin/pyproject.toml
+# The plugin's worker method that reports the GPU LoRA slots (engine/plugin/.../worker.py); vLLM
+# mixes it into its worker class, the supported way to add collective_rpc methods.
+WORKER_EXTENSION = "portal_engine_plugin.worker.PortalWorkerExtension"
 VALID_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # what vLLM 0.32 accepts
 # An engine that never answered /ping has nothing to shut down gracefully, and vLLM may sit on
 # SIGTERM while it is still importing and loading: give it this long before SIGKILL.
@@ -87,6 +90,7 @@ class EngineConfig:
             "--max-num-seqs", str(self.max_num_seqs),
             "--max-num-batched-tokens", str(self.max_model_len),
             "--dtype", "float32",
+            "--worker-extension-cls", WORKER_EXTENSION,
         ]  # fmt: skip
         if self.max_cpu_loras is not None:
             cmd += ["--max-cpu-loras", str(self.max_cpu_loras)]
@@ -113,6 +117,7 @@ class EngineConfig:
         if self.engine_key:
             env["PORTAL_ENGINE_KEY"] = self.engine_key
         if self.adapter_root is not None:
+            # The plugin builds every adapter path under this root itself (POST /portal/load).
             env["PORTAL_ADAPTER_ROOT"] = str(Path(self.adapter_root).resolve())
         return env
 

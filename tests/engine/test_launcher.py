@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.launcher import EngineConfig, EngineProcess, EngineStartError, stop_process_groups
+from engine.launcher import (
+    WORKER_EXTENSION,
+    EngineConfig,
+    EngineProcess,
+    EngineStartError,
+    stop_process_groups,
+)
 
 
 def test_it_starts_the_openai_server_with_lora_on_loopback(tmp_path: Path) -> None:
@@ -28,6 +34,24 @@ def test_it_starts_the_openai_server_with_lora_on_loopback(tmp_path: Path) -> No
     assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "true"
     assert env["VLLM_PLUGINS"] == "portal"
     assert env["PORTAL_ENGINE_KEY"] == "k"
+
+
+def test_it_gives_the_engine_its_adapter_root_and_the_plugin_worker_method(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PORTAL_ADAPTER_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    config = EngineConfig(model=tmp_path, port=8123, adapter_root=Path("adapters"))
+    # Relative on the command line, absolute for the engine: the plugin refuses relative roots.
+    assert config.environment()["PORTAL_ADAPTER_ROOT"] == str(tmp_path / "adapters")
+    assert "PORTAL_ADAPTER_ROOT" not in EngineConfig(model=tmp_path, port=8123).environment()
+    cmd = config.command()
+    assert cmd[cmd.index("--worker-extension-cls") + 1] == WORKER_EXTENSION
+    # The name the launcher passes is the class the plugin ships.
+    module, _, cls = WORKER_EXTENSION.rpartition(".")
+    source = Path("engine/plugin", *module.split(".")).with_suffix(".py")
+    text = (Path(__file__).resolve().parents[2] / source).read_text()
+    assert f"class {cls}:" in text and f'WORKER_EXTENSION = "{WORKER_EXTENSION}"' in text
 
 
 def test_it_refuses_ranks_vllm_does_not_accept(tmp_path: Path) -> None:

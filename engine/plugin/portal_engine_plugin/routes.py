@@ -1,9 +1,10 @@
-"""HTTP routes of the portal plugin: GET /portal/residency, POST /portal/pin, POST /portal/evict.
+"""HTTP routes of the portal plugin: GET /portal/residency, POST /portal/load, /pin, /unpin, /evict.
 
 Error bodies use vLLM's own shape ({"error": {"message", "type", "code"}}) so one client parses
 both. The registry of names is vLLM's `app.state.openai_serving_models.lora_requests`
 (name -> LoRARequest); what is resident is `engine_client.list_loras()` (ids in the engine's CPU
-LoRA cache, which holds every adapter in a GPU slot as well).
+LoRA cache, which holds every adapter in a GPU slot as well); what sits in the GPU slots comes
+from the worker (loading.gpu_slots). The handlers only translate; loading.py does the work.
 """
 
 from __future__ import annotations
@@ -15,31 +16,28 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from portal_engine_plugin.errors import Refused, error_response
+from portal_engine_plugin.loading import gpu_slots, load_verified, read_into_engine, unpin
+
 if TYPE_CHECKING:
     from portal_engine_plugin import PortalState
 
 ENGINE_KEY_HEADER = "X-Portal-Engine-Key"
 
 
-def _error(status: int, err_type: str, message: str) -> JSONResponse:
-    return JSONResponse(
-        status_code=status,
-        content={"error": {"message": message, "type": err_type, "param": None, "code": status}},
-    )
+def _error(refused: Refused) -> JSONResponse:
+    return error_response(refused.status, refused.err_type, refused.message)
 
 
-class _Refused(Exception):
-    """Raised inside a handler to answer with an error body (turned into JSON by _guarded)."""
-
-    def __init__(self, status: int, err_type: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.err_type, self.message = status, err_type, message
+def _internal(exc: Exception) -> JSONResponse:
+    # The engine's own reason, as vLLM's load route reports it (500 InternalServerError).
+    return error_response(500, "InternalServerError", str(exc))
 
 
 def _portal(request: Request) -> PortalState:
     state = getattr(request.app.state, "portal", None)
     if state is None or state.engine_client is None:
-        raise _Refused(503, "ServiceUnavailable", "portal plugin has no engine client")
+        raise Refused(503, "ServiceUnavailable", "portal plugin has no engine client")
     return state
 
 
@@ -63,7 +61,7 @@ router = APIRouter(prefix="/portal", dependencies=[Depends(require_engine_key)])
 def _registry(request: Request) -> dict[str, Any]:
     models = getattr(request.app.state, "openai_serving_models", None)
     if models is None:
-        raise _Refused(503, "ServiceUnavailable", "the server has no LoRA registry")
+        raise Refused(503, "ServiceUnavailable", "the server has no LoRA registry")
     return models.lora_requests
 
 
@@ -90,6 +88,23 @@ async def _residency(request: Request) -> dict[str, Any]:
         "max_loras": portal.max_loras,
         "max_cpu_loras": portal.max_cpu_loras,
         "max_lora_rank": portal.max_lora_rank,
+        "loads": dict(sorted(portal.load_counts.items())),
+        "load_ms": dict(sorted(portal.load_ms.items())),
+        **_gpu_view(await gpu_slots(portal=portal), registry),
+    }
+
+
+def _gpu_view(slots: dict[str, Any], registry: dict[str, Any]) -> dict[str, Any]:
+    if not slots.get("observed"):
+        return {"gpu_observed": False, "gpu_reason": slots.get("reason"), "gpu": None}
+    names = {lora.lora_int_id: name for name, lora in registry.items()}
+    return {
+        "gpu_observed": True,
+        "gpu": sorted(names[i] for i in slots["gpu"] if i in names),
+        "gpu_pinned": sorted(names[i] for i in slots["gpu_pinned"] if i in names),
+        # Least recently used first, as the worker's LRU evicts them.
+        "gpu_ids": list(slots["gpu"]),
+        "gpu_pinned_ids": list(slots["gpu_pinned"]),
     }
 
 
@@ -107,8 +122,44 @@ class EvictBody(BaseModel):
 async def residency(request: Request) -> Any:
     try:
         return await _residency(request)
-    except _Refused as refused:
-        return _error(refused.status, refused.err_type, refused.message)
+    except Refused as refused:
+        return _error(refused)
+
+
+@router.post("/load")
+async def load(request: Request) -> Any:
+    """Verify `<PORTAL_ADAPTER_ROOT>/<name>` against the manifest, then load it as
+    /v1/load_lora_adapter does. Idempotent: a registered name answers `already_loaded`.
+
+    The body is parsed here, not by a pydantic model, so malformed bodies get the plugin's codes.
+    """
+    try:
+        portal = _portal(request)
+        models = request.app.state.openai_serving_models
+        try:
+            body = await request.json()
+        except ValueError:
+            raise Refused(400, "InvalidUserInput", "request.invalid: body is not JSON") from None
+        return await load_verified(portal=portal, models=models, body=body)
+    except Refused as refused:
+        return _error(refused)
+    except Exception as exc:
+        return _internal(exc)
+
+
+@router.post("/unpin")
+async def unpin_route(body: NameBody, request: Request) -> Any:
+    """End a pin; the adapter stays registered and resident (see loading.unpin)."""
+    try:
+        portal = _portal(request)
+        _registry(request)
+        return await unpin(
+            portal=portal, models=request.app.state.openai_serving_models, name=body.name
+        )
+    except Refused as refused:
+        return _error(refused)
+    except Exception as exc:
+        return _internal(exc)
 
 
 @router.post("/pin")
@@ -124,7 +175,7 @@ async def pin(body: NameBody, request: Request) -> Any:
         registry = _registry(request)
         lora = registry.get(body.name)
         if lora is None:
-            raise _Refused(
+            raise Refused(
                 404, "NotFoundError", f"The lora adapter '{body.name}' is not registered."
             )
         async with portal.lock:
@@ -133,7 +184,7 @@ async def pin(body: NameBody, request: Request) -> Any:
             wanted = portal.pinned_ids | {lora.lora_int_id}
             limits = [x for x in (portal.max_loras, portal.max_cpu_loras) if x is not None]
             if limits and len(wanted) >= min(limits):
-                raise _Refused(
+                raise Refused(
                     409,
                     "Conflict",
                     f"pinning '{body.name}' would leave no unpinned slot "
@@ -141,14 +192,14 @@ async def pin(body: NameBody, request: Request) -> Any:
                     f"pinned={len(portal.pinned_ids)})",
                 )
             if lora.lora_int_id not in resident:
-                await portal.engine_client.add_lora(lora)
+                await read_into_engine(portal=portal, lora=lora)
             await portal.engine_client.pin_lora(lora.lora_int_id)
             portal.pinned_ids.add(lora.lora_int_id)
         return {"name": body.name, "lora_int_id": lora.lora_int_id, "pinned": True}
-    except _Refused as refused:
-        return _error(refused.status, refused.err_type, refused.message)
-    except Exception as exc:  # the engine's own reason, as vLLM's load route reports it
-        return _error(500, "InternalServerError", str(exc))
+    except Refused as refused:
+        return _error(refused)
+    except Exception as exc:
+        return _internal(exc)
 
 
 @router.post("/evict")
@@ -162,25 +213,28 @@ async def evict(body: EvictBody, request: Request) -> Any:
     try:
         portal = _portal(request)
         if (body.name is None) == (body.lora_int_id is None):
-            raise _Refused(400, "InvalidUserInput", "give exactly one of 'name' or 'lora_int_id'")
+            raise Refused(400, "InvalidUserInput", "give exactly one of 'name' or 'lora_int_id'")
         models = request.app.state.openai_serving_models
         if body.name is not None:
-            # vLLM's own per-name lock, so a concurrent load of the same name cannot interleave.
-            async with models.lora_resolver_lock[body.name], portal.lock:
+            # The plugin's load lock and vLLM's own per-name lock, so no load of the same name
+            # (verified or stock) can interleave.
+            name = body.name
+            async with portal.load_locks[name], models.lora_resolver_lock[name], portal.lock:
                 lora = models.lora_requests.get(body.name)
                 if lora is None:
-                    raise _Refused(
+                    raise Refused(
                         404, "NotFoundError", f"The lora adapter '{body.name}' cannot be found."
                     )
                 removed = await portal.engine_client.remove_lora(lora.lora_int_id)
-                del models.lora_requests[body.name]
+                del models.lora_requests[name]
                 portal.pinned_ids.discard(lora.lora_int_id)
+                portal.manifests.pop(name, None)
             lora_int_id = lora.lora_int_id
         else:
             lora_int_id = int(body.lora_int_id or 0)
             async with portal.lock:
                 if lora_int_id not in set(await portal.engine_client.list_loras()):
-                    raise _Refused(
+                    raise Refused(
                         404, "NotFoundError", f"No LoRA with id {lora_int_id} is in the engine."
                     )
                 removed = await portal.engine_client.remove_lora(lora_int_id)
@@ -190,7 +244,7 @@ async def evict(body: EvictBody, request: Request) -> Any:
             "lora_int_id": lora_int_id,
             "removed_from_engine": bool(removed),
         }
-    except _Refused as refused:
-        return _error(refused.status, refused.err_type, refused.message)
+    except Refused as refused:
+        return _error(refused)
     except Exception as exc:
-        return _error(500, "InternalServerError", str(exc))
+        return _internal(exc)
