@@ -2,17 +2,47 @@
 
 from __future__ import annotations
 
+import re
+
 from django.db import IntegrityError, transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from adapters.models import AdapterVersion
 from portal.api.base import PlatformViewSet
 from portal.audit import record_event
-from portal.errors import Conflict, clean_or_raise
+from portal.errors import Conflict, NotFound, clean_or_raise
 from workers import serializers as s
-from workers.models import Engine, Residency
+from workers.alarms import open_alarms
+from workers.desired import enqueue_converge
+from workers.models import Engine, FleetAction
+from workers.operator import operator_act
+from workers.selectors import residencies_of_engine
+from workers.services import engine_operator_transition
+
+VERSION_LABEL = re.compile(r"^(?P<tenant>[a-z0-9-]+)/(?P<adapter>[a-z0-9-]+)@(?P<number>[0-9]+)$")
+
+
+def version_from_label(label: object) -> AdapterVersion:
+    """`tenant/adapter@N` -> the version (operators act across tenants)."""
+    match = VERSION_LABEL.match(label) if isinstance(label, str) else None
+    if match is None:
+        raise Conflict("fleet.bad_version", "Name the version as 'tenant/adapter@N'.")
+    version = (
+        AdapterVersion.objects.select_related("adapter__tenant", "tenant")
+        .filter(
+            tenant__slug=match["tenant"],
+            adapter__name=match["adapter"],
+            number=int(match["number"]),
+        )
+        .first()
+    )
+    if version is None:
+        raise NotFound("version.not_found", f"No version '{label}'.")
+    return version
+
 
 ENGINE_AUDIT_FIELDS = (
     "pool",
@@ -38,6 +68,17 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         "residency": ("is_operator",),
         "create": ("is_operator",),
         "partial_update": ("is_operator",),
+        "pin": ("is_operator",),
+        "unpin": ("is_operator",),
+        "warm": ("is_operator",),
+        "evict": ("is_operator",),
+        "drain": ("is_operator",),
+        "undrain": ("is_operator",),
+        "reconcile": ("is_operator",),
+        "actions": ("is_operator",),
+        "alarms": ("is_operator",),
+        "advice": ("is_operator",),
+        "launch_config": ("is_operator",),
     }
     action_scopes = {"create": "admin", "partial_update": "admin"}
     filterset_fields = ["pool", "state"]
@@ -92,8 +133,83 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
     @action(detail=True, methods=["get"])
     def residency(self, request, engine=None):
         obj = self.get_object()
-        qs = Residency.objects.filter(engine=obj).select_related(
-            "engine", "version__tenant", "version__adapter"
-        )
-        page = self.paginate_queryset(qs)
+        page = self.paginate_queryset(residencies_of_engine(obj).select_related("engine"))
         return self.get_paginated_response(s.ResidencySerializer(page, many=True).data)
+
+    def _act(self, verb: str) -> Response:
+        engine = self.get_object()
+        version = version_from_label(self.request.data.get("version"))
+        row = operator_act(
+            engine=engine,
+            version=version,
+            verb=verb,
+            actor=self.request.user,
+            request_id=self.request_id,
+        )
+        row = residencies_of_engine(engine).select_related("engine").get(pk=row.pk)
+        return Response(s.ResidencySerializer(row).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=s.VersionActionSerializer, responses={202: s.ResidencySerializer})
+    @action(detail=True, methods=["post"])
+    def pin(self, request, engine=None):
+        """Pin a version in a GPU slot of this engine (refused when a hard rule forbids it)."""
+        return self._act("pin")
+
+    @extend_schema(request=s.VersionActionSerializer, responses={202: s.ResidencySerializer})
+    @action(detail=True, methods=["post"])
+    def unpin(self, request, engine=None):
+        return self._act("unpin")
+
+    @extend_schema(request=s.VersionActionSerializer, responses={202: s.ResidencySerializer})
+    @action(detail=True, methods=["post"])
+    def warm(self, request, engine=None):
+        """Keep a version loaded and warm on this engine."""
+        return self._act("warm")
+
+    @extend_schema(request=s.VersionActionSerializer, responses={202: s.ResidencySerializer})
+    @action(detail=True, methods=["post"])
+    def evict(self, request, engine=None):
+        """Remove a version from this engine (refused while it is pinned or has requests)."""
+        return self._act("evict")
+
+    def _transition(self, verb: str) -> Response:
+        engine = engine_operator_transition(
+            engine=self.get_object(),
+            verb=verb,
+            actor=self.request.user,
+            request_id=self.request_id,
+        )
+        return Response(s.EngineSerializer(engine).data)
+
+    @extend_schema(request=None, responses={200: s.EngineSerializer})
+    @action(detail=True, methods=["post"])
+    def drain(self, request, engine=None):
+        """No new traffic or adapters; its adapters are unloaded as their requests end."""
+        return self._transition("drain")
+
+    @extend_schema(request=None, responses={200: s.EngineSerializer})
+    @action(detail=True, methods=["post"])
+    def undrain(self, request, engine=None):
+        return self._transition("undrain")
+
+    @extend_schema(request=None, responses={202: None})
+    @action(detail=True, methods=["post"])
+    def reconcile(self, request, engine=None):
+        """A converge pass now, instead of at the next period."""
+        engine_obj = self.get_object()
+        enqueue_converge(engine_obj)
+        return Response({"engine": engine_obj.name, "queued": True}, status=202)
+
+    @extend_schema(responses={200: s.FleetActionSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def actions(self, request, engine=None):
+        """The controller's log for this engine, newest first, with latencies."""
+        qs = FleetAction.objects.filter(engine=self.get_object()).select_related("engine")
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(s.FleetActionSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: s.AlarmSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def alarms(self, request, engine=None):
+        page = self.paginate_queryset(open_alarms(self.get_object()))
+        return self.get_paginated_response(s.AlarmSerializer(page, many=True).data)

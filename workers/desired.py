@@ -61,6 +61,7 @@ def set_desired(
     actor: Any = "controller",
     request_id: str = "",
     converge: bool = True,
+    audit_action: str = "engine.residency.desire",
 ) -> Residency:
     """Upsert the wish for one version on one engine; audited when a person asked for it."""
     with transaction.atomic():
@@ -71,9 +72,9 @@ def set_desired(
         if before != state or row.desired_reason != reason:
             row.desired_state, row.desired_reason = state, reason[:200]
             row.save(update_fields=["desired_state", "desired_reason", "updated_at"])
-        if _person(actor) and before != state:
+        if _person(actor):
             record_event(
-                action="engine.residency.desire",
+                action=audit_action,
                 actor=actor,
                 tenant=version.tenant,
                 obj=engine,

@@ -37,6 +37,9 @@ class Engine(models.Model):
         max_length=10, choices=EngineState.choices, default=EngineState.WARMING
     )
     has_plugin = models.BooleanField(default=False)
+    # Whether the plugin can see which adapters sit in GPU slots; if not, the hot tier is
+    # inferred from recency (workers.controller.infer_gpu).
+    gpu_observed = models.BooleanField(default=False)
     required = models.BooleanField(
         default=True, help_text="Whether /healthz is degraded when this engine is down"
     )

@@ -3,7 +3,15 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from adapters.models import BaseModel
-from workers.models import VALID_MAX_LORA_RANKS, Engine, EngineState, Residency
+from workers.models import (
+    VALID_MAX_LORA_RANKS,
+    Engine,
+    EngineAlarm,
+    EngineState,
+    FleetAction,
+    Residency,
+)
+from workers.selectors import tier_of
 
 
 class EngineSerializer(serializers.ModelSerializer):
@@ -23,6 +31,7 @@ class EngineSerializer(serializers.ModelSerializer):
             "max_loras",
             "max_cpu_loras",
             "max_lora_rank",
+            "max_num_seqs",
             "adapter_root",
             "state",
             "has_plugin",
@@ -56,6 +65,12 @@ class ResidencySerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="version.tenant.slug")
     version = serializers.SerializerMethodField()
     served_name = serializers.CharField(source="version.served_name")
+    tier = serializers.SerializerMethodField(
+        help_text="hot (GPU slot), warm (engine CPU cache or staged on the node), cold, disabled"
+    )
+    gpu_tier_source = serializers.SerializerMethodField(
+        help_text="'observed' when the engine plugin reports GPU slots; 'inferred' from recency"
+    )
 
     class Meta:
         model = Residency
@@ -64,13 +79,57 @@ class ResidencySerializer(serializers.ModelSerializer):
             "tenant",
             "version",
             "served_name",
+            "tier",
             "desired_state",
+            "desired_reason",
             "observed_state",
+            "gpu_tier_source",
+            "staged_at",
+            "quarantined_at",
+            "quarantine_reason",
+            "last_error",
             "loaded_at",
             "load_latency_ms",
             "hits",
             "last_used_at",
+            "observed_at",
         ]
 
     def get_version(self, residency) -> str:
         return f"{residency.version.adapter.name}@{residency.version.number}"
+
+    def get_tier(self, residency) -> str:
+        return tier_of(residency)
+
+    def get_gpu_tier_source(self, residency) -> str:
+        return "observed" if residency.engine.gpu_observed else "inferred"
+
+
+class VersionActionSerializer(serializers.Serializer):
+    version = serializers.CharField(help_text="tenant/adapter@N")
+
+
+class FleetActionSerializer(serializers.ModelSerializer):
+    engine = serializers.CharField(source="engine.name")
+
+    class Meta:
+        model = FleetAction
+        fields = [
+            "engine",
+            "served_name",
+            "kind",
+            "reason",
+            "ok",
+            "error",
+            "latency_ms",
+            "actor",
+            "created_at",
+        ]
+
+
+class AlarmSerializer(serializers.ModelSerializer):
+    engine = serializers.CharField(source="engine.name")
+
+    class Meta:
+        model = EngineAlarm
+        fields = ["engine", "kind", "subject", "message", "details", "raised_at", "cleared_at"]

@@ -26,12 +26,30 @@ async def probe_engine(url: str, engine_key: str | None = None) -> str:
         await client.aclose()
 
 
-def engine_record_probe(*, engine: Engine, error: str) -> Engine:
+async def probe_capabilities(url: str, engine_key: str | None = None) -> dict[str, bool] | None:
+    """Whether the portal plugin answers (and sees GPU slots); None when it cannot be told."""
+    client = VLLMClient(url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=engine_key)
+    try:
+        report = await client.residency()
+        return {"has_plugin": True, "gpu_observed": bool(report.get("gpu_observed"))}
+    except EngineError as exc:
+        if exc.status == 404:  # a stock vLLM: no /portal/ routes
+            return {"has_plugin": False, "gpu_observed": False}
+        return None
+    finally:
+        await client.aclose()
+
+
+def engine_record_probe(
+    *, engine: Engine, error: str, capabilities: dict[str, bool] | None = None
+) -> Engine:
     """Move an engine between up and down from one probe; draining stays draining (operator's call)."""
     with transaction.atomic():
         locked = Engine.objects.select_for_update().get(pk=engine.pk)
         now = timezone.now()
         before = locked.state
+        for key, value in (capabilities or {}).items():
+            setattr(locked, key, value)
         if error:
             locked.last_error = error[:2000]
             if locked.state != EngineState.DRAINING:
@@ -44,7 +62,9 @@ def engine_record_probe(*, engine: Engine, error: str) -> Engine:
                 # until the controller has loaded what it should hold; an engine with nothing to
                 # hold is up at once.
                 locked.state = EngineState.WARMING if _has_wanted(locked) else EngineState.UP
-        locked.save(update_fields=["state", "last_seen_at", "last_error"])
+        locked.save(
+            update_fields=["state", "last_seen_at", "last_error", "has_plugin", "gpu_observed"]
+        )
         if locked.state == EngineState.WARMING:
             from workers.desired import enqueue_converge
 
@@ -70,17 +90,18 @@ def _has_wanted(engine: Engine) -> bool:
 def engines_probe_all() -> dict[str, str]:
     engines = list(Engine.objects.all())
 
-    async def probe_all() -> list[str]:
-        return list(
-            await asyncio.gather(
-                *(probe_engine(engine.url, selectors.engine_key(engine)) for engine in engines)
-            )
-        )
+    async def probe_one(engine: Engine) -> tuple[str, dict[str, bool] | None]:
+        key = selectors.engine_key(engine)
+        error = await probe_engine(engine.url, key)
+        return error, (None if error else await probe_capabilities(engine.url, key))
 
-    errors = asyncio.run(probe_all()) if engines else []
+    async def probe_all() -> list[tuple[str, dict[str, bool] | None]]:
+        return list(await asyncio.gather(*(probe_one(engine) for engine in engines)))
+
+    results = asyncio.run(probe_all()) if engines else []
     return {
-        engine_record_probe(engine=engine, error=error).name: (error or "up")
-        for engine, error in zip(engines, errors, strict=True)
+        engine_record_probe(engine=engine, error=error, capabilities=caps).name: (error or "up")
+        for engine, (error, caps) in zip(engines, results, strict=True)
     }
 
 
