@@ -42,6 +42,9 @@ PERMANENT_MARKERS: tuple[str, ...] = (
 TRANSIENT_MARKERS: tuple[str, ...] = ("enginedead", "engine core", "enginecore")
 # 4xx that a retry can fix; every other 4xx is the caller's (or the adapter's) fault.
 TRANSIENT_CLIENT_STATUSES = frozenset({408, 425, 429})
+# The plugin's refusals start with a stable code ("files.sha256_mismatch: adapter_model..."); the
+# codes are listed in engine/plugin/portal_engine_plugin/__init__.py.
+_PLUGIN_CODE = re.compile(r"^(?P<code>(?:files|name|manifest|request|root|pin)\.[a-z0-9_]+): ")
 
 
 class EngineError(Exception):
@@ -97,6 +100,21 @@ def engine_reason(response: httpx.Response) -> str:
         if "detail" in body:
             return str(body["detail"])
     return response.text.strip()
+
+
+def plugin_error_code(err: EngineError) -> str | None:
+    """The portal plugin's stable code at the start of the engine's message, if there is one."""
+    match = _PLUGIN_CODE.match(err.engine_reason)
+    return match["code"] if match else None
+
+
+def file_error_code(err: EngineError) -> str | None:
+    """`files.*` code of a 409 from POST /portal/load or /portal/unpin (staged files that do not
+    match the manifest: restage, do not retry as is), else None."""
+    code = plugin_error_code(err)
+    if err.status != 409 or code is None or not code.startswith("files."):
+        return None
+    return code
 
 
 def error_from_response(response: httpx.Response, action: str) -> EngineError:
@@ -330,8 +348,28 @@ class VLLMClient:
     # -- portal plugin (engine/plugin) ---------------------------------------------------------
 
     async def residency(self) -> dict[str, Any]:
-        """Registered adapters, which are resident in the engine cache, which are pinned, limits."""
+        """Registered adapters, which are resident in the engine cache, which are pinned, limits,
+        load counters (`loads`, `load_ms` per name) and, when `gpu_observed`, the GPU slots."""
         response = await self._request("GET", "/portal/residency", "residency")
+        return dict(response.json())
+
+    async def load_verified(
+        self, name: str, manifest: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """Have the plugin verify `<its adapter root>/<name>` against `manifest` ([{name, size,
+        sha256}]) and load it. Idempotent (`already_loaded`). A mismatch is a permanent 409
+        whose code `file_error_code` returns."""
+        body = {"name": name, "manifest": [dict(entry) for entry in manifest]}
+        response = await self._request(
+            "POST", "/portal/load", f"verified load {name!r}", json_body=body
+        )
+        return dict(response.json())
+
+    async def unpin(self, name: str) -> dict[str, Any]:
+        """End a pin; the adapter stays registered and resident (404 unknown, 409 not pinned)."""
+        response = await self._request(
+            "POST", "/portal/unpin", f"unpin {name!r}", json_body={"name": name}
+        )
         return dict(response.json())
 
     async def pin(self, name: str) -> dict[str, Any]:

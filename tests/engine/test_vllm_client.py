@@ -16,8 +16,10 @@ from workers.vllm_client import (
     ENGINE_KEY_HEADER,
     EngineError,
     VLLMClient,
+    file_error_code,
     is_permanent,
     parse_lora_requests_info,
+    plugin_error_code,
 )
 
 
@@ -227,3 +229,70 @@ async def test_plugin_calls_use_the_portal_routes() -> None:
 )
 def test_is_permanent(status: int | None, reason: str, permanent: bool) -> None:
     assert is_permanent(status, reason) is permanent
+
+
+SHA = "ab" * 32
+
+
+async def test_verified_load_and_unpin_use_the_portal_routes() -> None:
+    seen: list[httpx.Request] = []
+
+    def plugin(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = json.loads(request.content)
+        if request.url.path == "/portal/load":
+            return httpx.Response(200, json={"name": body["name"], "loaded": True})
+        return httpx.Response(200, json={"name": body["name"], "pinned": False})
+
+    manifest = [{"name": "adapter_config.json", "size": 10, "sha256": SHA}]
+    async with _client(plugin) as engine:
+        assert (await engine.load_verified("acme--a--v1-1f2e3d4c", manifest))["loaded"] is True
+        assert (await engine.unpin("acme--a--v1-1f2e3d4c"))["pinned"] is False
+    assert [r.url.path for r in seen] == ["/portal/load", "/portal/unpin"]
+    assert json.loads(seen[0].content) == {"name": "acme--a--v1-1f2e3d4c", "manifest": manifest}
+    assert json.loads(seen[1].content) == {"name": "acme--a--v1-1f2e3d4c"}
+
+
+FILE_CODES = [
+    "files.sha256_mismatch",
+    "files.missing",
+    "files.extra",
+    "files.size_mismatch",
+    "files.not_regular",
+    "files.changed",
+    "files.conflict",
+]
+
+
+@pytest.mark.parametrize("code", FILE_CODES)
+async def test_a_409_files_refusal_is_permanent_and_keeps_its_code(code: str) -> None:
+    message = f"{code}: adapter_model.safetensors has sha256 00..., manifest says ab..."
+    async with _client(lambda r: _vllm_error(409, "Conflict", message)) as engine:
+        with pytest.raises(EngineError) as info:
+            await engine.load_verified("acme--a--v1-1f2e3d4c", [])
+    assert (info.value.permanent, info.value.status) == (True, 409)
+    assert file_error_code(info.value) == code
+    assert plugin_error_code(info.value) == code
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "plugin_code", "permanent"),
+    [
+        (400, "name.invalid: '../x' is not a served name", "name.invalid", True),
+        (400, "manifest.invalid: file names repeat", "manifest.invalid", True),
+        (503, "root.unset: PORTAL_ADAPTER_ROOT is not set on this engine", "root.unset", False),
+        (409, "pin.not_pinned: 'x' is not pinned", "pin.not_pinned", True),
+        # vLLM's own refusals carry no plugin code, even when they quote something like one.
+        (500, "Call to add_lora method failed: files.missing: x", None, True),
+        (409, "pinning 'x' would leave no unpinned slot", None, True),
+    ],
+)
+async def test_only_409_files_codes_are_file_errors(
+    status: int, message: str, plugin_code: str | None, permanent: bool
+) -> None:
+    async with _client(lambda r: _vllm_error(status, "X", message)) as engine:
+        with pytest.raises(EngineError) as info:
+            await engine.load_verified("x", [])
+    assert plugin_error_code(info.value) == plugin_code
+    assert file_error_code(info.value) is None
+    assert info.value.permanent is permanent
