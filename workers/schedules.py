@@ -1,0 +1,656 @@
+"""Warm-up and pin schedules: the hard rules a warm-up policy must keep, the django-celery-beat
+entries that carry business-hours windows, and the task that applies a policy to the fleet.
+
+The registry asks `warmup_problems` before it saves a policy and `sync_adapter_schedule` after;
+beat (or the sync itself) runs `apply_warmup_window`, which checks the rules again before it asks
+workers.desired for anything, because engines and beat entries change behind the policy's back.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, time
+from functools import lru_cache
+from typing import Any
+from zoneinfo import ZoneInfo, available_timezones
+
+from celery import shared_task
+from celery.schedules import crontab_parser
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce, NullIf
+from django.utils import timezone
+from django_celery_beat.models import CrontabSchedule, PeriodicTask
+from django_celery_beat.validators import day_of_week_validator
+
+from adapters.models import Adapter, AdapterVersion, VersionStatus, WarmupPolicy
+from portal.audit import record_event
+from portal.errors import ApplicationError
+from tenants.models import Tenant
+from workers.cache_policy.rules import HardRules, max_pins
+from workers.cache_policy.snapshot import EngineSnapshot
+from workers.models import AlarmKind, Engine, EngineAlarm
+
+log = logging.getLogger(__name__)
+
+TASK_NAME = "workers.schedules.apply_warmup_window"
+ACTOR = "schedule"
+PHASES = ("open", "close")
+# Policies that keep versions in the engine cache: always, or inside a window (counted as if
+# always, since windows of different adapters may overlap).
+WARM_POLICIES = (WarmupPolicy.ALWAYS_WARM, WarmupPolicy.PRELOAD_BUSINESS_HOURS)
+KEPT_POLICIES = (*WARM_POLICIES, WarmupPolicy.PINNED)
+DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # crontab numbering, Sunday = 0
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A hard rule a policy would break; `field` names the adapter field to fix, if one does."""
+
+    code: str
+    message: str
+    field: str = ""
+
+
+@dataclass(frozen=True)
+class WarmupWindow:
+    """A business-hours window: crontab days, local start and end, IANA time zone."""
+
+    days: str
+    start: time | None
+    end: time | None
+    timezone: str
+
+    @classmethod
+    def of(cls, adapter: Adapter) -> WarmupWindow:
+        return cls(
+            days=adapter.warmup_days,
+            start=adapter.warmup_start,
+            end=adapter.warmup_end,
+            timezone=adapter.warmup_timezone,
+        )
+
+    @property
+    def over_midnight(self) -> bool:
+        return self.start is not None and self.end is not None and self.end < self.start
+
+    def describe(self) -> str:
+        start = self.start.strftime("%H:%M") if self.start else "?"
+        end = self.end.strftime("%H:%M") if self.end else "?"
+        return f"{self.days} {start}-{end} {self.timezone}"
+
+
+# --- the window ---
+
+
+@lru_cache(maxsize=1)
+def _known_timezones() -> frozenset[str]:
+    # The keys zoneinfo and django-celery-beat's TimeZoneField both accept; ZoneInfo() alone
+    # also opens odd files such as "posixrules" or "localtime".
+    return frozenset(available_timezones())
+
+
+def valid_timezone(name: str) -> bool:
+    return name in _known_timezones()
+
+
+def parse_days(days: str) -> frozenset[int] | None:
+    """Crontab day_of_week -> days (Sunday = 0), or None when beat would not accept it.
+
+    Both parsers must agree: celery's decides when beat fires, django-celery-beat's validates
+    the entry when an operator saves it in the admin ("fri-mon" passes one and fails the other).
+    """
+    try:
+        day_of_week_validator(days)
+        return frozenset(crontab_parser(7).parse(days))
+    except (ValidationError, ValueError):
+        return None
+
+
+def window_problems(window: WarmupWindow) -> list[Problem]:
+    out: list[Problem] = []
+    if window.start is None:
+        out.append(_bad_window("warmup_start", "a business-hours window needs a start time."))
+    if window.end is None:
+        out.append(_bad_window("warmup_end", "a business-hours window needs an end time."))
+    if window.start is not None and window.start == window.end:
+        out.append(
+            _bad_window(
+                "warmup_end",
+                f"the window starts and ends at {window.start:%H:%M}; an empty window would never "
+                "warm, and a full day is the always_warm policy.",
+            )
+        )
+    if not valid_timezone(window.timezone):
+        out.append(
+            _bad_window(
+                "warmup_timezone",
+                f"'{window.timezone}' is not an IANA time zone (e.g. Europe/Berlin, UTC).",
+            )
+        )
+    if not parse_days(window.days):
+        out.append(
+            _bad_window(
+                "warmup_days",
+                f"'{window.days}' is not a crontab day_of_week (e.g. mon-fri, sat,sun, 1-5; "
+                "Sunday is 0; a range may not wrap past Saturday).",
+            )
+        )
+    return out
+
+
+def _bad_window(field: str, message: str) -> Problem:
+    return Problem("schedule.bad_window", f"{field}: {message}", field)
+
+
+def window_contains(window: WarmupWindow, now: datetime) -> bool:
+    """Whether `now` falls in [start, end) local time on a listed day.
+
+    A window over midnight belongs to the day it starts on: "fri 22:00-02:00" covers Saturday
+    01:00. Wall-clock times come from zoneinfo, so DST changes move the window with the clock.
+    """
+    days = parse_days(window.days)
+    if window.start is None or window.end is None or not days or window.start == window.end:
+        return False
+    if not valid_timezone(window.timezone):
+        return False
+    local = now.astimezone(ZoneInfo(window.timezone))
+    clock = local.time().replace(tzinfo=None)
+    today = _cron_day(local)
+    if not window.over_midnight:
+        return today in days and window.start <= clock < window.end
+    if clock >= window.start:
+        return today in days
+    return clock < window.end and (today - 1) % 7 in days
+
+
+def in_window(adapter: Adapter, now: datetime | None = None) -> bool:
+    """Whether the adapter's business-hours window is open at `now` (default: now)."""
+    return window_contains(WarmupWindow.of(adapter), now or timezone.now())
+
+
+def _cron_day(moment: datetime) -> int:
+    return (moment.weekday() + 1) % 7  # Python: Monday = 0; crontab: Sunday = 0
+
+
+# --- the hard rules ---
+
+
+def pool_of(adapter: Adapter) -> str:
+    return adapter.pool or adapter.tenant.pool or settings.DEFAULT_POOL
+
+
+def _pool_expression() -> Coalesce:
+    """pool_of in SQL, so the rules count the adapters of a pool in one query."""
+    return Coalesce(
+        NullIf(F("pool"), Value("")),
+        NullIf(F("tenant__pool"), Value("")),
+        Value(settings.DEFAULT_POOL),
+    )
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """An adapter the fleet keeps warm or pinned, and the engine-cache slots it needs."""
+
+    label: str
+    policy: str
+    slots: int
+
+
+def _slots(active_versions: int) -> int:
+    # Every active version is warmed or pinned on its own (canaries); an adapter with none yet
+    # is counted as one, so releasing its first version cannot break the rules it passed.
+    return max(1, active_versions)
+
+
+def _kept(qs: QuerySet[Adapter]) -> list[_Kept]:
+    rows = qs.annotate(
+        active=Count("versions", filter=Q(versions__status=VersionStatus.ACTIVE))
+    ).values_list("tenant__slug", "name", "warmup_policy", "active")
+    return [_Kept(f"{t}/{n}", policy, _slots(active)) for t, n, policy, active in rows]
+
+
+def _own(adapter: Adapter, policy: str) -> _Kept:
+    active = adapter.versions.filter(status=VersionStatus.ACTIVE).count() if adapter.pk else 0
+    return _Kept(str(adapter), policy, _slots(active))
+
+
+def _others(adapter: Adapter) -> QuerySet[Adapter]:
+    qs = Adapter.objects.filter(warmup_policy__in=KEPT_POLICIES)
+    return qs.exclude(pk=adapter.pk) if adapter.pk else qs
+
+
+def pool_engines(adapter: Adapter) -> list[Engine]:
+    """Engines of the adapter's pool that serve its base model (any state: a down engine
+    comes back and gets its pins again)."""
+    return list(
+        Engine.objects.filter(pool=pool_of(adapter), base_model_id=adapter.base_model_id).order_by(
+            "name"
+        )
+    )
+
+
+def _engine_max_pins(engine: Engine) -> int:
+    """The cache policy's own limit (one GPU and one CPU-cache slot stay unpinned)."""
+    snapshot = EngineSnapshot(
+        engine=engine.name,
+        now=0.0,
+        gpu_slots=engine.max_loras,
+        cpu_slots=engine.max_cpu_loras,
+        max_lora_rank=engine.max_lora_rank,
+        resident={},
+        versions={},
+    )
+    return max_pins(snapshot, HardRules())
+
+
+def warmup_problems(
+    *, adapter: Adapter, policy: str | None = None, window: WarmupWindow | None = None
+) -> list[Problem]:
+    """The hard rules `policy` (default: the adapter's) would break, each with what to do.
+
+    The adapter's other fields (pool, tenant, base model) are taken as they are on the object,
+    so a caller checks a change by setting them first. Other adapters count as saved.
+    """
+    policy = policy or adapter.warmup_policy
+    if policy not in KEPT_POLICIES:
+        return []
+    out: list[Problem] = []
+    if policy == WarmupPolicy.PRELOAD_BUSINESS_HOURS:
+        out += window_problems(window or WarmupWindow.of(adapter))
+    own = _own(adapter, policy)
+    if policy == WarmupPolicy.PINNED:
+        out += _pin_quota_problems(adapter, own)
+    engines = pool_engines(adapter)
+    pool = pool_of(adapter)
+    if not engines:
+        out.append(
+            Problem(
+                "schedule.no_engine",
+                f"Pool '{pool}' has no engine for base model '{adapter.base_model.name}', so "
+                f"nothing can be kept warm or pinned for {adapter}. Use on_demand, or ask a "
+                "platform admin to bind the adapter to a pool that serves this base model.",
+                "pool",
+            )
+        )
+        return out
+    in_pool = _kept(
+        _others(adapter)
+        .annotate(effective_pool=_pool_expression())
+        .filter(effective_pool=pool, base_model_id=adapter.base_model_id)
+    ) + [own]
+    pinned = sum(k.slots for k in in_pool if k.policy == WarmupPolicy.PINNED)
+    warm = sum(k.slots for k in in_pool if k.policy in WARM_POLICIES)
+    if policy == WarmupPolicy.PINNED:
+        out += _pin_budget_problems(pool, adapter, engines, pinned)
+    out += _free_slot_problems(pool, engines, warm=warm, pinned=pinned)
+    return out
+
+
+def _pin_quota_problems(adapter: Adapter, own: _Kept) -> list[Problem]:
+    tenant = adapter.tenant
+    kept = _kept(_others(adapter).filter(tenant_id=tenant.pk, warmup_policy=WarmupPolicy.PINNED))
+    needed = sum(k.slots for k in kept) + own.slots
+    if needed <= tenant.quota_pinned_slots:
+        return []
+    holders = ", ".join(k.label for k in kept) or "none"
+    return [
+        Problem(
+            "schedule.pin_quota",
+            f"Tenant '{tenant.slug}' may pin {tenant.quota_pinned_slots} slot(s) "
+            f"(quota_pinned_slots); pinning {adapter} needs {own.slots} more while {holders} "
+            f"already hold {needed - own.slots}. Unpin another adapter, use always_warm, or ask "
+            "a platform admin to raise the quota.",
+            "warmup_policy",
+        )
+    ]
+
+
+def _pin_budget_problems(
+    pool: str, adapter: Adapter, engines: list[Engine], pinned: int
+) -> list[Problem]:
+    capacity = {e.name: _engine_max_pins(e) for e in engines}
+    total = sum(capacity.values())
+    if pinned <= total:
+        return []
+    per_engine = ", ".join(f"{name}: {n}" for name, n in capacity.items())
+    return [
+        Problem(
+            "schedule.pin_budget",
+            f"Pool '{pool}' can pin {total} version(s) of base model "
+            f"'{adapter.base_model.name}' ({per_engine}; one GPU and one CPU-cache slot per "
+            f"engine always stay unpinned), and its pinned adapters would need {pinned}. "
+            "Use always_warm, unpin another adapter, or ask an operator for more engines.",
+            "warmup_policy",
+        )
+    ]
+
+
+def _free_slot_problems(
+    pool: str, engines: list[Engine], *, warm: int, pinned: int
+) -> list[Problem]:
+    # Warm versions sit on every engine of the pool, each pinned one on one of them: every
+    # engine must keep one CPU-cache slot free, or vLLM has nowhere to load anything else.
+    room = {e.name: e.max_cpu_loras - 1 for e in engines}
+    full = [f"{name} (keeps at most {n})" for name, n in room.items() if warm > n]
+    if full:
+        return [
+            Problem(
+                "schedule.last_free_slot",
+                f"Pool '{pool}' would keep {warm} always-warm/business-hours version(s) on every "
+                f"engine, leaving no free CPU-cache slot on {', '.join(full)}. Use on_demand or "
+                "pinned for some adapters, or ask an operator for engines with more "
+                "max_cpu_loras.",
+                "warmup_policy",
+            )
+        ]
+    spare = sum(n - warm for n in room.values())
+    if pinned <= spare:
+        return []
+    return [
+        Problem(
+            "schedule.last_free_slot",
+            f"Pool '{pool}' has room for {spare} pinned version(s) beside its {warm} warm "
+            f"one(s) while keeping one CPU-cache slot free on every engine; {pinned} are "
+            "pinned. Use on_demand for some adapters, or ask an operator for more engines.",
+            "warmup_policy",
+        )
+    ]
+
+
+def lock_schedule_scope(*, tenant_id: int, pools: Iterable[str]) -> None:
+    """Serialise rule checks that count the same tenant or pool (call inside a transaction).
+
+    Order: the tenant, then the pools' engines by id; uploads and the registry lock the tenant
+    before an adapter too, so none of them deadlock.
+    """
+    Tenant.objects.select_for_update().filter(pk=tenant_id).first()
+    list(
+        Engine.objects.select_for_update()
+        .filter(pool__in=sorted(set(pools)))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+# --- beat entries ---
+
+
+def entry_name(adapter: Adapter, phase: str) -> str:
+    return f"warmup:{adapter.tenant.slug}/{adapter.name}:{phase}"
+
+
+def entry_kwargs(adapter_id: int, phase: str) -> str:
+    return json.dumps({"adapter_id": adapter_id, "phase": phase})
+
+
+def _crontab(at: time, days: frozenset[int], tz: str) -> CrontabSchedule:
+    spec = {
+        "minute": str(at.minute),
+        "hour": str(at.hour),
+        "day_of_week": _render_days(days),
+        "day_of_month": "*",
+        "month_of_year": "*",
+        "timezone": ZoneInfo(tz),
+    }
+    # Crontab rows are shared between entries (the admin does the same); never edited in place.
+    return CrontabSchedule.objects.filter(**spec).order_by("pk").first() or (
+        CrontabSchedule.objects.create(**spec)
+    )
+
+
+def _render_days(days: frozenset[int]) -> str:
+    return "*" if len(days) == 7 else ",".join(DAY_NAMES[d] for d in sorted(days))
+
+
+def _put_entry(
+    adapter: Adapter, phase: str, crontab: CrontabSchedule, description: str
+) -> PeriodicTask:
+    name = entry_name(adapter, phase)
+    wanted = {
+        "task": TASK_NAME,
+        "kwargs": entry_kwargs(adapter.pk, phase),
+        "crontab": crontab,
+        "interval": None,
+        "solar": None,
+        "clocked": None,
+        "one_off": False,
+        "description": description,
+    }
+    entry = PeriodicTask.objects.filter(name=name).first()
+    if entry is None:
+        return PeriodicTask.objects.create(name=name, enabled=True, **wanted)
+    # An operator may have disabled the entry in the admin: that stays; the rest follows policy.
+    if any(getattr(entry, key) != value for key, value in wanted.items()):
+        for key, value in wanted.items():
+            setattr(entry, key, value)
+        entry.save()
+    return entry
+
+
+def entries_of(adapter_id: int) -> QuerySet[PeriodicTask]:
+    """The beat entries that act on this adapter, under whatever name they were made."""
+    return PeriodicTask.objects.filter(
+        task=TASK_NAME, kwargs__in=[entry_kwargs(adapter_id, p) for p in PHASES]
+    )
+
+
+def sync_adapter_schedule(*, adapter: Adapter, now: datetime | None = None) -> str:
+    """Make the beat entries match the policy, then apply it once after commit.
+
+    Returns the phase applied now: a business-hours policy opens or closes at once depending on
+    the clock (the entries take it from there); always_warm and pinned open; on_demand closes.
+    """
+    policy = adapter.warmup_policy
+    with transaction.atomic():
+        keep: list[int] = []
+        if policy == WarmupPolicy.PRELOAD_BUSINESS_HOURS:
+            window = WarmupWindow.of(adapter)
+            if window_problems(window):
+                raise ApplicationError(
+                    "schedule.bad_window", window_problems(window)[0].message, status=409
+                )
+            assert window.start is not None and window.end is not None  # by window_problems
+            days = parse_days(window.days) or frozenset()
+            # A window over midnight closes on the day after each listed day.
+            close_days = frozenset((d + 1) % 7 for d in days) if window.over_midnight else days
+            what = f"Business-hours warm-up of {adapter} ({window.describe()})"
+            keep = [
+                _put_entry(adapter, "open", _crontab(window.start, days, window.timezone), what).pk,
+                _put_entry(
+                    adapter, "close", _crontab(window.end, close_days, window.timezone), what
+                ).pk,
+            ]
+            phase = "open" if window_contains(window, now or timezone.now()) else "close"
+        else:
+            phase = "open" if policy in KEPT_POLICIES else "close"
+        for stale in entries_of(adapter.pk).exclude(pk__in=keep):
+            stale.delete()  # one by one: beat's change tracking listens to delete signals
+        adapter_id = adapter.pk
+        transaction.on_commit(
+            lambda: apply_warmup_window.apply_async(
+                kwargs={"adapter_id": adapter_id, "phase": phase}
+            )
+        )
+    return phase
+
+
+# --- applying a policy ---
+
+
+def _desired() -> Any:
+    # Looked up at call time: the fleet's module, not imported by the registry's import chain.
+    return importlib.import_module("workers.desired")
+
+
+def _action(policy: str, phase: str) -> str:
+    """What the fleet should do now: the current policy decides, the phase only for windows.
+
+    A stale entry (the policy changed since) therefore never warms an on-demand adapter, nor
+    releases an always-warm one.
+    """
+    if policy == WarmupPolicy.PINNED:
+        return "pin"
+    if policy == WarmupPolicy.ALWAYS_WARM:
+        return "warm"
+    if policy == WarmupPolicy.PRELOAD_BUSINESS_HOURS and phase == "open":
+        return "warm"
+    return "release"
+
+
+def _reason(adapter: Adapter, action: str) -> str:
+    if adapter.warmup_policy == WarmupPolicy.PRELOAD_BUSINESS_HOURS:
+        state = "open" if action == "warm" else "closed"
+        return f"business hours {state} ({WarmupWindow.of(adapter).describe()})"
+    return f"warm-up policy {adapter.warmup_policy}"
+
+
+def warmup_apply(*, adapter_id: int, phase: str) -> str:
+    """Carry out an adapter's policy for its active versions, if the hard rules still hold.
+
+    Returns what happened ("warmed 2/2", "refused: schedule.pin_quota", ...), for the worker log.
+    """
+    if phase not in PHASES:
+        log.warning("warm-up entry for adapter %s has unknown phase %r", adapter_id, phase)
+        return "ignored"
+    found = Adapter.objects.filter(pk=adapter_id).select_related("tenant").first()
+    if found is None:
+        for stale in entries_of(adapter_id):
+            stale.delete()
+        return "gone"
+    with transaction.atomic():
+        lock_schedule_scope(tenant_id=found.tenant_id, pools=[pool_of(found)])
+        # Read again under the locks: the policy may have changed while this task waited.
+        adapter = Adapter.objects.select_related("tenant", "base_model").get(pk=adapter_id)
+        action = _action(adapter.warmup_policy, phase)
+        reason = _reason(adapter, action)
+        versions = list(
+            AdapterVersion.objects.filter(adapter=adapter, status=VersionStatus.ACTIVE)
+            .select_related("adapter__tenant", "tenant")
+            .order_by("number")
+        )
+        if action == "release":
+            for version in versions:
+                _desired().release_warm(version=version, reason=reason, actor=ACTOR)
+            return f"released {len(versions)}"
+        problems = warmup_problems(adapter=adapter)
+        if problems:
+            for version in versions:
+                placement_alarm(adapter=adapter, version=version, problems=problems)
+            return "refused: " + ", ".join(p.code for p in problems)
+        desired = _desired()
+        wish = desired.desire_pinned if action == "pin" else desired.desire_warm
+        done = 0
+        for version in versions:
+            try:
+                with transaction.atomic():
+                    wish(version=version, reason=reason, actor=ACTOR)
+            except ApplicationError as exc:  # e.g. no engine of the pool is up right now
+                placement_alarm(
+                    adapter=adapter, version=version, problems=[Problem(exc.code, exc.message)]
+                )
+                continue
+            placement_alarm_clear(version=version)
+            done += 1
+    return f"{'pinned' if action == 'pin' else 'warmed'} {done}/{len(versions)}"
+
+
+@shared_task(name=TASK_NAME, acks_late=True, ignore_result=True)
+def apply_warmup_window(adapter_id: int, phase: str) -> str:
+    """Beat entry (and one-shot after a policy change): open or close an adapter's warm-up."""
+    return warmup_apply(adapter_id=adapter_id, phase=phase)
+
+
+# --- placement alarms ---
+
+
+def placement_alarm(
+    *, adapter: Adapter, version: AdapterVersion, problems: list[Problem]
+) -> list[EngineAlarm]:
+    """Raise (once) a placement alarm for the version on every engine of the adapter's pool."""
+    pool = pool_of(adapter)
+    engines = list(Engine.objects.filter(pool=pool).order_by("name"))
+    if not engines:
+        log.warning(
+            "placement of %s refused and pool %s has no engine to alarm on: %s",
+            version.served_name,
+            pool,
+            "; ".join(p.message for p in problems),
+        )
+        return []
+    message = f"{adapter} ({adapter.warmup_policy}) not applied: " + " ".join(
+        p.message for p in problems
+    )
+    details = {
+        "source": ACTOR,
+        "adapter": str(adapter),
+        "policy": adapter.warmup_policy,
+        "problems": [{"code": p.code, "message": p.message} for p in problems],
+    }
+    raised = []
+    for engine in engines:
+        alarm = _alarm_raise(
+            engine=engine, subject=version.served_name, message=message, details=details
+        )
+        if alarm is not None:
+            raised.append(alarm)
+    return raised
+
+
+def _alarm_raise(
+    *, engine: Engine, subject: str, message: str, details: dict[str, Any]
+) -> EngineAlarm | None:
+    open_alarm = EngineAlarm.objects.filter(
+        engine=engine, kind=AlarmKind.PLACEMENT, subject=subject, cleared_at__isnull=True
+    )
+    if open_alarm.exists():
+        return None
+    try:
+        with transaction.atomic():
+            alarm = EngineAlarm.objects.create(
+                engine=engine,
+                kind=AlarmKind.PLACEMENT,
+                subject=subject,
+                message=message,
+                details=details,
+            )
+            record_event(
+                action="engine.alarm.raise",
+                actor=ACTOR,
+                obj=engine,
+                object_id=engine.name,
+                after={"kind": AlarmKind.PLACEMENT, "subject": subject, "message": message},
+            )
+    except IntegrityError:  # raised at the same moment by another worker
+        return None
+    return alarm
+
+
+def placement_alarm_clear(*, version: AdapterVersion) -> int:
+    """Clear the schedule's own placement alarms for the version once it has been applied."""
+    cleared = 0
+    alarms = EngineAlarm.objects.select_for_update().filter(
+        kind=AlarmKind.PLACEMENT,
+        subject=version.served_name,
+        cleared_at__isnull=True,
+        details__source=ACTOR,
+    )
+    for alarm in alarms.select_related("engine"):
+        alarm.cleared_at = timezone.now()
+        alarm.save(update_fields=["cleared_at"])
+        record_event(
+            action="engine.alarm.clear",
+            actor=ACTOR,
+            obj=alarm.engine,
+            object_id=alarm.engine.name,
+            before={"kind": alarm.kind, "subject": alarm.subject, "message": alarm.message},
+        )
+        cleared += 1
+    return cleared
