@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from adapters.models import (
@@ -10,7 +12,8 @@ from adapters.models import (
     Decision,
     WarmupPolicy,
 )
-from tenants.models import SloClass
+from tenants.models import SLUG_VALIDATOR, SloClass
+from workers import schedules
 
 
 class BaseModelSerializer(serializers.ModelSerializer):
@@ -35,13 +38,65 @@ class BaseModelCreateSerializer(serializers.Serializer):
     hf_config = serializers.DictField(help_text="The model's config.json")
 
 
+def _validate_timezone(value: str) -> str:
+    if not schedules.valid_timezone(value):
+        raise serializers.ValidationError(
+            f"'{value}' is not an IANA time zone (e.g. Europe/Berlin, America/New_York, UTC)."
+        )
+    return value
+
+
+def _validate_days(value: str) -> str:
+    if schedules.parse_days(value) is None:
+        raise serializers.ValidationError(
+            f"'{value}' is not a crontab day_of_week (e.g. mon-fri, sat,sun, 1-5; Sunday is 0; "
+            "a range may not wrap past Saturday)."
+        )
+    return value
+
+
 class AdapterSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     base_model = serializers.SlugRelatedField(slug_field="name", queryset=BaseModel.objects.all())
     slo_class = serializers.ChoiceField(
-        choices=[("", "inherit"), *SloClass.choices], required=False
+        choices=[("", "inherit"), *SloClass.choices],
+        required=False,
+        help_text="Platform admins only; empty: the tenant's class",
+    )
+    pool = serializers.CharField(
+        max_length=40,
+        required=False,
+        allow_blank=True,
+        validators=[SLUG_VALIDATOR],
+        help_text="Platform admins only; empty: the tenant's pool, else the default pool",
     )
     warmup_policy = serializers.ChoiceField(choices=WarmupPolicy.choices, required=False)
+    warmup_timezone = serializers.CharField(
+        max_length=64,
+        required=False,
+        validators=[_validate_timezone],
+        help_text="IANA time zone of the warm-up window, e.g. Europe/Berlin",
+    )
+    warmup_days = serializers.CharField(
+        max_length=40,
+        required=False,
+        validators=[_validate_days],
+        help_text="Days of the warm-up window as a crontab day_of_week, e.g. mon-fri",
+    )
+    warmup_start = serializers.TimeField(
+        format="%H:%M",
+        input_formats=["%H:%M"],
+        required=False,
+        allow_null=True,
+        help_text="Local start of the warm-up window, HH:MM",
+    )
+    warmup_end = serializers.TimeField(
+        format="%H:%M",
+        input_formats=["%H:%M"],
+        required=False,
+        allow_null=True,
+        help_text="Local end of the warm-up window, HH:MM (before the start: over midnight)",
+    )
     latest_version = serializers.IntegerField(read_only=True, allow_null=True, default=None)
 
     class Meta:
@@ -53,12 +108,44 @@ class AdapterSerializer(serializers.ModelSerializer):
             "description",
             "slo_class",
             "warmup_policy",
+            "warmup_timezone",
+            "warmup_days",
+            "warmup_start",
+            "warmup_end",
             "max_concurrent_requests",
             "pool",
             "created_at",
             "latest_version",
         ]
         read_only_fields = ["created_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # The window as it will be saved (a PATCH sends only what changes), checked by the same
+        # rules the registry keeps, so the error names the field to fix.
+        final = {k: attrs.get(k, self._current(k)) for k in WINDOW_FIELDS}
+        if final["warmup_policy"] == WarmupPolicy.PRELOAD_BUSINESS_HOURS:
+            window = schedules.WarmupWindow(
+                days=final["warmup_days"],
+                start=final["warmup_start"],
+                end=final["warmup_end"],
+                timezone=final["warmup_timezone"],
+            )
+            errors: dict[str, list[str]] = {}
+            for problem in schedules.window_problems(window):
+                errors.setdefault(problem.field, []).append(
+                    problem.message.removeprefix(f"{problem.field}: ")
+                )
+            if errors:
+                raise serializers.ValidationError(errors)
+        return attrs
+
+    def _current(self, name: str) -> Any:
+        if self.instance is not None:
+            return getattr(self.instance, name)
+        return Adapter._meta.get_field(name).get_default()
+
+
+WINDOW_FIELDS = ("warmup_policy", "warmup_timezone", "warmup_days", "warmup_start", "warmup_end")
 
 
 class AdapterUpdateSerializer(AdapterSerializer):

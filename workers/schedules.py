@@ -545,6 +545,8 @@ def warmup_apply(*, adapter_id: int, phase: str) -> str:
             for version in versions:
                 placement_alarm(adapter=adapter, version=version, problems=problems)
             return "refused: " + ", ".join(p.code for p in problems)
+        if not versions:
+            return "nothing active"
         desired = _desired()
         wish = desired.desire_pinned if action == "pin" else desired.desire_warm
         done = 0

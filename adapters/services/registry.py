@@ -6,16 +6,39 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from adapters.models import Adapter, BaseModel
+from adapters.models import Adapter, BaseModel, WarmupPolicy
 from adapters.validation.base_model import BaseModelSpec, BaseModelSpecError
 from portal.audit import record_event
-from portal.errors import ApplicationError, Conflict, clean_or_raise
+from portal.errors import ApplicationError, Conflict, PermissionDenied, clean_or_raise
 from tenants.access import AccessContext
 from tenants.models import Tenant
+from workers import schedules
 
-ADAPTER_FIELDS = ("description", "slo_class", "warmup_policy", "max_concurrent_requests", "pool")
+ADAPTER_FIELDS = (
+    "description",
+    "slo_class",
+    "warmup_policy",
+    "warmup_timezone",
+    "warmup_days",
+    "warmup_start",
+    "warmup_end",
+    "max_concurrent_requests",
+    "pool",
+)
+# Where an adapter runs and how it ranks are platform decisions (capacity, cost), not a tenant's.
+PLATFORM_FIELDS = ("pool", "slo_class")
+# Fields the warm-up rules and beat entries depend on: a change re-checks and re-syncs them.
+SCHEDULE_FIELDS = (
+    "warmup_policy",
+    "warmup_timezone",
+    "warmup_days",
+    "warmup_start",
+    "warmup_end",
+    "pool",
+)
 
 
 def base_model_spec(base_model: BaseModel) -> BaseModelSpec:
@@ -90,6 +113,47 @@ def base_model_register_from_dir(*, actor: Any, name: str, model_dir: Path) -> B
     return base_model_register(actor=actor, name=name, source=str(model_dir), hf_config=hf_config)
 
 
+def _require_platform_fields(access: AccessContext, fields: list[str]) -> None:
+    """Only a platform admin, acting with platform powers, sets an adapter's pool or SLO class."""
+    if not fields:
+        return
+    names = " and ".join(sorted(fields))
+    if not access.is_platform_admin:
+        raise PermissionDenied(
+            "adapter.platform_field",
+            f"Only a platform admin may set an adapter's {names}: pools and SLO classes decide "
+            "capacity and cost for every tenant. Ask a platform admin to change it.",
+        )
+    if access.bound_tenant_id is not None:
+        raise PermissionDenied(
+            "token.tenant_bound",
+            f"Setting an adapter's {names} is a platform action; this token is bound to one "
+            "tenant. Use an unbound token.",
+        )
+    access.require_scope("admin")
+
+
+def _changed(adapter: Adapter, changes: dict[str, Any], fields: tuple[str, ...]) -> list[str]:
+    return [k for k in fields if k in changes and changes[k] != getattr(adapter, k)]
+
+
+def _refuse_problems(adapter: Adapter) -> None:
+    """Refuse a warm-up policy that breaks a hard rule; every problem goes in the details."""
+    problems = schedules.warmup_problems(adapter=adapter)
+    if problems:
+        first = problems[0]
+        raise ApplicationError(
+            first.code,
+            first.message,
+            status=409,
+            problems=[{"code": p.code, "message": p.message} for p in problems],
+        )
+
+
+def _sync_after_commit(adapter: Adapter) -> None:
+    transaction.on_commit(lambda: schedules.sync_adapter_schedule(adapter=adapter))
+
+
 def adapter_create(
     *,
     access: AccessContext,
@@ -105,19 +169,23 @@ def adapter_create(
         raise ApplicationError(
             "adapter.unknown_field", f"Unknown adapter field(s): {', '.join(sorted(unknown))}."
         )
+    _require_platform_fields(access, [k for k in PLATFORM_FIELDS if fields.get(k)])
     adapter = Adapter(
         tenant=tenant, name=name, base_model=base_model, created_by=access.user, **fields
     )
     clean_or_raise(adapter, validate_unique=False, exclude=["tenant", "base_model", "created_by"])
     try:
         with transaction.atomic():
-            locked_tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+            schedules.lock_schedule_scope(tenant_id=tenant.pk, pools=[schedules.pool_of(adapter)])
+            locked_tenant = Tenant.objects.get(pk=tenant.pk)
             if Adapter.objects.filter(tenant=locked_tenant).count() >= locked_tenant.quota_adapters:
                 raise ApplicationError(
                     "quota.adapters",
                     f"Tenant '{tenant.slug}' has reached its quota of {locked_tenant.quota_adapters} adapters.",
                     status=409,
                 )
+            adapter.tenant = locked_tenant  # the rules read its pool and pin quota as locked
+            _refuse_problems(adapter)
             adapter.save()
             record_event(
                 action="adapter.create",
@@ -132,6 +200,8 @@ def adapter_create(
                 },
                 request_id=request_id,
             )
+            if adapter.warmup_policy != WarmupPolicy.ON_DEMAND:
+                _sync_after_commit(adapter)
     except IntegrityError:
         raise Conflict(
             "adapter.exists", f"Tenant '{tenant.slug}' already has an adapter named '{name}'."
@@ -142,18 +212,33 @@ def adapter_create(
 def adapter_update(
     *, access: AccessContext, adapter: Adapter, request_id: str = "", **changes: Any
 ) -> Adapter:
-    access.require_adapter(adapter, "change_adapter")
+    """Change an adapter. Tenant fields need change_adapter, pool and SLO class a platform admin
+    (who needs nothing else for them); a warm-up change must keep the hard rules."""
     unknown = set(changes) - set(ADAPTER_FIELDS)
     if unknown:
         raise ApplicationError(
             "adapter.unknown_field", f"Unknown adapter field(s): {', '.join(sorted(unknown))}."
         )
     with transaction.atomic():
+        # Tenant before adapter: the order uploads lock in, so the two never deadlock. Both
+        # pools' engines when the pool moves: the rules count the new one.
+        pools = {schedules.pool_of(adapter)}
+        if changes.get("pool") is not None:
+            pools.add(changes["pool"] or adapter.tenant.pool or settings.DEFAULT_POOL)
+        schedules.lock_schedule_scope(tenant_id=adapter.tenant_id, pools=pools)
         locked = Adapter.objects.select_for_update().select_related("tenant").get(pk=adapter.pk)
+        platform = _changed(locked, changes, PLATFORM_FIELDS)
+        tenant_fields = set(changes) - set(PLATFORM_FIELDS)
+        if tenant_fields or not platform or not access.is_platform_admin:
+            access.require_adapter(locked, "change_adapter")
+        _require_platform_fields(access, platform)
         before = {k: getattr(locked, k) for k in changes}
         for key, value in changes.items():
             setattr(locked, key, value)
         clean_or_raise(locked, validate_unique=False)
+        schedule_changed = bool(_changed_since(before, locked, SCHEDULE_FIELDS))
+        if schedule_changed:
+            _refuse_problems(locked)
         locked.save()
         record_event(
             action="adapter.update",
@@ -165,4 +250,10 @@ def adapter_update(
             after={k: getattr(locked, k) for k in changes},
             request_id=request_id,
         )
+        if schedule_changed:
+            _sync_after_commit(locked)
     return locked
+
+
+def _changed_since(before: dict[str, Any], adapter: Adapter, fields: tuple[str, ...]) -> list[str]:
+    return [k for k in fields if k in before and before[k] != getattr(adapter, k)]
