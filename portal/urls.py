@@ -4,9 +4,11 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import views
+from workers import views_metrics
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", views_metrics.metrics, name="metrics"),
     path("", views.dashboard, name="dashboard"),
     path("login/", auth_views.LoginView.as_view(template_name="portal/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
