@@ -73,7 +73,7 @@ async def load_verified(*, portal: PortalState, models: Any, body: Any) -> dict[
     async with portal.load_locks[name]:
         existing = models.lora_requests.get(name)
         if existing is not None:
-            return _already_loaded(portal=portal, name=name, lora=existing, manifest=manifest)
+            return await _already_loaded(portal=portal, name=name, lora=existing, manifest=manifest)
         started = time.perf_counter()
         verified = await _verify(path, manifest)
         verify_ms = _ms(started)
@@ -100,12 +100,13 @@ async def load_verified(*, portal: PortalState, models: Any, body: Any) -> dict[
         "loaded": True,
         "already_loaded": False,
         "verified": True,
+        "resident": True,
         "load_ms": load_ms,
         "verify_ms": verify_ms,
     }
 
 
-def _already_loaded(
+async def _already_loaded(
     *, portal: PortalState, name: str, lora: Any, manifest: tuple[ManifestEntry, ...]
 ) -> dict[str, Any]:
     known = portal.manifests.get(name)
@@ -120,6 +121,9 @@ def _already_loaded(
         "already_loaded": True,
         # False when the name came in another way (stock /v1/load_lora_adapter): unverified.
         "verified": known is not None,
+        # Registered but possibly pushed out of the engine cache since: the next request (or a
+        # pin) reads it again.
+        "resident": lora.lora_int_id in set(await portal.engine_client.list_loras()),
         "load_ms": portal.load_ms.get(name),
     }
 
