@@ -16,11 +16,10 @@ from portal.audit import record_event
 from portal.errors import Conflict, NotFound, clean_or_raise
 from workers import serializers as s
 from workers.alarms import open_alarms
-from workers.desired import enqueue_converge
 from workers.models import Engine, FleetAction
 from workers.operator import operator_act
 from workers.selectors import residencies_of_engine
-from workers.services import engine_operator_transition
+from workers.services import engine_operator_transition, engine_request_reconcile
 
 VERSION_LABEL = re.compile(r"^(?P<tenant>[a-z0-9-]+)/(?P<adapter>[a-z0-9-]+)@(?P<number>[0-9]+)$")
 
@@ -197,7 +196,7 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
     def reconcile(self, request, engine=None):
         """A converge pass now, instead of at the next period."""
         engine_obj = self.get_object()
-        enqueue_converge(engine_obj)
+        engine_request_reconcile(engine=engine_obj, actor=request.user, request_id=self.request_id)
         return Response({"engine": engine_obj.name, "queued": True}, status=202)
 
     @extend_schema(responses={200: s.FleetActionSerializer(many=True)})

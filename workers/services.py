@@ -143,3 +143,18 @@ def engine_operator_transition(
         )
         enqueue_converge(locked)
     return locked
+
+
+def engine_request_reconcile(*, engine: Engine, actor: object, request_id: str = "") -> None:
+    """An operator asks for a converge pass now rather than at the next period (audited)."""
+    from workers.desired import enqueue_converge
+
+    with transaction.atomic():
+        record_event(
+            action="engine.reconcile",
+            actor=actor,
+            obj=engine,
+            object_id=engine.name,
+            request_id=request_id,
+        )
+        enqueue_converge(engine)

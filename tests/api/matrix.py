@@ -123,6 +123,15 @@ class Endpoint:
 # --- effects of successful writes (the audit event is checked for every write) ---
 
 
+def _engine_state(state: str) -> Callable[[Any], None]:
+    def setup(_state: Any) -> None:
+        from workers.models import Engine
+
+        Engine.objects.filter(name="cpu-1").update(state=state)
+
+    return setup
+
+
 def _exists(model_path: str, **lookup: Any) -> Callable[[Any, Any], None]:
     def check(state: Any, response: Any) -> None:
         from django.apps import apps
@@ -336,6 +345,29 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E("PATCH", "engines/{engine}/", 200, "admin", "olga", OPERATORS, body={"state": "draining"},
       audit="engine.update", then=_exists("workers.Engine", name="cpu-1", state="draining")),
     E("GET", "engines/{engine}/residency/", 200, "read", "olga", OPERATORS),
+    # operator actions on one version (support@1 is pinned on cpu-1, support@3 cached there)
+    E("POST", "engines/{engine}/pin/", 202, "write", "olga", OPERATORS,
+      body={"version": "acme/support@1"}, audit="engine.pin",
+      then=_exists("workers.Residency", engine__name="cpu-1", desired_state="pinned")),
+    E("POST", "engines/{engine}/unpin/", 202, "write", "olga", OPERATORS,
+      body={"version": "acme/support@1"}, audit="engine.unpin",
+      then=_exists("workers.Residency", version__number=1, desired_state="registered")),
+    E("POST", "engines/{engine}/warm/", 202, "write", "olga", OPERATORS,
+      body={"version": "acme/support@3"}, audit="engine.warm",
+      then=_exists("workers.Residency", version__number=3, desired_state="resident_gpu")),
+    E("POST", "engines/{engine}/evict/", 202, "write", "olga", OPERATORS,
+      body={"version": "acme/support@3"}, audit="engine.evict",
+      then=_exists("workers.Residency", version__number=3, desired_state="absent")),
+    E("POST", "engines/{engine}/drain/", 200, "write", "olga", OPERATORS, audit="engine.drain",
+      then=_exists("workers.Engine", name="cpu-1", state="draining")),
+    E("POST", "engines/{engine}/undrain/", 200, "write", "olga", OPERATORS,
+      setup=_engine_state("draining"), audit="engine.undrain",
+      then=_exists("workers.Engine", name="cpu-1", state="warming")),
+    E("POST", "engines/{engine}/reconcile/", 202, "write", "olga", OPERATORS,
+      audit="engine.reconcile",
+      then=_exists("portal.AuditEvent", action="engine.reconcile", object_id="cpu-1")),
+    E("GET", "engines/{engine}/actions/", 200, "read", "olga", OPERATORS),
+    E("GET", "engines/{engine}/alarms/", 200, "read", "olga", OPERATORS),
     E("GET", "versions/", 200, "read", "alice", EVERYONE),
     E("GET", "audit/", 200, "read", "alice", EVERYONE),
     E("GET", "audit/verify/", 200, "read", "adam", PLATFORM_ADMIN),

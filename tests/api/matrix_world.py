@@ -174,7 +174,15 @@ def build_state(tmp_path: Path) -> State:
         served_model_name=world.base.name,
         adapter_root="/srv/adapters",
     )
-    Residency.objects.create(engine=engine, version=world.support.versions.get(number=1))
+    Residency.objects.create(
+        engine=engine, version=world.support.versions.get(number=1), desired_state="pinned"
+    )
+    Residency.objects.create(
+        engine=engine,
+        version=world.support.versions.get(number=3),
+        desired_state="registered",
+        observed_state="resident_cpu",
+    )
     signing_key_add(
         access=AccessContext.for_user(alice),
         tenant=world.acme,
