@@ -79,7 +79,7 @@ class EngineLike(Protocol):
 
 
 def advise(inputs: AdvisorInputs) -> Advice:
-    """The three flags for one engine, in the order vLLM checks them, with one reason each."""
+    """The three flags for one engine; reasons in the order max_loras, max_cpu_loras, rank."""
     rank, rank_reason = advise_max_lora_rank(inputs)
     loras, loras_reason = advise_max_loras(inputs)
     cpu, cpu_reason = advise_max_cpu_loras(inputs, max_loras=loras)
