@@ -22,20 +22,21 @@ from celery import shared_task
 from celery.schedules import crontab_parser
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Q, QuerySet, Value
+from django.db import transaction
+from django.db.models import Count, F, Max, Q, QuerySet, Value
 from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from django_celery_beat.validators import day_of_week_validator
 
 from adapters.models import Adapter, AdapterVersion, VersionStatus, WarmupPolicy
-from portal.audit import record_event
 from portal.errors import ApplicationError
 from tenants.models import Tenant
+from workers.alarms import alarm_clear, alarm_raise
 from workers.cache_policy.rules import HardRules, max_pins
 from workers.cache_policy.snapshot import EngineSnapshot
 from workers.models import AlarmKind, Engine, EngineAlarm
+from workers.selectors import pool_of
 
 log = logging.getLogger(__name__)
 
@@ -182,10 +183,6 @@ def _cron_day(moment: datetime) -> int:
 # --- the hard rules ---
 
 
-def pool_of(adapter: Adapter) -> str:
-    return adapter.pool or adapter.tenant.pool or settings.DEFAULT_POOL
-
-
 def _pool_expression() -> Coalesce:
     """pool_of in SQL, so the rules count the adapters of a pool in one query."""
     return Coalesce(
@@ -217,9 +214,14 @@ def _kept(qs: QuerySet[Adapter]) -> list[_Kept]:
     return [_Kept(f"{t}/{n}", policy, _slots(active)) for t, n, policy, active in rows]
 
 
-def _own(adapter: Adapter, policy: str) -> _Kept:
-    active = adapter.versions.filter(status=VersionStatus.ACTIVE).count() if adapter.pk else 0
-    return _Kept(str(adapter), policy, _slots(active))
+def _active(adapter: Adapter) -> tuple[int, int]:
+    """How many active versions the adapter has, and the largest rank among them."""
+    if not adapter.pk:
+        return 0, 0
+    got = adapter.versions.filter(status=VersionStatus.ACTIVE).aggregate(
+        n=Count("id"), rank=Max("rank")
+    )
+    return got["n"], got["rank"] or 0
 
 
 def _others(adapter: Adapter) -> QuerySet[Adapter]:
@@ -227,13 +229,15 @@ def _others(adapter: Adapter) -> QuerySet[Adapter]:
     return qs.exclude(pk=adapter.pk) if adapter.pk else qs
 
 
-def pool_engines(adapter: Adapter) -> list[Engine]:
-    """Engines of the adapter's pool that serve its base model (any state: a down engine
-    comes back and gets its pins again)."""
+def pool_engines(adapter: Adapter, *, min_rank: int = 0) -> list[Engine]:
+    """Engines of the adapter's pool that serve its base model and rank (any state: a down
+    engine comes back and gets its pins again)."""
     return list(
-        Engine.objects.filter(pool=pool_of(adapter), base_model_id=adapter.base_model_id).order_by(
-            "name"
-        )
+        Engine.objects.filter(
+            pool=pool_of(adapter),
+            base_model_id=adapter.base_model_id,
+            max_lora_rank__gte=min_rank,
+        ).order_by("name")
     )
 
 
@@ -265,18 +269,20 @@ def warmup_problems(
     out: list[Problem] = []
     if policy == WarmupPolicy.PRELOAD_BUSINESS_HOURS:
         out += window_problems(window or WarmupWindow.of(adapter))
-    own = _own(adapter, policy)
+    active, rank = _active(adapter)
+    own = _Kept(str(adapter), policy, _slots(active))
     if policy == WarmupPolicy.PINNED:
         out += _pin_quota_problems(adapter, own)
-    engines = pool_engines(adapter)
+    engines = pool_engines(adapter, min_rank=rank)
     pool = pool_of(adapter)
     if not engines:
+        fits = f" whose max_lora_rank admits rank {rank}" if rank else ""
         out.append(
             Problem(
                 "schedule.no_engine",
-                f"Pool '{pool}' has no engine for base model '{adapter.base_model.name}', so "
-                f"nothing can be kept warm or pinned for {adapter}. Use on_demand, or ask a "
-                "platform admin to bind the adapter to a pool that serves this base model.",
+                f"Pool '{pool}' has no engine for base model '{adapter.base_model.name}'{fits}, "
+                f"so nothing can be kept warm or pinned for {adapter}. Use on_demand, or ask a "
+                "platform admin to bind the adapter to a pool that serves it.",
                 "pool",
             )
         )
@@ -596,63 +602,28 @@ def placement_alarm(
         "policy": adapter.warmup_policy,
         "problems": [{"code": p.code, "message": p.message} for p in problems],
     }
-    raised = []
-    for engine in engines:
-        alarm = _alarm_raise(
-            engine=engine, subject=version.served_name, message=message, details=details
+    raised = [
+        alarm_raise(
+            engine=engine,
+            kind=AlarmKind.PLACEMENT,
+            subject=version.served_name,
+            message=message,
+            details=details,
         )
-        if alarm is not None:
-            raised.append(alarm)
-    return raised
-
-
-def _alarm_raise(
-    *, engine: Engine, subject: str, message: str, details: dict[str, Any]
-) -> EngineAlarm | None:
-    open_alarm = EngineAlarm.objects.filter(
-        engine=engine, kind=AlarmKind.PLACEMENT, subject=subject, cleared_at__isnull=True
-    )
-    if open_alarm.exists():
-        return None
-    try:
-        with transaction.atomic():
-            alarm = EngineAlarm.objects.create(
-                engine=engine,
-                kind=AlarmKind.PLACEMENT,
-                subject=subject,
-                message=message,
-                details=details,
-            )
-            record_event(
-                action="engine.alarm.raise",
-                actor=ACTOR,
-                obj=engine,
-                object_id=engine.name,
-                after={"kind": AlarmKind.PLACEMENT, "subject": subject, "message": message},
-            )
-    except IntegrityError:  # raised at the same moment by another worker
-        return None
-    return alarm
+        for engine in engines
+    ]
+    return [alarm for alarm in raised if alarm is not None]
 
 
 def placement_alarm_clear(*, version: AdapterVersion) -> int:
     """Clear the schedule's own placement alarms for the version once it has been applied."""
-    cleared = 0
-    alarms = EngineAlarm.objects.select_for_update().filter(
-        kind=AlarmKind.PLACEMENT,
-        subject=version.served_name,
-        cleared_at__isnull=True,
-        details__source=ACTOR,
+    engines = Engine.objects.filter(
+        alarms__kind=AlarmKind.PLACEMENT,
+        alarms__subject=version.served_name,
+        alarms__cleared_at__isnull=True,
+        alarms__details__source=ACTOR,
+    ).distinct()
+    return sum(
+        alarm_clear(engine=engine, kind=AlarmKind.PLACEMENT, subject=version.served_name)
+        for engine in engines
     )
-    for alarm in alarms.select_related("engine"):
-        alarm.cleared_at = timezone.now()
-        alarm.save(update_fields=["cleared_at"])
-        record_event(
-            action="engine.alarm.clear",
-            actor=ACTOR,
-            obj=alarm.engine,
-            object_id=alarm.engine.name,
-            before={"kind": alarm.kind, "subject": alarm.subject, "message": alarm.message},
-        )
-        cleared += 1
-    return cleared

@@ -134,6 +134,15 @@ def test_no_engine_for_the_base_model_in_the_pool(world):
     assert "'shared'" in problems[0].message and world.base.name in problems[0].message
 
 
+def test_no_engine_whose_rank_limit_admits_the_active_versions(world):
+    Engine.objects.filter(pk=make_engine(world, "e1").pk).update(max_lora_rank=16)
+    version = activate(world.support)
+    assert warmup_problems(adapter=world.support, policy=WarmupPolicy.ALWAYS_WARM) == []
+    AdapterVersion.objects.filter(pk=version.pk).update(rank=32)
+    problems = warmup_problems(adapter=world.support, policy=WarmupPolicy.ALWAYS_WARM)
+    assert codes(problems) == ["schedule.no_engine"] and "rank 32" in problems[0].message
+
+
 def test_the_pool_comes_from_the_adapter_then_the_tenant_then_the_default(world, settings):
     make_engine(world, "e-dedicated", pool="dedicated")
     assert codes(warmup_problems(adapter=world.support, policy="always_warm")) == [
@@ -522,3 +531,31 @@ def test_unit_task_wiring_alarms_when_the_fleet_cannot_place_and_clears_after(wo
 def test_unit_task_wiring_ignores_an_unknown_phase(world, fake_fleet):
     assert schedules.warmup_apply(adapter_id=world.support.pk, phase="sometimes") == "ignored"
     assert not fake_fleet.release_warm.called
+
+
+# --- the task with the real fleet services (engines need not run: only desired state is set) ---
+
+
+def desired_states(version: AdapterVersion) -> dict[str, str]:
+    return dict(
+        Residency.objects.filter(version=version).values_list("engine__name", "desired_state")
+    )
+
+
+def test_the_task_keeps_a_pinned_or_warm_adapter_in_desired_state(world):
+    make_engine(world, "e1")
+    make_engine(world, "e2")
+    Adapter.objects.filter(pk=world.support.pk).update(warmup_policy=WarmupPolicy.PINNED)
+    version = activate(world.support)
+    assert schedules.warmup_apply(adapter_id=world.support.pk, phase="open") == "pinned 1/1"
+    assert list(desired_states(version).values()) == ["pinned"]  # on one engine
+    assert schedules.warmup_apply(adapter_id=world.support.pk, phase="open") == "pinned 1/1"
+    assert len(desired_states(version)) == 1  # idempotent: still one pin
+    Adapter.objects.filter(pk=world.support.pk).update(warmup_policy=WarmupPolicy.ALWAYS_WARM)
+    schedules.warmup_apply(adapter_id=world.support.pk, phase="open")
+    assert desired_states(version) == {"e1": "resident_gpu", "e2": "resident_gpu"}
+    business_hours(world.support)
+    assert schedules.warmup_apply(adapter_id=world.support.pk, phase="close") == "released 1"
+    assert desired_states(version) == {"e1": "registered", "e2": "registered"}
+    reasons = set(Residency.objects.values_list("desired_reason", flat=True))
+    assert reasons == {"business hours closed (mon-fri 09:00-17:00 Europe/Berlin)"}
