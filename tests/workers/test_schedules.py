@@ -23,6 +23,7 @@ from workers.models import Engine, EngineAlarm, Residency
 from workers.schedules import WarmupWindow, in_window, warmup_problems
 
 pytestmark = pytest.mark.django_db
+KEPT = (WarmupPolicy.PINNED, WarmupPolicy.ALWAYS_WARM, WarmupPolicy.PRELOAD_BUSINESS_HOURS)
 
 
 def make_engine(
@@ -559,3 +560,17 @@ def test_the_task_keeps_a_pinned_or_warm_adapter_in_desired_state(world):
     assert desired_states(version) == {"e1": "registered", "e2": "registered"}
     reasons = set(Residency.objects.values_list("desired_reason", flat=True))
     assert reasons == {"business hours closed (mon-fri 09:00-17:00 Europe/Berlin)"}
+
+
+@pytest.mark.parametrize("others", [3, 30])
+def test_the_rule_check_runs_a_fixed_number_of_queries(world, others, django_assert_num_queries):
+    make_engine(world, "e1", gpu=64, cpu=128)
+    world.acme.quota_pinned_slots = 100
+    world.acme.save()
+    for i in range(others):
+        adapter = make_adapter(world, f"a{i}", KEPT[i % 3])
+        activate(adapter)
+    adapter = Adapter.objects.select_related("tenant", "base_model").get(pk=world.support.pk)
+    # active versions, tenant's pins, engines, the pool's kept adapters
+    with django_assert_num_queries(4):
+        assert warmup_problems(adapter=adapter, policy=WarmupPolicy.PINNED) == []
