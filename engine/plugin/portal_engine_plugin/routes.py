@@ -96,10 +96,12 @@ async def _residency(request: Request) -> dict[str, Any]:
 
 def _gpu_view(slots: dict[str, Any], registry: dict[str, Any]) -> dict[str, Any]:
     if not slots.get("observed"):
-        return {"gpu_observed": False, "gpu_reason": slots.get("reason"), "gpu": None}
+        unknown = dict.fromkeys(("gpu", "gpu_pinned", "gpu_ids", "gpu_pinned_ids"))
+        return {"gpu_observed": False, "gpu_reason": slots.get("reason"), **unknown}
     names = {lora.lora_int_id: name for name, lora in registry.items()}
     return {
         "gpu_observed": True,
+        "gpu_reason": None,
         "gpu": sorted(names[i] for i in slots["gpu"] if i in names),
         "gpu_pinned": sorted(names[i] for i in slots["gpu_pinned"] if i in names),
         # Least recently used first, as the worker's LRU evicts them.
