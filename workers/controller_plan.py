@@ -24,6 +24,8 @@ from workers.cache_policy import (
     Unpin,
     Warm,
     check_plan,
+    evictable,
+    keep_value,
     plan_actions,
 )
 from workers.cache_policy.rules import RuleViolation
@@ -71,7 +73,7 @@ def plan_converge(
     if draining:
         wanted = {}
         incoming = None
-    protected = {n for n, w in wanted.items() if w in (WANT_PINNED, WANT_WARM)}
+    protected = _protected(snapshot, wanted, p)
     for name, res in sorted(snapshot.resident.items()):
         if name in wanted or name == incoming or res.in_flight:
             continue
@@ -86,7 +88,14 @@ def plan_converge(
         if name not in snapshot.versions:
             builder.skip(Load(name), "unknown-version", "no VersionInfo for this version")
             continue
-        builder.make_room(name, demand, protected)
+        if name == incoming:
+            shield = protected  # a request waits: anything beyond the kept set may make room
+        else:
+            # A wish loads into a free slot or displaces a lesser wish, never an equal one:
+            # more wishes than slots must not churn the cache on every pass.
+            level = _WANT_ORDER.get(wanted[name], 3)
+            shield = protected | {n for n, w in wanted.items() if _WANT_ORDER.get(w, 3) <= level}
+        builder.make_room(name, demand, shield)
         builder.add(Load(name, "wanted" if name != incoming else "a request needs it"))
     for name, want in sorted(wanted.items()):
         res = builder.state.get(name)
@@ -102,6 +111,24 @@ def plan_converge(
     if violations:  # the builder checks every step; this is the last guard before an engine
         raise AssertionError(f"converge plan breaks hard rules: {violations}")
     return builder.plan
+
+
+def _protected(
+    snapshot: EngineSnapshot, wanted: Mapping[str, str], params: PolicyParams
+) -> set[str]:
+    """Pinned and keep-warm wishes the policy may not evict, at most all cache slots but one:
+    whatever was asked, a request for another version can always be given a slot."""
+    room = max(0, snapshot.cpu_slots - params.rules.min_unpinned_cpu)
+    kept = [n for n, w in wanted.items() if w in (WANT_PINNED, WANT_WARM)]
+    kept.sort(
+        key=lambda n: (
+            not (n in snapshot.resident and snapshot.resident[n].pinned),
+            n not in snapshot.resident,
+            _WANT_ORDER[wanted[n]],
+            n,
+        )
+    )
+    return set(kept[:room])
 
 
 class _Builder:
@@ -155,19 +182,23 @@ class _Builder:
         if victim is not None:
             self.state[name] = replace(self.state[name], tier="gpu")
 
-    def make_room(self, incoming: str, demand: DemandTracker, protected: set[str]) -> None:
-        """Let the cache policy pick the victim; protected versions count as pinned for it."""
+    def make_room(self, incoming: str, demand: DemandTracker, shield: set[str]) -> None:
+        """Evict the version the cache policy values least, among those the rules allow and
+        the shield does not cover, so vLLM's own LRU never picks a victim."""
         if len(self.state) < self.snap.cpu_slots:
             return
-        shielded = {
-            n: (replace(r, pinned=True) if n in protected else r) for n, r in self.state.items()
-        }
-        view = replace(self.snap, resident=shielded)
-        for action in plan_actions(view, demand, incoming=incoming, params=self.p):
-            if isinstance(action, Evict) and self.add(
-                Evict(action.version, f"cache policy: {action.reason}")
-            ):
-                self.plan.evicted_by_policy.append(action.version)
+        now = self._now()
+        candidates = [n for n in self.state if n not in shield and evictable(now, n, self.p.rules)]
+        if not candidates:
+            return  # the Load below is then refused by the rules (implicit-eviction)
+        victim = min(
+            candidates,
+            key=lambda n: keep_value(
+                self.snap.versions[n], self.state[n], demand, self.snap.now, self.p.weights
+            ),
+        )
+        if self.add(Evict(victim, f"cache policy: least valuable, room for {incoming}")):
+            self.plan.evicted_by_policy.append(victim)
 
     def policy_pins(self, demand: DemandTracker, protected: set[str]) -> None:
         for action in plan_actions(self._now(), demand, params=self.p):

@@ -126,4 +126,4 @@ PAGE_ROUTES: list[PageRoute] = [
 ]
 
 # Names on the resolver that are not pages of this matrix: auth views, health, the API's docs.
-NOT_PAGES = {"healthz", "login", "logout", "api-schema", "api-docs"}
+NOT_PAGES = {"healthz", "login", "logout", "api-schema", "api-docs", "metrics"}

@@ -81,7 +81,7 @@ def test_full_cache_asks_the_policy_for_a_victim_and_spares_protected_versions()
         "cold": WANT_ON_DEMAND,
         "new": WANT_ON_DEMAND,
     }
-    plan = plan_converge(s, demand, wanted=wanted, auto_pins=False)
+    plan = plan_converge(s, demand, wanted=wanted, incoming="new", auto_pins=False)
     assert ("Evict", "cold") in kinds(plan)
     assert ("Load", "new") in kinds(plan)
     assert plan.evicted_by_policy == ["cold"]
@@ -202,3 +202,23 @@ def test_unknown_version_is_skipped_not_loaded(n):
     )
     assert kinds(plan) == []
     assert plan.skipped[0].code == "unknown-version"
+
+
+def test_a_request_gets_a_slot_even_when_every_cached_version_is_wished_pinned():
+    s = snap(
+        {"a": res("a", "gpu", pinned=True), "b": res("b", "gpu"), "c": res("c")},
+        ["a", "b", "c", "d"],
+        quota=5,
+    )
+    wanted = {n: WANT_PINNED for n in "abcd"}
+    plan = plan_converge(s, DemandTracker(), wanted=wanted, incoming="d", auto_pins=False)
+    assert ("Load", "d") in kinds(plan)
+    assert ("Evict", "a") not in kinds(plan)  # the real pin stays
+
+
+def test_more_wishes_than_slots_do_not_churn_the_cache():
+    s = snap({"a": res("a", "gpu"), "b": res("b", "gpu"), "c": res("c")}, list("abcdef"))
+    wanted = {n: WANT_ON_DEMAND for n in "abcdef"}
+    plan = plan_converge(s, DemandTracker(), wanted=wanted, auto_pins=False)
+    assert [k for k, _ in kinds(plan)] == []
+    assert {x.code for x in plan.skipped} == {"implicit-eviction"}

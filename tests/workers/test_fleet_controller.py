@@ -115,10 +115,13 @@ def test_what_the_engine_holds_equals_what_the_controller_believes(fleet, tmp_pa
         engine_says = residency_report(fleet.handle_a)
         assert set(engine_says["resident"]) == believed(fleet.a)
         # vLLM's own LRU never had to pick a victim: registered names are all in its cache.
-        assert set(engine_says["registered"]) == set(engine_says["resident"])
+        assert {r["name"] for r in engine_says["registered"]} == set(engine_says["resident"])
         assert len(engine_says["resident"]) <= fleet.a.max_cpu_loras
+    # Every load and eviction went through the controller and is on record: the ledger balances.
+    loads = FleetAction.objects.filter(engine=fleet.a, kind="load", ok=True).count()
     evictions = FleetAction.objects.filter(engine=fleet.a, kind="evict", ok=True).count()
-    assert evictions >= len(sequence) - fleet.a.max_cpu_loras - 2
+    assert evictions > 0
+    assert loads - evictions == len(residency_report(fleet.handle_a)["resident"])
 
 
 def test_a_pin_storm_never_kills_the_engine(fleet, tmp_path):
@@ -188,5 +191,5 @@ def test_a_draining_engine_finishes_its_requests_and_takes_no_new_ones(fleet, tm
 
     after = converge_engine(drained)
     assert after.resident == []
-    assert residency_report(fleet.handle_b)["registered"] == []
+    assert residency_report(fleet.handle_b)["registered"] == []  # nothing left on the engine
     assert other.served_name not in after.resident
