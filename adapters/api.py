@@ -121,6 +121,7 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         "reject": "object",
         "release": "object",
         "disable": "object",
+        "residency": "object",
     }
     action_scopes = {"approve": "approve", "reject": "approve", "release": "approve"}
     filterset_fields = ["status"]
@@ -175,6 +176,16 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         return self._detail(version, status.HTTP_201_CREATED)
 
     @extend_schema(request=s.CommentSerializer, responses={200: s.VersionDetailSerializer})
+    @extend_schema(responses={200: s.PlacementSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def residency(self, request, tenant=None, adapter=None, number=None):
+        """Where this version is: tier, desired and observed state on each engine of its pool."""
+        from workers.selectors import version_placement
+
+        return Response(
+            s.PlacementSerializer(version_placement(self._version(number)), many=True).data
+        )
+
     @action(detail=True, methods=["post"])
     def approve(self, request, tenant=None, adapter=None, number=None):
         data = s.CommentSerializer(data=request.data)

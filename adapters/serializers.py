@@ -321,3 +321,16 @@ class DirectUploadCompleteSerializer(serializers.Serializer):
         required=False,
         help_text="The model file's sha256, checked against what was assembled",
     )
+
+
+class PlacementSerializer(serializers.Serializer):
+    """One engine's view of a version: hot (GPU slot), warm (engine cache or staged), cold, disabled."""
+
+    engine = serializers.CharField()
+    tier = serializers.CharField()
+    desired_state = serializers.CharField()
+    observed_state = serializers.CharField()
+    staged = serializers.BooleanField()
+    quarantined = serializers.BooleanField()
+    load_latency_ms = serializers.FloatField(required=False, allow_null=True)
+    loaded_at = serializers.DateTimeField(required=False, allow_null=True)

@@ -18,7 +18,7 @@ from workers import serializers as s
 from workers.alarms import open_alarms
 from workers.models import Engine, FleetAction
 from workers.operator import operator_act
-from workers.selectors import residencies_of_engine
+from workers.selectors import engine_advice, engine_launch_config, residencies_of_engine
 from workers.services import engine_operator_transition, engine_request_reconcile
 
 VERSION_LABEL = re.compile(r"^(?P<tenant>[a-z0-9-]+)/(?P<adapter>[a-z0-9-]+)@(?P<number>[0-9]+)$")
@@ -206,6 +206,18 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         qs = FleetAction.objects.filter(engine=self.get_object()).select_related("engine")
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(s.FleetActionSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: s.AdviceSerializer})
+    @action(detail=True, methods=["get"])
+    def advice(self, request, engine=None):
+        """The --max-loras / --max-cpu-loras / --max-lora-rank this engine should run with, and why."""
+        return Response(engine_advice(self.get_object()))
+
+    @extend_schema(responses={200: s.LaunchConfigSerializer})
+    @action(detail=True, methods=["get"], url_path="launch-config")
+    def launch_config(self, request, engine=None):
+        """Launch flags with the advice applied, and --lora-modules for static registration."""
+        return Response(engine_launch_config(self.get_object()))
 
     @extend_schema(responses={200: s.AlarmSerializer(many=True)})
     @action(detail=True, methods=["get"])

@@ -249,6 +249,7 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
     if engine.state == EngineState.DOWN:
         return report
     observed = run_engine_call(engine, lambda c: observe(engine, c))
+    shared_state.busy_sample(engine.name, len(observed.running))
     world = _load_world(engine, observed.resident | observed.registered | {incoming or ""})
     if incoming is not None and incoming not in world.wanted:
         version = world.versions.get(incoming)

@@ -132,3 +132,36 @@ def _placement_row(
         "load_latency_ms": row.load_latency_ms,
         "loaded_at": row.loaded_at,
     }
+
+
+def engine_advice(engine: Engine) -> dict[str, object]:
+    """The advisor's output for one engine, from its residency, actions and busy samples."""
+    import time
+
+    from workers import shared_state
+    from workers.advisor import advise
+    from workers.advisor_selectors import advisor_inputs_for
+
+    window_s = 3600
+    busy = shared_state.busy_intervals(engine.name, since=time.time() - window_s)
+    advice = advise(advisor_inputs_for(engine, window_s=window_s, inflight=busy))
+    return {
+        "engine": engine.name,
+        "current": advice.current,
+        "advised": advice.flags,
+        "changed": advice.changed,
+        "reasons": advice.reasons,
+    }
+
+
+def engine_launch_config(engine: Engine) -> dict[str, object]:
+    from workers.advisor import advise, launch_flags
+    from workers.advisor_selectors import advisor_inputs_for, lora_modules
+
+    advice = advise(advisor_inputs_for(engine))
+    modules = lora_modules(engine)
+    return {
+        "engine": engine.name,
+        "flags": launch_flags(engine, advice, modules=modules),
+        "lora_modules": modules,
+    }

@@ -133,3 +133,17 @@ class AlarmSerializer(serializers.ModelSerializer):
     class Meta:
         model = EngineAlarm
         fields = ["engine", "kind", "subject", "message", "details", "raised_at", "cleared_at"]
+
+
+class AdviceSerializer(serializers.Serializer):
+    engine = serializers.CharField()
+    current = serializers.DictField(child=serializers.IntegerField())
+    advised = serializers.DictField(child=serializers.IntegerField())
+    changed = serializers.BooleanField()
+    reasons = serializers.ListField(child=serializers.CharField())
+
+
+class LaunchConfigSerializer(serializers.Serializer):
+    engine = serializers.CharField()
+    flags = serializers.ListField(child=serializers.CharField())
+    lora_modules = serializers.ListField(child=serializers.DictField())

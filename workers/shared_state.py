@@ -8,6 +8,7 @@ demand to rank versions. Keys are per engine or per pool, never per request.
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections.abc import Iterable
 
@@ -109,3 +110,32 @@ def load_outcome(engine: str, served_name: str) -> str | None:
 def load_finish(engine: str, served_name: str, outcome: str, *, keep_s: float = 30.0) -> None:
     """Publish the outcome so waiters see it, then let the claim expire shortly."""
     client().set(_load_key(engine, served_name), outcome, ex=max(1, int(keep_s)))
+
+
+BUSY_SAMPLES_MAX = 2_880  # a day of samples at the 30 s reconcile period
+
+
+def _busy_key(engine: str) -> str:
+    return f"{_PREFIX}:busy:{engine}"
+
+
+def busy_sample(engine: str, distinct_running: int, at: float | None = None) -> None:
+    """How many distinct adapters had requests running on the engine at one instant (the
+    controller samples vLLM's lora_requests_info each pass; the advisor sizes --max-loras)."""
+    pipe = client().pipeline()
+    pipe.lpush(_busy_key(engine), f"{at if at is not None else time.time():.3f} {distinct_running}")
+    pipe.ltrim(_busy_key(engine), 0, BUSY_SAMPLES_MAX - 1)
+    pipe.execute()
+
+
+def busy_intervals(engine: str, *, since: float) -> list[tuple[float, int]]:
+    """(seconds, distinct adapters running) per interval between samples, oldest first."""
+    samples: list[tuple[float, int]] = []
+    for raw in reversed(client().lrange(_busy_key(engine), 0, -1)):
+        at, _, count = raw.decode().partition(" ")
+        try:
+            samples.append((float(at), int(count)))
+        except ValueError:
+            continue
+    samples = [s for s in samples if s[0] >= since]
+    return [(later[0] - earlier[0], earlier[1]) for earlier, later in itertools.pairwise(samples)]

@@ -1,0 +1,148 @@
+"""The operator API on engines and the version's placement, through the REST API (no engine:
+actions write desired state and enqueue a converge pass after commit, which is checked elsewhere)."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.models import Adapter
+from portal.models import AuditEvent
+from tests.workers.fleet import servable_version
+from workers import shared_state
+from workers.models import Engine, Residency
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def cpu1(world):
+    engine = Engine.objects.create(
+        name="cpu-1",
+        base_model=world.base,
+        url="http://127.0.0.1:9",
+        served_model_name="t",
+        adapter_root="/srv/adapters",
+        max_loras=2,
+        max_cpu_loras=3,
+        max_lora_rank=32,
+        state="up",
+    )
+    shared_state.inflight_clear(engine.name)
+    yield engine
+    shared_state.inflight_clear(engine.name)
+
+
+def post(client, engine, verb, version):
+    label = f"{version.tenant.slug}/{version.adapter.name}@{version.number}"
+    return client.post(f"/api/v1/engines/{engine}/{verb}/", {"version": label}, format="json")
+
+
+def test_pin_then_a_second_pin_is_refused_with_every_reason(world, cpu1, tmp_path):
+    world.acme.quota_pinned_slots = 1
+    world.acme.save()
+    one = servable_version(world.support, tmp_path, seed=1)
+    two = servable_version(world.support, tmp_path, seed=2)
+    olga = world.client("olga")
+
+    ok = post(olga, "cpu-1", "pin", one)
+    assert ok.status_code == 202, ok.json()
+    assert ok.json()["desired_state"] == "pinned"
+    assert AuditEvent.objects.filter(action="engine.pin", object_id=f"cpu-1/{one.served_name}")
+
+    refused = post(olga, "cpu-1", "pin", two)
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    # min(2, 3) - 1 = 1 pin on this engine, and acme may pin one: both rules are named.
+    assert error["code"] == "fleet.pin_budget"
+    assert {p["code"] for p in error["details"]["problems"]} == {
+        "fleet.pin_budget",
+        "fleet.pin_quota",
+    }
+    assert not Residency.objects.filter(version=two).exists()
+    assert not AuditEvent.objects.filter(action="engine.pin", object_id__endswith=two.served_name)
+
+
+def test_evict_is_refused_while_pinned_and_while_requests_are_in_flight(world, cpu1, tmp_path):
+    version = servable_version(world.support, tmp_path, seed=3)
+    olga = world.client("olga")
+    assert post(olga, "cpu-1", "pin", version).status_code == 202
+    pinned = post(olga, "cpu-1", "evict", version)
+    assert (pinned.status_code, pinned.json()["error"]["code"]) == (409, "fleet.pinned")
+
+    assert post(olga, "cpu-1", "unpin", version).status_code == 202
+    shared_state.inflight_begin("cpu-1", version.served_name)
+    busy = post(olga, "cpu-1", "evict", version)
+    assert (busy.status_code, busy.json()["error"]["code"]) == (409, "fleet.in_flight")
+    shared_state.inflight_end("cpu-1", version.served_name)
+
+    done = post(olga, "cpu-1", "evict", version)
+    assert done.status_code == 202 and done.json()["desired_state"] == "absent"
+
+
+def test_warm_leaves_a_free_cache_slot(world, cpu1, tmp_path):
+    olga = world.client("olga")
+    adapters = [
+        Adapter.objects.create(tenant=world.acme, name=f"w{i}", base_model=world.base)
+        for i in range(3)
+    ]
+    versions = [servable_version(a, tmp_path, seed=10 + i) for i, a in enumerate(adapters)]
+    assert post(olga, "cpu-1", "warm", versions[0]).status_code == 202
+    assert post(olga, "cpu-1", "warm", versions[1]).status_code == 202
+    third = post(olga, "cpu-1", "warm", versions[2])
+    assert (third.status_code, third.json()["error"]["code"]) == (409, "fleet.last_free_slot")
+
+
+def test_a_version_too_large_for_the_engine_is_refused(world, cpu1, tmp_path):
+    version = servable_version(world.support, tmp_path, seed=4, rank=64)
+    refused = post(world.client("olga"), "cpu-1", "warm", version)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "fleet.rank_too_large")
+
+
+def test_unknown_or_malformed_version_names(world, cpu1):
+    olga = world.client("olga")
+    bad = olga.post("/api/v1/engines/cpu-1/pin/", {"version": "../../etc"}, format="json")
+    assert (bad.status_code, bad.json()["error"]["code"]) == (409, "fleet.bad_version")
+    missing = olga.post("/api/v1/engines/cpu-1/pin/", {"version": "acme/support@99"}, format="json")
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "version.not_found")
+
+
+def test_residency_shows_tiers_and_the_version_shows_where_it_runs(world, cpu1, tmp_path):
+    hot = servable_version(world.support, tmp_path, seed=5)
+    Residency.objects.create(
+        engine=cpu1, version=hot, desired_state="registered", observed_state="resident_gpu"
+    )
+    rows = world.client("olga").get("/api/v1/engines/cpu-1/residency/").json()["results"]
+    assert [(r["served_name"], r["tier"], r["gpu_tier_source"]) for r in rows] == [
+        (hot.served_name, "hot", "inferred")
+    ]
+    placement = world.client("alice").get(
+        f"/api/v1/tenants/acme/adapters/support/versions/{hot.number}/residency/"
+    )
+    assert placement.status_code == 200
+    assert [(p["engine"], p["tier"]) for p in placement.json()] == [("cpu-1", "hot")]
+    # Another tenant does not even learn that the version exists.
+    assert (
+        world.client("charlie")
+        .get(f"/api/v1/tenants/acme/adapters/support/versions/{hot.number}/residency/")
+        .status_code
+        == 404
+    )
+
+
+def test_advice_and_launch_config(world, cpu1, tmp_path):
+    version = servable_version(world.support, tmp_path, seed=6, rank=8)
+    Residency.objects.create(engine=cpu1, version=version, desired_state="registered")
+    olga = world.client("olga")
+    advice = olga.get("/api/v1/engines/cpu-1/advice/").json()
+    # Every served rank is 8: a limit of 32 wastes LoRA buffer memory.
+    assert advice["advised"]["max_lora_rank"] == 8 and advice["changed"] is True
+    assert len(advice["reasons"]) == 3
+    launch = olga.get("/api/v1/engines/cpu-1/launch-config/").json()
+    assert "--enable-lora" in launch["flags"]
+    assert launch["lora_modules"] == [
+        {
+            "name": version.served_name,
+            "path": f"/srv/adapters/{version.served_name}",
+            "base_model_name": "t",
+        }
+    ]
