@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -100,3 +101,54 @@ def test_restart_is_repaired_by_reconciliation_and_disable_leaves_every_engine(
     )
     assert keep.served_name in resident_on(worker_fleet.handle_a)
     assert keep.served_name in resident_on(worker_fleet.handle_b)
+
+
+def test_a_business_hours_window_warms_then_releases_the_version(
+    worker_fleet, tmp_path, celery_beat_process
+):
+    """A real window on the real clock, opened and closed by the real beat."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from adapters.services.registry import adapter_update
+    from tenants.access import AccessContext
+    from workers.models import Residency
+
+    world = worker_fleet.world
+    version = servable_version(world.support, tmp_path, seed=95)
+    now = timezone.now().astimezone(ZoneInfo("Europe/Berlin"))
+    # Two minutes ahead: beat has started and read the new entries long before the window opens.
+    opens = (now + timedelta(minutes=2)).replace(second=0, microsecond=0)
+    closes = opens + timedelta(minutes=1)
+    adapter_update(
+        access=AccessContext.for_user(world.users["alice"]),
+        adapter=world.support,
+        warmup_policy="preload_on_business_hours",
+        warmup_timezone="Europe/Berlin",
+        warmup_days="*",
+        warmup_start=opens.time(),
+        warmup_end=closes.time(),
+    )
+    assert version.served_name not in resident_on(worker_fleet.handle_a)
+
+    def desired() -> set[str]:
+        return set(
+            Residency.objects.filter(version=version).values_list("desired_state", flat=True)
+        )
+
+    wait_for("the window to open", lambda: desired() == {"resident_gpu"}, timeout=300)
+    assert timezone.now() >= opens - timedelta(seconds=2)  # the beat opened it, not the sync
+    wait_for(
+        "the version warm on both engines",
+        lambda: (
+            version.served_name in resident_on(worker_fleet.handle_a)
+            and version.served_name in resident_on(worker_fleet.handle_b)
+        ),
+    )
+    wait_for("the window to close", lambda: desired() == {"registered"}, timeout=300)
+    assert timezone.now() >= closes - timedelta(seconds=2)
+    reasons = set(
+        Residency.objects.filter(version=version).values_list("desired_reason", flat=True)
+    )
+    assert all("closed" in r for r in reasons), reasons
