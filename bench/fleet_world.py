@@ -1,5 +1,6 @@
-"""A simulated fleet for bench/fleet_scale.py: engines, versions, wishes, request history, and an
-engine model that carries a plan's actions out. Seeded and deterministic; no Django, no I/O.
+"""A simulated fleet for bench/fleet_scale.py: engines, versions, wishes, request history, an
+engine model that carries a plan's actions out, and the scenarios' changes. Seeded and
+deterministic; no Django, no I/O.
 
 The controller's per-engine inputs are rebuilt the way workers.controller builds them, over plain
 objects instead of database rows: `parse_history` is shared_state.demand_history's loop,
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from workers.cache_policy import (
@@ -267,3 +269,66 @@ def _take(fleet: Fleet, engine: SimEngine, action: Action, now: float) -> None:
     pinned = held[name].pinned or isinstance(action, Pin)
     held[name] = replace(held[name], last_used=now, pinned=pinned)  # a use touches vLLM's LRU
     engine.rows.setdefault(name, Row()).last_used_at = now
+
+
+# The scenarios' changes (bench/fleet_scale.py): each changes a copy of the steady fleet and
+# returns the `incoming` version per engine, if any.
+
+
+def _restart(fleet: Fleet, seed: int) -> dict[str, str]:
+    count = max(1, round(len(fleet.engines) / 10))
+    for engine in random.Random(seed).sample(fleet.engines, count):
+        engine.held.clear()  # forgot every adapter loaded at run time; rows keep their times
+    return {}
+
+
+def _miss_storm(fleet: Fleet, seed: int) -> dict[str, str]:
+    """Each engine gets a request for the most popular version of its pool it does not hold."""
+    incoming = {}
+    for engine in fleet.engines:
+        names = fleet.pools[engine.pool]
+        miss = next((n for n in names if n not in engine.held), None)
+        if miss is not None:
+            incoming[engine.name] = miss
+            entry = f"{fleet.now:.3f} {miss}".encode()
+            fleet.history[engine.pool].insert(0, entry)  # request_load records the demand
+    return incoming
+
+
+def _release(fleet: Fleet, seed: int) -> dict[str, str]:
+    """1% new versions, each wished on-demand on the least-filled engine of its pool."""
+    olds = list(fleet.versions.values())
+    for i in range(max(1, len(olds) // 100)):
+        base = olds[(i * 97 + seed) % len(olds)]
+        meta = VersionMeta(
+            f"{base.tenant}--r{i:05d}--v1",
+            base.tenant,
+            base.slo,
+            base.rank,
+            base.size_bytes,
+            base.pool,
+        )
+        fleet.versions[meta.name] = meta
+        fleet.pools[meta.pool].append(meta.name)
+        members = [e for e in fleet.engines if e.pool == meta.pool]
+        target = min(members, key=lambda e: (len(e.wanted) / e.cpu_slots, e.name))
+        target.wanted[meta.name] = WANT_ON_DEMAND
+    return {}
+
+
+def _disable(fleet: Fleet, seed: int) -> dict[str, str]:
+    names = sorted(fleet.versions)
+    gone = set(names[seed % 100 :: 100])
+    for engine in fleet.engines:
+        for name in gone & set(engine.wanted):
+            del engine.wanted[name]  # not holdable: _load_world leaves it out of `wanted`
+    return {}
+
+
+CHANGES: dict[str, Callable[[Fleet, int], dict[str, str]]] = {
+    "steady": lambda fleet, seed: {},
+    "restart": _restart,
+    "miss-storm": _miss_storm,
+    "release": _release,
+    "disable": _disable,
+}
