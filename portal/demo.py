@@ -48,6 +48,7 @@ class DemoResult:
     password: str
     users: list[str]
     uploaded: list[str]
+    released: str = ""
 
 
 def seed_demo(
@@ -84,7 +85,7 @@ def seed_demo(
                 "url": engine_url,
                 "served_model_name": "tiny-llama",
                 "max_loras": 2,
-                "max_cpu_loras": 4,
+                "max_cpu_loras": 3,
                 "max_lora_rank": 32,
                 "adapter_root": str(adapter_root),
                 "has_plugin": True,
@@ -114,4 +115,36 @@ def seed_demo(
                 model=IncomingFile(model, os.fstat(model.fileno()).st_size),
             )
         uploaded.append(f"{slug}/{name}")
-    return DemoResult(password=password, users=list(DEMO_USERS), uploaded=uploaded)
+    released = release_demo_adapter()
+    return DemoResult(
+        password=password, users=list(DEMO_USERS), uploaded=uploaded, released=released
+    )
+
+
+def release_demo_adapter(tenant: str = "acme", name: str = "support") -> str:
+    """Take one demo adapter through the whole lifecycle, as its people would: validated,
+    approved by the reviewer, released by the owner (acme is gold: the reviewer gives the second
+    approval). The release places it on the demo engine, so the dashboard shows it resident."""
+    from adapters.models import AdapterVersion, VersionStatus
+    from adapters.services.lifecycle import version_approve, version_release
+    from adapters.services.validation import run_validation
+
+    version = (
+        AdapterVersion.objects.filter(tenant__slug=tenant, adapter__name=name)
+        .order_by("number")
+        .first()
+    )
+    if version is None:
+        return ""
+    if version.status in (VersionStatus.UPLOADED, VersionStatus.VALIDATING):
+        version = run_validation(version_id=version.pk) or version
+        version.refresh_from_db()
+    reviewer = User.objects.get(username="rita")
+    owner = User.objects.get(username="alice")
+    if version.status == VersionStatus.VALIDATED:
+        version = version_approve(version=version, reviewer=reviewer, comment="demo")
+    if version.status == VersionStatus.STAGED:
+        version = version_release(version=version, actor=owner, comment="demo")
+        if version.status == VersionStatus.STAGED:  # gold: the second approval
+            version = version_release(version=version, actor=reviewer, comment="demo")
+    return f"{tenant}/{name}@{version.number} ({version.status})"

@@ -42,3 +42,5 @@ class Command(BaseCommand):
             self.stdout.write(f"  {username:8} / {result.password}   ({where})")
         if result.uploaded:
             self.stdout.write(f"  uploaded for validation: {', '.join(result.uploaded)}")
+        if result.released:
+            self.stdout.write(f"  released (placed on the engine once it is up): {result.released}")
