@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -222,8 +223,27 @@ def build_snapshot(
     )
 
 
+# One tracker per pool per worker process, fed only the requests recorded since the last pass:
+# replaying a pool's whole history for every engine would dominate a fleet pass.
+_trackers: dict[str, tuple[int, DemandTracker]] = {}
+_trackers_lock = threading.Lock()
+
+
+def pool_demand(pool: str) -> DemandTracker:
+    with _trackers_lock:
+        seen, tracker = _trackers.get(pool, (0, None))  # type: ignore[assignment]
+        total, new = shared_state.demand_since(pool, seen)
+        if tracker is None or new is None:
+            tracker = DemandTracker.from_history(shared_state.demand_history(pool))
+        else:
+            for at, name in new:
+                tracker.observe(name, at)
+        _trackers[pool] = (total, tracker)
+        return tracker
+
+
 def _demand(engine: Engine) -> DemandTracker:
-    return DemandTracker.from_history(shared_state.demand_history(engine.pool))
+    return pool_demand(engine.pool)
 
 
 def converge_engine(

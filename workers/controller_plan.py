@@ -2,7 +2,7 @@
 portal wants to the ordered actions that get there, every one checked by the hard rules.
 
 No Django and no I/O: workers/controller.py feeds it real snapshots and carries the actions out;
-bench/fleet_controller.py times it at fleet scale. The cache policy (workers.cache_policy) decides
+bench/fleet_scale.py times it at fleet scale. The cache policy (workers.cache_policy) decides
 whom to evict to make room and which versions to pin on its own; explicit wishes (an operator's
 or a schedule's pin, a keep-warm window) are constraints it may not undo.
 """

@@ -64,13 +64,30 @@ def demand_record(pool: str, served_name: str, at: float | None = None) -> None:
     pipe = client().pipeline()
     pipe.lpush(_demand_key(pool), entry)
     pipe.ltrim(_demand_key(pool), 0, DEMAND_HISTORY_MAX - 1)
+    pipe.incr(_demand_key(pool) + ":n")
     pipe.execute()
+
+
+def demand_since(pool: str, seen: int) -> tuple[int, list[tuple[float, str]] | None]:
+    """(requests recorded so far, the ones after `seen` oldest first); None: too many to
+    replay, start again from `demand_history`."""
+    total = int(client().get(_demand_key(pool) + ":n") or 0)
+    new = total - seen
+    if new < 0 or new > DEMAND_HISTORY_MAX:
+        return total, None
+    if new == 0:
+        return total, []
+    return total, _parse_demand(client().lrange(_demand_key(pool), 0, new - 1))
 
 
 def demand_history(pool: str) -> list[tuple[float, str]]:
     """Recent (time, served name) pairs of the pool, oldest first."""
+    return _parse_demand(client().lrange(_demand_key(pool), 0, -1))
+
+
+def _parse_demand(raw_newest_first: list[bytes]) -> list[tuple[float, str]]:
     out: list[tuple[float, str]] = []
-    for raw in reversed(client().lrange(_demand_key(pool), 0, -1)):
+    for raw in reversed(raw_newest_first):
         at, _, name = raw.decode().partition(" ")
         try:
             out.append((float(at), name))
@@ -80,7 +97,7 @@ def demand_history(pool: str) -> list[tuple[float, str]]:
 
 
 def demand_clear(pools: Iterable[str]) -> None:
-    keys = [_demand_key(p) for p in pools]
+    keys = [k for p in pools for k in (_demand_key(p), _demand_key(p) + ":n")]
     if keys:
         client().delete(*keys)
 

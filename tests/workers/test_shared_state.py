@@ -1,0 +1,53 @@
+"""What the fleet keeps in Redis: in-flight counts, demand history (and the controller's
+incremental per-pool tracker over it), single-flight claims, busy samples."""
+
+from __future__ import annotations
+
+import uuid
+
+from workers import shared_state
+from workers.cache_policy import DemandTracker
+from workers.controller import pool_demand
+
+
+def test_inflight_counts_never_go_negative_or_linger():
+    engine = f"e-{uuid.uuid4().hex[:6]}"
+    shared_state.inflight_begin(engine, "v")
+    shared_state.inflight_begin(engine, "v")
+    assert shared_state.inflight_counts(engine) == {"v": 2}
+    for _ in range(3):
+        shared_state.inflight_end(engine, "v")
+    assert shared_state.inflight_counts(engine) == {}
+
+
+def test_the_incremental_pool_tracker_equals_one_built_from_the_whole_history():
+    pool = f"p-{uuid.uuid4().hex[:6]}"
+    names = ["a", "b", "a", "c", "a", "b"]
+    for i, name in enumerate(names[:3]):
+        shared_state.demand_record(pool, name, at=100.0 + i)
+    first = pool_demand(pool)
+    for i, name in enumerate(names[3:], start=3):
+        shared_state.demand_record(pool, name, at=100.0 + i)
+    incremental = pool_demand(pool)
+    full = DemandTracker.from_history((100.0 + i, n) for i, n in enumerate(names))
+    assert incremental is first  # fed the three new requests, not rebuilt
+    assert incremental.shares_and_hits("abc") == full.shares_and_hits("abc")
+    shared_state.demand_clear([pool])
+    assert pool_demand(pool).shares_and_hits("a") == {"a": (0.0, 0.0)}
+
+
+def test_single_flight_claim_and_outcome():
+    engine, name = f"e-{uuid.uuid4().hex[:6]}", "v"
+    assert shared_state.load_claim(engine, name, ttl_s=5) is True
+    assert shared_state.load_claim(engine, name, ttl_s=5) is False
+    assert shared_state.load_outcome(engine, name) == "pending"
+    shared_state.load_finish(engine, name, "ok")
+    assert shared_state.load_outcome(engine, name) == "ok"
+
+
+def test_busy_samples_become_intervals():
+    engine = f"e-{uuid.uuid4().hex[:6]}"
+    for at, count in ((10.0, 1), (40.0, 2), (70.0, 0)):
+        shared_state.busy_sample(engine, count, at=at)
+    assert shared_state.busy_intervals(engine, since=0) == [(30.0, 1), (30.0, 2)]
+    assert shared_state.busy_intervals(engine, since=20) == [(30.0, 2)]
