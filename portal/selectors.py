@@ -9,10 +9,12 @@ from workers.models import Engine
 
 def dashboard_context(*, user: Any) -> dict[str, Any]:
     from tenants.selectors import tenants_visible_to
+    from workers.page_selectors import dashboard_fleet
 
     return {
         "engines": Engine.objects.select_related("base_model").all(),
         "tenants": tenants_visible_to(user=user),
+        **dashboard_fleet(user=user),
     }
 
 

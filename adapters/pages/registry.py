@@ -15,6 +15,7 @@ from adapters.selectors import adapters_for, versions_of
 from adapters.services.lifecycle import version_disable, version_release
 from portal.errors import ApplicationError
 from portal.pagekit import page_view, post_text, render_page
+from workers.selectors import version_placement
 
 RELEASABLE = (VersionStatus.STAGED,)
 DISABLEABLE = (VersionStatus.STAGED, VersionStatus.ACTIVE)
@@ -74,6 +75,9 @@ def _version_page(
             "adapter": version.adapter,
             "version": version,
             "report": version.validation_report or {},
+            # Where it runs; members see engine names (not the engines' pages or actions).
+            "placement": version_placement(version),
+            "links_engines": scope.access.is_operator,
             **_owner_actions(scope, version.adapter),
         },
         error=error,

@@ -36,6 +36,35 @@ def _active(pw: PagesWorld) -> dict[str, Any]:
     return {"tenant": "acme", "adapter": "support", "number": pw.active.number}
 
 
+FLEET_ENGINE = "pages-1"
+
+
+def _fleet_engine(pw: PagesWorld) -> dict[str, Any]:
+    """An engine of the world's base model in the default pool (the pages world has none)."""
+    from workers.models import Engine
+
+    Engine.objects.get_or_create(
+        name=FLEET_ENGINE,
+        defaults={
+            "base_model": pw.world.base,
+            "url": "http://127.0.0.1:9",
+            "served_model_name": "tiny",
+            "adapter_root": "/srv/adapters",
+            "state": "up",
+        },
+    )
+    return {"engine": FLEET_ENGINE}
+
+
+def _fleet_verb(verb: str) -> Kwargs:
+    return lambda pw: {**_fleet_engine(pw), "verb": verb}
+
+
+# Operators and platform admins only; everyone else 403 before any lookup.
+NOT_FLEET = {"alice": 403, "bob": 403, "vera": 403, "charlie": 403, "rita": 403, "nora": 403}
+ACTIVE_LABEL = {"version": "acme/support@2"}
+
+
 @dataclass(frozen=True)
 class PageRoute:
     name: str
@@ -122,6 +151,56 @@ PAGE_ROUTES: list[PageRoute] = [
         lambda pw: {"tenant": "acme", "alias": pw.alias.name},
         "post",
         expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 302},
+    ),
+    PageRoute("fleet-engines", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
+    PageRoute("fleet-engine", _fleet_engine, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
+    PageRoute("fleet-alarm-banner", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
+    PageRoute(
+        "fleet-version-act",
+        _fleet_verb("pin"),
+        "post",
+        data=ACTIVE_LABEL,
+        expect={**NOT_FLEET, "olga": 302, "adam": 302},
+    ),
+    PageRoute(
+        "fleet-version-act",
+        _fleet_verb("warm"),
+        "post",
+        data=ACTIVE_LABEL,
+        expect={"alice": 403, "bob": 403, "olga": 302},
+    ),
+    # Refused by the service (not pinned / not on the engine): the operator reached it.
+    PageRoute(
+        "fleet-version-act",
+        _fleet_verb("unpin"),
+        "post",
+        data=ACTIVE_LABEL,
+        expect={"alice": 403, "charlie": 403, "olga": 409},
+    ),
+    PageRoute(
+        "fleet-version-act",
+        _fleet_verb("evict"),
+        "post",
+        data=ACTIVE_LABEL,
+        expect={"alice": 403, "vera": 403, "olga": 409},
+    ),
+    PageRoute(
+        "fleet-engine-state",
+        _fleet_verb("drain"),
+        "post",
+        expect={**NOT_FLEET, "olga": 302, "adam": 302},
+    ),
+    PageRoute(
+        "fleet-engine-state",
+        _fleet_verb("undrain"),
+        "post",
+        expect={"alice": 403, "nora": 403, "olga": 409},
+    ),
+    PageRoute(
+        "fleet-engine-reconcile",
+        _fleet_engine,
+        "post",
+        expect={**NOT_FLEET, "olga": 302, "adam": 302},
     ),
 ]
 
