@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Q
 from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
 
@@ -19,7 +19,7 @@ from tenants.access import AccessContext
 from workers.advisor import Advice, launch_flags
 from workers.advisor_selectors import lora_modules
 from workers.alarms import open_alarms
-from workers.models import Engine, EngineAlarm, FleetAction, Residency, ResidencyState
+from workers.models import Engine, FleetAction, Residency, ResidencyState
 from workers.operator import engine_pin_capacity
 from workers.schedule_rules import _pool_expression
 from workers.schedules import TASK_NAME as WARMUP_TASK
@@ -138,10 +138,6 @@ def residency_views(engine: Engine) -> list[ResidencyView]:
 def residency_view(engine: Engine, version: AdapterVersion) -> ResidencyView | None:
     row = residencies_of_engine(engine).filter(version=version).first()
     return _view(row) if row is not None else None
-
-
-def engine_alarms(engine: Engine) -> QuerySet[EngineAlarm]:
-    return open_alarms(engine)
 
 
 def alarm_banner() -> dict[str, Any]:

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from portal.errors import ApplicationError, NotFound, PermissionDenied
 from portal.pagekit import access_for, is_htmx, page_view, post_text, render_page
 from workers import page_selectors as fleet
+from workers.alarms import open_alarms
 from workers.api import version_from_label
 from workers.models import Engine
 from workers.operator import operator_act
@@ -51,7 +52,7 @@ def _engine_context(engine: Engine) -> dict[str, Any]:
         "engine": engine,
         "slots": fleet.engine_slots([engine])[0],
         "residencies": fleet.residency_views(engine),
-        "alarms": list(fleet.engine_alarms(engine)),
+        "alarms": list(open_alarms(engine)),
         "actions": fleet.recent_actions(engine),
         "warmups": fleet.warmup_entries(engine),
         **fleet.engine_advice_and_launch(engine),

@@ -8,6 +8,8 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -200,6 +202,28 @@ def test_the_engine_page_lists_residency_history_advice_and_warmups(pages, engin
     admin = reverse("admin:django_celery_beat_periodictask_change", args=[entry.pk])
     assert f'href="{admin}"' in html
     assert "warmup:acme/elsewhere:open" not in html
+
+
+def test_the_engine_page_reads_the_same_number_of_queries_for_3_and_30_rows(
+    pages, engine, tmp_path
+):
+    client = pages.client("olga")
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(engine_url()).status_code == 200
+        return len(captured)
+
+    three_rows(pages, engine)
+    few = queries()
+    for i in range(27):
+        adapter = Adapter.objects.create(
+            tenant=pages.world.acme, name=f"many-{i}", base_model=pages.world.base
+        )
+        version = servable_version(adapter, tmp_path, seed=100 + i)
+        Residency.objects.create(engine=engine, version=version, observed_state="resident_cpu")
+        FleetAction.objects.create(engine=engine, version=version, kind="load")
+    assert queries() == few
 
 
 def test_an_unknown_engine_is_not_found_for_operators_only(pages, engine):
