@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels (authenticated, origin-checked)."""
+"""ASGI entry point: /v1/ through the gateway (a lean ASGI app, no Django request machinery),
+other HTTP through Django, websockets through Channels (authenticated, origin-checked)."""
 
 import os
 
@@ -11,11 +12,20 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from gateway.app import gateway_app  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
+
+
+async def http_router(scope, receive, send):
+    if scope["path"].startswith("/v1/"):
+        await gateway_app(scope, receive, send)
+    else:
+        await django_asgi_app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http_router,
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -46,10 +46,11 @@ ROLE_TENANT_CAPS: dict[str, frozenset[str]] = {
             "release",
             "use_playground",
             "manage_keys",
+            "infer",
         }
     ),
     TenantRole.MAINTAINER: frozenset(
-        {"view", "manage_aliases", "create_adapter", "use_playground"}
+        {"view", "manage_aliases", "create_adapter", "use_playground", "infer"}
     ),
     TenantRole.VIEWER: frozenset({"view"}),
 }

@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.fixtures.engines",
     "tests.fixtures.s3",
     "tests.fixtures.celery_worker",
+    "tests.fixtures.gateway",
 ]
 
 

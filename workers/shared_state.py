@@ -28,17 +28,17 @@ def client() -> redis.Redis:
     return _client(settings.REDIS_URL)
 
 
-def _inflight_key(engine: str) -> str:
+def inflight_key(engine: str) -> str:
     return f"{_PREFIX}:inflight:{engine}"
 
 
 def inflight_begin(engine: str, served_name: str) -> None:
     """A request for `served_name` was sent to (or queued for) `engine`."""
-    client().hincrby(_inflight_key(engine), served_name, 1)
+    client().hincrby(inflight_key(engine), served_name, 1)
 
 
 def inflight_end(engine: str, served_name: str) -> None:
-    key = _inflight_key(engine)
+    key = inflight_key(engine)
     left = client().hincrby(key, served_name, -1)
     if left <= 0:
         # A count must never stay negative (a replica that died mid-request), nor linger at 0.
@@ -46,15 +46,15 @@ def inflight_end(engine: str, served_name: str) -> None:
 
 
 def inflight_counts(engine: str) -> dict[str, int]:
-    raw = client().hgetall(_inflight_key(engine))
+    raw = client().hgetall(inflight_key(engine))
     return {k.decode(): max(0, int(v)) for k, v in raw.items() if int(v) > 0}
 
 
 def inflight_clear(engine: str) -> None:
-    client().delete(_inflight_key(engine))
+    client().delete(inflight_key(engine))
 
 
-def _demand_key(pool: str) -> str:
+def demand_key(pool: str) -> str:
     return f"{_PREFIX}:demand:{pool}"
 
 
@@ -62,27 +62,27 @@ def demand_record(pool: str, served_name: str, at: float | None = None) -> None:
     """One request for `served_name` in `pool` (the gateway calls this; so does a cold load)."""
     entry = f"{at if at is not None else time.time():.3f} {served_name}"
     pipe = client().pipeline()
-    pipe.lpush(_demand_key(pool), entry)
-    pipe.ltrim(_demand_key(pool), 0, DEMAND_HISTORY_MAX - 1)
-    pipe.incr(_demand_key(pool) + ":n")
+    pipe.lpush(demand_key(pool), entry)
+    pipe.ltrim(demand_key(pool), 0, DEMAND_HISTORY_MAX - 1)
+    pipe.incr(demand_key(pool) + ":n")
     pipe.execute()
 
 
 def demand_since(pool: str, seen: int) -> tuple[int, list[tuple[float, str]] | None]:
     """(requests recorded so far, the ones after `seen` oldest first); None: too many to
     replay, start again from `demand_history`."""
-    total = int(client().get(_demand_key(pool) + ":n") or 0)
+    total = int(client().get(demand_key(pool) + ":n") or 0)
     new = total - seen
     if new < 0 or new > DEMAND_HISTORY_MAX:
         return total, None
     if new == 0:
         return total, []
-    return total, _parse_demand(client().lrange(_demand_key(pool), 0, new - 1))
+    return total, _parse_demand(client().lrange(demand_key(pool), 0, new - 1))
 
 
 def demand_history(pool: str) -> list[tuple[float, str]]:
     """Recent (time, served name) pairs of the pool, oldest first."""
-    return _parse_demand(client().lrange(_demand_key(pool), 0, -1))
+    return _parse_demand(client().lrange(demand_key(pool), 0, -1))
 
 
 def _parse_demand(raw_newest_first: list[bytes]) -> list[tuple[float, str]]:
@@ -97,7 +97,7 @@ def _parse_demand(raw_newest_first: list[bytes]) -> list[tuple[float, str]]:
 
 
 def demand_clear(pools: Iterable[str]) -> None:
-    keys = [k for p in pools for k in (_demand_key(p), _demand_key(p) + ":n")]
+    keys = [k for p in pools for k in (demand_key(p), demand_key(p) + ":n")]
     if keys:
         client().delete(*keys)
 

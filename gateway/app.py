@@ -1,0 +1,478 @@
+"""The OpenAI-compatible gateway: a lean ASGI app for /v1/ beside Django in the portal's router.
+
+Per request: the bearer token and the model name are resolved from in-process tables (no database
+row), limits are checked in one Redis round trip, the engine is chosen by the cache policy's
+`choose_engine` (where the version is hot, then warm, then least loaded), a cold version is loaded
+once for all its waiters (single-flight, through the fleet's controller) while other requests go
+on, and the reply passes through as it comes, measured per adapter version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from redis import asyncio as aioredis
+
+from gateway import limits
+from gateway.errors import GatewayError, model_not_found, unauthorized, unavailable
+from gateway.invalidation import RESIDENCY_KEY, ROUTES_KEY
+from gateway.recorder import Measurement, Recorder
+from gateway.routes import (
+    Caller,
+    EngineInfo,
+    Route,
+    RouteTable,
+    Target,
+    build_table,
+    parse_token,
+    residency_map,
+)
+from gateway.upstream import EnginePool, StreamWatch, relay, usage_of
+from portal.errors import ApplicationError
+from workers.cache_policy import EngineChoice, choose_engine
+
+log = logging.getLogger(__name__)
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class Gateway:
+    def __init__(self) -> None:
+        self.table = RouteTable()
+        self.redis = aioredis.Redis.from_url(settings.REDIS_URL)
+        self.recorder = Recorder(self.redis)
+        self.engines = EnginePool(settings.ENGINE_HTTP_TIMEOUT)
+        self.in_flight: dict[str, int] = {}
+        self.failed_until: dict[str, float] = {}
+        self.loading: dict[tuple[str, str], asyncio.Future[float]] = {}
+        self._gens = (-1, -1)
+        self._checked = 0.0
+        self._refresh = asyncio.Lock()
+        self._flusher: asyncio.Task[None] | None = None
+
+    # --- tables ---------------------------------------------------------------------------
+
+    async def fresh_table(self, *, force_check: bool = False) -> RouteTable:
+        now = time.monotonic()
+        if not force_check and now - self._checked < settings.GATEWAY_REFRESH_SECONDS:
+            return self.table
+        async with self._refresh:
+            if (
+                not force_check
+                and time.monotonic() - self._checked < settings.GATEWAY_REFRESH_SECONDS
+            ):
+                return self.table
+            raw = await self.redis.mget(ROUTES_KEY, RESIDENCY_KEY)
+            gens = (int(raw[0] or 0), int(raw[1] or 0))
+            if gens[0] != self._gens[0] or self.table.generation < 0:
+                self.table = await sync_to_async(build_table, thread_sensitive=False)(gens[0])
+            elif gens[1] != self._gens[1]:
+                self.table.residency = await sync_to_async(residency_map, thread_sensitive=False)()
+            self._gens = gens
+            self._checked = time.monotonic()
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_forever())
+        return self.table
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await self.recorder.flush()
+            except Exception:  # noqa: BLE001 - measurements are best effort, serving is not
+                log.warning("could not flush gateway measurements", exc_info=True)
+
+    # --- ASGI -----------------------------------------------------------------------------
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            path, method = scope["path"], scope["method"]
+            if path == "/v1/models" and method == "GET":
+                await self.models(scope, send)
+            elif path in PATHS and method == "POST":
+                await self.generate(scope, receive, send, PATHS[path])
+            elif path in PATHS or path == "/v1/models":
+                raise GatewayError(405, f"{method} is not allowed here.", code="method_not_allowed")
+            else:
+                raise GatewayError(404, f"No route {path}.", code="not_found")
+        except GatewayError as err:
+            await respond(send, err.status, err.body(), err.headers)
+
+    async def caller(self, scope: dict[str, Any]) -> tuple[Caller, RouteTable]:
+        header = header_of(scope, b"authorization")
+        parsed = parse_token(header) if header else None
+        if parsed is None:
+            raise unauthorized()
+        table = await self.fresh_table()
+        found = table.callers.get(parsed[0])
+        if found is None:  # a token minted a moment ago: look again before refusing
+            table = await self.fresh_table(force_check=True)
+            found = table.callers.get(parsed[0])
+        if found is None or not found.valid(parsed[1], time.time()):
+            if found is None and await sync_to_async(token_lacks_inference)(*parsed):
+                raise GatewayError(
+                    403,
+                    "This token lacks the 'inference' scope.",
+                    code="insufficient_scope",
+                    err_type="permission_error",
+                )
+            raise unauthorized()
+        return found, table
+
+    async def models(self, scope: dict[str, Any], send: Send) -> None:
+        caller, table = await self.caller(scope)
+        data = []
+        for name, _route, tenant_id in table.names_for(caller.tenant_ids):
+            own = tenant_id is not None and len(caller.tenant_ids) > 1
+            shown = f"{table.tenants[tenant_id]}/{name}" if own else name
+            data.append(
+                {
+                    "id": shown,
+                    "object": "model",
+                    "created": int(table.built_at),
+                    "owned_by": table.tenants.get(tenant_id, "platform")
+                    if tenant_id
+                    else "platform",
+                }
+            )
+        await respond(send, 200, orjson.dumps({"object": "list", "data": data}))
+
+    def resolve(self, caller: Caller, table: RouteTable, model: object) -> tuple[Route, int | None]:
+        if not isinstance(model, str) or not model:
+            raise GatewayError(400, "`model` is required.", code="missing_model", param="model")
+        tenant_id: int | None
+        if "/" in model:
+            slug, _, name = model.partition("/")
+            tenant_id = table.tenant_ids.get(slug)
+        elif caller.bound_tenant_id is not None:
+            tenant_id, name = caller.bound_tenant_id, model
+        elif len(caller.tenant_ids) == 1:
+            tenant_id, name = next(iter(caller.tenant_ids)), model
+        else:
+            tenant_id, name = None, model
+        if tenant_id is not None and tenant_id not in caller.tenant_ids:
+            raise model_not_found(model)
+        route = table.route_for(tenant_id, name) if tenant_id is not None else None
+        route = route or table.base_routes.get(name)
+        if route is None:
+            raise model_not_found(model)
+        return route, tenant_id
+
+    # --- one request ------------------------------------------------------------------------
+
+    async def generate(
+        self, scope: dict[str, Any], receive: Receive, send: Send, kind: str
+    ) -> None:
+        started = time.perf_counter()
+        caller, table = await self.caller(scope)
+        body = await read_body(receive, settings.GATEWAY_MAX_BODY_BYTES)
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise GatewayError(400, "The body is not valid JSON.", code="invalid_json") from None
+        if not isinstance(payload, dict):
+            raise GatewayError(400, "The body must be a JSON object.", code="invalid_json")
+        route, tenant_id = self.resolve(caller, table, payload.get("model"))
+        target = pick(route.targets) if route.targets else None
+        billed_tenant = target.tenant_id if target else (tenant_id or caller.bound_tenant_id or 0)
+        async with limits.admitted(
+            self.redis,
+            table,
+            tenant_id=billed_tenant,
+            target=target,
+            requested=payload.get("model"),
+        ):
+            await self.serve(
+                scope, send, kind, payload, route, target, table, billed_tenant, started
+            )
+
+    async def serve(
+        self,
+        scope: dict[str, Any],
+        send: Send,
+        kind: str,
+        payload: dict[str, Any],
+        route: Route,
+        target: Target | None,
+        table: RouteTable,
+        tenant_id: int,
+        started: float,
+    ) -> None:
+        tried: set[str] = set()
+        stream = bool(payload.get("stream"))
+        wants_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+        if stream:
+            payload["stream_options"] = {
+                **(payload.get("stream_options") or {}),
+                "include_usage": True,
+            }
+        while True:
+            engine, where = self.choose(table, route, target, tried)
+            load_ms = 0.0
+            if target is not None and where == "none":
+                load_ms = await self.load(engine, target)
+                where = "cold"
+            payload["model"] = target.served_name if target else engine.served_model_name
+            self.in_flight[engine.name] = self.in_flight.get(engine.name, 0) + 1
+            if target is not None:
+                await limits.inflight(self.redis, engine.name, target.served_name, 1)
+            try:
+                sent = await self.forward(
+                    send,
+                    engine,
+                    kind,
+                    payload,
+                    stream,
+                    wants_usage,
+                    target,
+                    table,
+                    tenant_id,
+                    where if target else "base",
+                    load_ms,
+                    started,
+                )
+            finally:
+                self.in_flight[engine.name] -= 1
+                if target is not None:
+                    await limits.inflight(self.redis, engine.name, target.served_name, -1)
+            if sent:
+                return
+            tried.add(engine.name)  # failed before the first byte: the next engine
+
+    def choose(
+        self, table: RouteTable, route: Route, target: Target | None, tried: set[str]
+    ) -> tuple[EngineInfo, str]:
+        now = time.monotonic()
+        base = target.base_model_id if target else route.base_model_id
+        candidates = [
+            e
+            for e in table.engines
+            if e.base_model_id == base
+            and e.name not in tried
+            and self.failed_until.get(e.name, 0) <= now
+            and (target is None or (e.pool == target.pool and e.max_lora_rank >= target.rank))
+        ]
+        if not candidates:
+            raise unavailable("No engine can serve this model right now; try again shortly.")
+        if target is None:
+            chosen = min(
+                candidates, key=lambda e: (self.in_flight.get(e.name, 0) / e.capacity, e.name)
+            )
+            return chosen, "base"
+        held = table.residency.get(target.served_name, {})
+        counts = resident_counts(table.residency)
+        choices = [
+            EngineChoice(
+                engine=e.name,
+                where=held.get(e.name, "none"),  # type: ignore[arg-type]
+                free_cpu_slots=max(0, e.max_cpu_loras - counts.get(e.name, 0)),
+                in_flight=self.in_flight.get(e.name, 0),
+                capacity=e.capacity,
+            )
+            for e in candidates
+        ]
+        name = choose_engine(choices)
+        chosen = next(e for e in candidates if e.name == name)
+        return chosen, held.get(name, "none")
+
+    async def load(self, engine: EngineInfo, target: Target) -> float:
+        """Single-flight: the first request for a cold version loads it; the rest await that."""
+        key = (engine.name, target.served_name)
+        future = self.loading.get(key)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self.loading[key] = future
+            try:
+                try:
+                    result = await sync_to_async(load_on_engine, thread_sensitive=False)(
+                        target.version_id, engine.name
+                    )
+                except ApplicationError as exc:
+                    if exc.code == "fleet.not_servable":  # disabled a moment ago
+                        raise model_not_found(target.label) from None
+                    raise unavailable(exc.message, code="adapter_load_failed") from None
+                if not result.ok:
+                    raise unavailable(
+                        f"Could not load {target.label} on an engine: {result.error}",
+                        code="adapter_load_failed",
+                    )
+                self.table.residency.setdefault(target.served_name, {})[engine.name] = "gpu"
+                future.set_result(result.waited_ms)
+            except BaseException as exc:
+                future.set_exception(exc)
+                raise
+            finally:
+                self.loading.pop(key, None)
+            return result.waited_ms
+        return await asyncio.shield(future)
+
+    async def forward(
+        self,
+        send: Send,
+        engine: EngineInfo,
+        kind: str,
+        payload: dict[str, Any],
+        stream: bool,
+        wants_usage: bool,
+        target: Target | None,
+        table: RouteTable,
+        tenant_id: int,
+        served_from: str,
+        load_ms: float,
+        started: float,
+    ) -> bool:
+        """Send to one engine; False if it failed before anything reached the caller."""
+        path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
+        client = self.engines.client(engine)
+        body = orjson.dumps(payload)
+        request = client.build_request("POST", path, content=body)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TransportError:
+            self.mark_failed(engine)
+            return False
+        try:
+            if response.status_code >= 500:
+                await response.aread()
+                self.mark_failed(engine)
+                return False
+            if response.status_code == 404 and target is not None:
+                # The engine forgot the adapter (restarted): our residency was stale.
+                await response.aread()
+                table.residency.get(target.served_name, {}).pop(engine.name, None)
+                return False
+            watch = StreamWatch(started=started, strip_usage=stream and not wants_usage)
+            ok = response.status_code < 400
+            headers = [
+                (b"content-type", response.headers.get("content-type", "application/json").encode())
+            ]
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": headers}
+            )
+            if stream and ok:
+                async for piece in relay(response, watch):
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+                ok = watch.done and not watch.error
+                prompt, completion = watch.prompt_tokens, watch.completion_tokens
+            else:
+                data = await response.aread()
+                if ok:
+                    watch.first_token_at = time.perf_counter()
+                prompt, completion = usage_of(data) if ok else (0, 0)
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except httpx.TransportError:
+            self.mark_failed(engine)
+            ok, prompt, completion = False, 0, 0
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await response.aclose()
+        done = time.perf_counter()
+        self.recorder.add(
+            Measurement(
+                tenant=table.tenants.get(tenant_id, ""),
+                tenant_id=tenant_id,
+                adapter=target.adapter if target else "",
+                version=target.label if target else engine.served_model_name,
+                version_id=target.version_id if target else None,
+                pool=target.pool if target else "",
+                served_name=target.served_name if target else "",
+                engine=engine.name,
+                served_from=served_from,
+                ok=ok,
+                ttft_ms=(watch.first_token_at - started) * 1000
+                if ok and watch.first_token_at
+                else None,
+                e2e_ms=(done - started) * 1000,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                load_ms=load_ms,
+                at=time.time(),
+            )
+        )
+        return True
+
+    def mark_failed(self, engine: EngineInfo) -> None:
+        """Send nothing more to this engine for a while; the prober decides its state."""
+        self.failed_until[engine.name] = time.monotonic() + settings.GATEWAY_ENGINE_COOLDOWN_SECONDS
+
+
+def pick(targets: tuple[Target, ...]) -> Target:
+    """A canary's weighted choice; one target is the common case."""
+    if len(targets) == 1:
+        return targets[0]
+    return random.choices(targets, weights=[t.weight for t in targets])[0]
+
+
+def resident_counts(residency: dict[str, dict[str, str]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for held in residency.values():
+        for engine in held:
+            counts[engine] = counts.get(engine, 0) + 1
+    return counts
+
+
+def load_on_engine(version_id: int, engine_name: str) -> Any:
+    """Off the event loop: the fleet's single-flight load (workers.desired.request_load)."""
+    from adapters.models import AdapterVersion
+    from workers.desired import request_load
+    from workers.models import Engine
+
+    version = AdapterVersion.objects.select_related("adapter__tenant", "tenant").get(pk=version_id)
+    engine = Engine.objects.get(name=engine_name)
+    return request_load(version=version, engine=engine)
+
+
+def token_lacks_inference(prefix: str, secret: str) -> bool:
+    """A valid token without the inference scope gets 403, not 401 (checked only on refusal)."""
+    from tenants.tokens import token_authenticate
+
+    token = token_authenticate(f"lp_{prefix}_{secret}")
+    return token is not None and "inference" not in token.scopes
+
+
+def header_of(scope: dict[str, Any], name: bytes) -> str:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return ""
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise GatewayError(400, "The client went away.", code="client_disconnected")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise GatewayError(413, f"The body is over {limit} bytes.", code="body_too_large")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def respond(
+    send: Send, status: int, body: bytes, headers: dict[str, str] | None = None
+) -> None:
+    extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": JSON_HEADERS + extra})
+    await send({"type": "http.response.body", "body": body})
+
+
+gateway_app = Gateway()

@@ -1,0 +1,72 @@
+"""OpenAI-shaped errors: {"error": {"message", "type", "param", "code"}} with an HTTP status."""
+
+from __future__ import annotations
+
+import orjson
+
+
+class GatewayError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str,
+        err_type: str = "invalid_request_error",
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.err_type = err_type
+        self.param = param
+        self.headers = headers or {}
+
+    def body(self) -> bytes:
+        return orjson.dumps(
+            {
+                "error": {
+                    "message": self.message,
+                    "type": self.err_type,
+                    "param": self.param,
+                    "code": self.code,
+                }
+            }
+        )
+
+
+def unauthorized(message: str = "Missing or invalid API key.") -> GatewayError:
+    return GatewayError(
+        401,
+        message,
+        code="invalid_api_key",
+        err_type="authentication_error",
+        headers={"www-authenticate": "Bearer"},
+    )
+
+
+def model_not_found(model: str) -> GatewayError:
+    # The same answer whether the name exists elsewhere or nowhere: another tenant's adapter does
+    # not exist for this caller.
+    return GatewayError(
+        404,
+        f"The model `{model}` does not exist or you do not have access to it.",
+        code="model_not_found",
+        param="model",
+    )
+
+
+def too_many(message: str, retry_after: int, code: str) -> GatewayError:
+    return GatewayError(
+        429,
+        message,
+        code=code,
+        err_type="rate_limit_error",
+        headers={"retry-after": str(max(1, retry_after))},
+    )
+
+
+def unavailable(message: str, code: str = "engine_unavailable") -> GatewayError:
+    return GatewayError(503, message, code=code, err_type="server_error")

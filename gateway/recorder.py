@@ -1,0 +1,150 @@
+"""Per-request measurements, aggregated in memory and flushed to Redis once a second.
+
+Every replica adds into the same Redis hashes, so /metrics, the usage API and the live pages see
+the whole fleet. Keys are per tenant and adapter (version for usage), never per request, so label
+cardinality stays bounded with thousands of adapters:
+
+- `lp:gwm:counters` fields `tenant|adapter|version|what` (requests, errors, gpu/cpu/cold hits,
+  tokens in/out, sums of ttft/e2e/load ms) - monotonic, what /metrics exports;
+- `lp:gwm:ttft` / `lp:gwm:e2e` fields `tenant|adapter|le` - histogram buckets (ms);
+- `lp:gwm:sec:<epoch second>` and `lp:gwm:min:<epoch minute>` fields `tenant|adapter|what` -
+  time series for the live charts (kept 10 minutes) and the history (kept 2 days);
+- `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|requests|in|out` - chargeback, persisted
+  to gateway.DailyUsage by a task.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from redis import asyncio as aioredis
+
+from workers.shared_state import DEMAND_HISTORY_MAX, demand_key
+
+TTFT_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+SECOND_TTL_S = 600
+MINUTE_TTL_S = 2 * 86400
+USAGE_TTL_S = 8 * 86400
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    tenant: str
+    tenant_id: int
+    adapter: str  # "" for the base model
+    version: str  # "support@3", or the base model's name
+    version_id: int | None
+    pool: str
+    served_name: str
+    engine: str
+    served_from: str  # "gpu", "cpu", "cold", or "base"
+    ok: bool
+    ttft_ms: float | None
+    e2e_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    load_ms: float = 0.0
+    at: float = 0.0
+
+
+def bucket(ms: float) -> str:
+    for edge in TTFT_BUCKETS_MS:
+        if ms <= edge:
+            return str(edge)
+    return "+Inf"
+
+
+class Recorder:
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+        self._counters: Counter[tuple[str, str]] = Counter()
+        self._demand: list[tuple[str, str]] = []
+
+    def add(self, m: Measurement) -> None:
+        c = self._counters
+        key = f"{m.tenant}|{m.adapter}|{m.version}"
+        short = f"{m.tenant}|{m.adapter}"
+        sec = int(m.at)
+        minute = sec // 60
+        day = datetime.fromtimestamp(m.at, UTC).strftime("%Y-%m-%d")
+        rows = [
+            ("lp:gwm:counters", f"{key}|requests", 1),
+            ("lp:gwm:counters", f"{key}|{m.served_from}", 1),
+            ("lp:gwm:counters", f"{key}|tokens_in", m.prompt_tokens),
+            ("lp:gwm:counters", f"{key}|tokens_out", m.completion_tokens),
+            ("lp:gwm:counters", f"{key}|e2e_ms_sum", round(m.e2e_ms)),
+            ("lp:gwm:e2e", f"{short}|{bucket(m.e2e_ms)}", 1),
+            (f"lp:gwm:sec:{sec}", f"{key}|requests", 1),
+            (f"lp:gwm:min:{minute}", f"{key}|requests", 1),
+            (f"lp:gwm:min:{minute}", f"{key}|{m.served_from}", 1),
+            (f"lp:gwm:min:{minute}", f"{key}|tokens_out", m.completion_tokens),
+            (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|requests", 1),
+            (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|in", m.prompt_tokens),
+            (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|out", m.completion_tokens),
+        ]
+        if not m.ok:
+            rows += [
+                ("lp:gwm:counters", f"{key}|errors", 1),
+                (f"lp:gwm:min:{minute}", f"{key}|errors", 1),
+                (f"lp:gwm:sec:{sec}", f"{key}|errors", 1),
+            ]
+        if m.ttft_ms is not None:
+            ttft = round(m.ttft_ms, 1)
+            rows += [
+                ("lp:gwm:counters", f"{key}|ttft_count", 1),
+                ("lp:gwm:counters", f"{key}|ttft_ms_sum", round(m.ttft_ms)),
+                ("lp:gwm:ttft", f"{short}|{bucket(m.ttft_ms)}", 1),
+                (f"lp:gwm:sec:{sec}", f"{key}|ttft_ms_sum", ttft),
+                (f"lp:gwm:sec:{sec}", f"{key}|ttft_count", 1),
+                (f"lp:gwm:min:{minute}", f"{key}|ttft_ms_sum", ttft),
+                (f"lp:gwm:min:{minute}", f"{key}|ttft_count", 1),
+            ]
+        if m.served_from == "cold":
+            rows += [
+                ("lp:gwm:counters", f"{key}|load_ms_sum", round(m.load_ms)),
+                (f"lp:gwm:min:{minute}", f"{key}|load_ms_sum", round(m.load_ms)),
+            ]
+        for name, field, amount in rows:
+            if amount:
+                c[(name, field)] += amount
+        if m.served_name and m.pool:
+            self._demand.append((m.pool, f"{m.at:.3f} {m.served_name}"))
+
+    async def flush(self) -> int:
+        """Send what accumulated; returns how many fields were written."""
+        if not self._counters and not self._demand:
+            return 0
+        counters, self._counters = self._counters, Counter()
+        demand, self._demand = self._demand, []
+        pipe = self.redis.pipeline(transaction=False)
+        ttls: dict[str, int] = {}
+        for (name, field), amount in counters.items():
+            if isinstance(amount, float) and not amount.is_integer():
+                pipe.hincrbyfloat(name, field, amount)
+            else:
+                pipe.hincrby(name, field, int(amount))
+            if name.startswith("lp:gwm:sec:"):
+                ttls[name] = SECOND_TTL_S
+            elif name.startswith("lp:gwm:min:"):
+                ttls[name] = MINUTE_TTL_S
+            elif name.startswith("lp:usage:"):
+                ttls[name] = USAGE_TTL_S
+        for name, ttl in ttls.items():
+            pipe.expire(name, ttl)
+        pools: dict[str, list[str]] = {}
+        for pool, entry in demand:
+            pools.setdefault(pool, []).append(entry)
+        for pool, entries in pools.items():
+            key = demand_key(pool)
+            pipe.lpush(key, *entries)
+            pipe.ltrim(key, 0, DEMAND_HISTORY_MAX - 1)
+            pipe.incrby(key + ":n", len(entries))
+        await pipe.execute()
+        return len(counters)
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,262 @@
+"""The gateway's in-process picture of who may call what, and where it runs.
+
+Built from the database (and tenants.access for who may infer where), off the request path, and
+rebuilt when a Redis generation counter moves (gateway/invalidation.py bumps it on every change
+that matters). The request path only reads these frozen tables: no database row per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.utils import timezone
+
+from adapters.models import AdapterVersion, Alias, BaseModel, VersionStatus
+from tenants.access import AccessContext
+from tenants.models import ApiToken, Membership, Tenant, TokenScope
+from tenants.tokens import TOKEN_PREFIX
+from workers.models import Engine, EngineState, Residency, ResidencyState
+from workers.selectors import engine_key, pool_of
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One adapter version a model name may send a request to."""
+
+    served_name: str
+    version_id: int
+    tenant_id: int
+    tenant: str
+    adapter: str
+    number: int
+    pool: str
+    base_model_id: int
+    rank: int
+    max_concurrent: int
+    weight: int = 100
+
+    @property
+    def label(self) -> str:
+        return f"{self.adapter}@{self.number}"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """What a model name means for one tenant: weighted targets, or the base model."""
+
+    name: str
+    targets: tuple[Target, ...] = ()
+    base_model_id: int | None = None  # set for the base model itself
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An inference token as the gateway knows it."""
+
+    prefix: str
+    secret_hash: str
+    user_id: int
+    bound_tenant_id: int | None
+    expires_at: float | None
+    # Tenants whose names this token may call (its binding, and the user's roles there).
+    tenant_ids: frozenset[int]
+    token_id: int
+
+    def valid(self, secret: str, now: float) -> bool:
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        return hmac.compare_digest(self.secret_hash, digest) and (
+            self.expires_at is None or now < self.expires_at
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    name: str
+    url: str
+    key: str | None
+    pool: str
+    base_model_id: int
+    served_model_name: str
+    max_lora_rank: int
+    max_cpu_loras: int
+    capacity: int
+
+
+@dataclass
+class RouteTable:
+    """Everything the request path needs, replaced whole on rebuild."""
+
+    generation: int = -1
+    callers: dict[str, Caller] = field(default_factory=dict)  # by token prefix
+    tenants: dict[int, str] = field(default_factory=dict)  # id -> slug
+    tenant_ids: dict[str, int] = field(default_factory=dict)  # slug -> id
+    routes: dict[int, dict[str, Route]] = field(default_factory=dict)  # tenant -> name -> route
+    base_routes: dict[str, Route] = field(default_factory=dict)
+    rpm: dict[int, int] = field(default_factory=dict)  # tenant -> requests per minute
+    engines: tuple[EngineInfo, ...] = ()
+    # served name -> {engine: "gpu" | "cpu"} as the controller last observed
+    residency: dict[str, dict[str, str]] = field(default_factory=dict)
+    built_at: float = 0.0
+
+    def route_for(self, tenant_id: int, name: str) -> Route | None:
+        return self.routes.get(tenant_id, {}).get(name) or self.base_routes.get(name)
+
+    def names_for(self, tenant_ids: Iterable[int]) -> list[tuple[str, Route, int | None]]:
+        out: list[tuple[str, Route, int | None]] = [
+            (n, r, None) for n, r in sorted(self.base_routes.items())
+        ]
+        for tid in sorted(tenant_ids):
+            out += [(n, r, tid) for n, r in sorted(self.routes.get(tid, {}).items())]
+        return out
+
+
+def parse_token(header: str) -> tuple[str, str] | None:
+    """(prefix, secret) from `Bearer lp_<prefix>_<secret>`, or None."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.startswith(TOKEN_PREFIX):
+        return None
+    prefix, sep, secret = value[len(TOKEN_PREFIX) :].strip().partition("_")
+    if not sep or not prefix or not secret or len(prefix) > 16:
+        return None
+    return prefix, secret
+
+
+def _target(version: AdapterVersion, weight: int = 100) -> Target:
+    adapter = version.adapter
+    return Target(
+        served_name=version.served_name,
+        version_id=version.pk,
+        tenant_id=version.tenant_id,
+        tenant=version.tenant.slug,
+        adapter=adapter.name,
+        number=version.number,
+        pool=pool_of(adapter),
+        base_model_id=adapter.base_model_id,
+        rank=version.rank or 0,
+        max_concurrent=adapter.max_concurrent_requests,
+        weight=weight,
+    )
+
+
+def _callers(now: float) -> dict[str, Caller]:
+    tokens = (
+        ApiToken.objects.filter(revoked_at__isnull=True, user__is_active=True)
+        .select_related("user")
+        .only("id", "prefix", "secret_hash", "scopes", "tenant_id", "expires_at", "user")
+    )
+    roles: dict[int, dict[int, str]] = {}
+    for user_id, tenant_id, role in Membership.objects.values_list("user_id", "tenant_id", "role"):
+        roles.setdefault(user_id, {})[tenant_id] = role
+    out: dict[str, Caller] = {}
+    for token in tokens:
+        if TokenScope.INFERENCE not in token.scopes:
+            continue
+        if token.expires_at is not None and token.expires_at.timestamp() <= now:
+            continue
+        access = AccessContext.for_user(token.user, token)
+        access.__dict__["memberships"] = roles.get(token.user_id, {})  # one query for all
+        reach = {
+            tid
+            for tid, role in access.memberships.items()
+            if role and access.tenant_can(Tenant(id=tid), "infer")
+        }
+        out[token.prefix] = Caller(
+            prefix=token.prefix,
+            secret_hash=token.secret_hash,
+            user_id=token.user_id,
+            bound_tenant_id=token.tenant_id,
+            expires_at=token.expires_at.timestamp() if token.expires_at else None,
+            tenant_ids=frozenset(reach),
+            token_id=token.pk,
+        )
+    return out
+
+
+def _routes() -> dict[int, dict[str, Route]]:
+    routes: dict[int, dict[str, Route]] = {}
+    active = (
+        AdapterVersion.objects.filter(status=VersionStatus.ACTIVE)
+        .select_related("adapter__tenant", "tenant")
+        .order_by("adapter_id", "-number")
+    )
+    newest: dict[int, AdapterVersion] = {}
+    for version in active:
+        table = routes.setdefault(version.tenant_id, {})
+        table[f"{version.adapter.name}@{version.number}"] = Route(
+            f"{version.adapter.name}@{version.number}", (_target(version),)
+        )
+        newest.setdefault(version.adapter_id, version)
+    for version in newest.values():
+        routes[version.tenant_id][version.adapter.name] = Route(
+            version.adapter.name, (_target(version),)
+        )
+    for alias in Alias.objects.prefetch_related(
+        "targets__version__adapter__tenant", "targets__version__tenant"
+    ):
+        targets = tuple(
+            _target(t.version, t.weight)
+            for t in alias.targets.all()
+            if t.version.status == VersionStatus.ACTIVE and t.weight > 0
+        )
+        if targets:  # an alias whose versions are all disabled serves nothing: not found
+            routes.setdefault(alias.tenant_id, {})[alias.name] = Route(alias.name, targets)
+    return routes
+
+
+def _engines() -> tuple[EngineInfo, ...]:
+    return tuple(
+        EngineInfo(
+            name=e.name,
+            url=e.url.rstrip("/"),
+            key=engine_key(e),
+            pool=e.pool,
+            base_model_id=e.base_model_id,
+            served_model_name=e.served_model_name,
+            max_lora_rank=e.max_lora_rank,
+            max_cpu_loras=e.max_cpu_loras,
+            capacity=e.max_num_seqs,
+        )
+        # Only engines that take traffic: warming, draining and down engines get none.
+        for e in Engine.objects.filter(state=EngineState.UP).order_by("name")
+    )
+
+
+def residency_map() -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    rows = Residency.objects.exclude(observed_state=ResidencyState.ABSENT).values_list(
+        "version__served_name", "engine__name", "observed_state"
+    )
+    for served, engine, state in rows:
+        gpu = state in (ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
+        out.setdefault(served, {})[engine] = "gpu" if gpu else "cpu"
+    return out
+
+
+def build_table(generation: int) -> RouteTable:
+    """The whole picture from the database, in a handful of queries."""
+    now = time.time()
+    tenants = dict(Tenant.objects.values_list("id", "slug"))
+    return RouteTable(
+        generation=generation,
+        callers=_callers(now),
+        tenants=tenants,
+        tenant_ids={slug: tid for tid, slug in tenants.items()},
+        routes=_routes(),
+        base_routes={b.name: Route(b.name, base_model_id=b.pk) for b in BaseModel.objects.all()},
+        rpm=dict(Tenant.objects.values_list("id", "quota_requests_per_minute")),
+        engines=_engines(),
+        residency=residency_map(),
+        built_at=timezone.now().timestamp(),
+    )
+
+
+def gateway_settings() -> dict[str, float]:
+    return {
+        "refresh_s": settings.GATEWAY_REFRESH_SECONDS,
+        "engine_timeout_s": settings.ENGINE_HTTP_TIMEOUT,
+    }
