@@ -60,6 +60,7 @@ class Gateway:
         self._checked = 0.0
         self._refresh = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
+        self._rr = 0
 
     # --- tables ---------------------------------------------------------------------------
 
@@ -273,6 +274,10 @@ class Gateway:
             )
             return chosen, "base"
         held = table.residency.get(target.served_name, {})
+        if settings.GATEWAY_ENGINE_CHOICE == "round_robin":  # the benchmark's baseline
+            self._rr += 1
+            chosen = candidates[self._rr % len(candidates)]
+            return chosen, held.get(chosen.name, "none")
         counts = resident_counts(table.residency)
         choices = [
             EngineChoice(
