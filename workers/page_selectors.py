@@ -21,11 +21,11 @@ from workers.advisor_selectors import lora_modules
 from workers.alarms import open_alarms
 from workers.models import Engine, FleetAction, Residency, ResidencyState
 from workers.operator import engine_pin_capacity
-from workers.schedule_rules import _pool_expression
+from workers.schedule_rules import pool_expression
 from workers.schedules import TASK_NAME as WARMUP_TASK
 from workers.selectors import (
-    _placement_row,
     engine_advice,
+    placement_row,
     pool_of,
     residencies_of_engine,
     tier_of,
@@ -224,7 +224,7 @@ def warmup_entries(engine: Engine) -> list[WarmupEntry]:
             pk__in={adapter_id for _, adapter_id, _ in parsed},
             base_model_id=engine.base_model_id,
         )
-        .annotate(effective_pool=_pool_expression())
+        .annotate(effective_pool=pool_expression())
         .filter(effective_pool=engine.pool)
         .select_related("tenant")
     }
@@ -258,13 +258,13 @@ def placements_of(versions: Sequence[AdapterVersion]) -> dict[int, list[dict[str
         rows = {r.engine_id: r for r in held.get(version.pk, [])}
         pool, rank = pool_of(version.adapter), version.rank or 0
         placement = [
-            _placement_row(e, version, rows.pop(e.pk, None))
+            placement_row(e, version, rows.pop(e.pk, None))
             for e in engines
             if e.pool == pool
             and e.base_model_id == version.adapter.base_model_id
             and e.max_lora_rank >= rank
         ]
-        placement += [_placement_row(r.engine, version, r) for r in rows.values()]
+        placement += [placement_row(r.engine, version, r) for r in rows.values()]
         out[version.pk] = placement
     return out
 

@@ -166,7 +166,7 @@ def _cron_day(moment: datetime) -> int:
 # --- the hard rules ---
 
 
-def _pool_expression() -> Coalesce:
+def pool_expression() -> Coalesce:
     """pool_of in SQL, so the rules count the adapters of a pool in one query."""
     return Coalesce(
         NullIf(F("pool"), Value("")),
@@ -272,7 +272,7 @@ def warmup_problems(
         return out
     in_pool = _kept(
         _others(adapter)
-        .annotate(effective_pool=_pool_expression())
+        .annotate(effective_pool=pool_expression())
         .filter(effective_pool=pool, base_model_id=adapter.base_model_id)
     ) + [own]
     pinned = sum(k.slots for k in in_pool if k.policy == WarmupPolicy.PINNED)

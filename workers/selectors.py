@@ -103,13 +103,13 @@ def version_placement(version: AdapterVersion) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     for engine in engines_in_pool_for(version):
         row = rows.pop(engine.pk, None)
-        out.append(_placement_row(engine, version, row))
+        out.append(placement_row(engine, version, row))
     for row in rows.values():  # engines outside the pool that still hold it (being converged)
-        out.append(_placement_row(row.engine, version, row))
+        out.append(placement_row(row.engine, version, row))
     return out
 
 
-def _placement_row(
+def placement_row(
     engine: Engine, version: AdapterVersion, row: Residency | None
 ) -> dict[str, object]:
     if row is None:
@@ -134,17 +134,20 @@ def _placement_row(
     }
 
 
-def engine_advice(engine: Engine) -> dict[str, object]:
-    """The advisor's output for one engine, from its residency, actions and busy samples."""
+def _advice(engine: Engine, window_s: int = 3600):
     import time
 
     from workers import shared_state
     from workers.advisor import advise
     from workers.advisor_selectors import advisor_inputs_for
 
-    window_s = 3600
     busy = shared_state.busy_intervals(engine.name, since=time.time() - window_s)
-    advice = advise(advisor_inputs_for(engine, window_s=window_s, inflight=busy))
+    return advise(advisor_inputs_for(engine, window_s=window_s, inflight=busy))
+
+
+def engine_advice(engine: Engine) -> dict[str, object]:
+    """The advisor's output for one engine, from its residency, actions and busy samples."""
+    advice = _advice(engine)
     return {
         "engine": engine.name,
         "current": advice.current,
@@ -155,10 +158,10 @@ def engine_advice(engine: Engine) -> dict[str, object]:
 
 
 def engine_launch_config(engine: Engine) -> dict[str, object]:
-    from workers.advisor import advise, launch_flags
-    from workers.advisor_selectors import advisor_inputs_for, lora_modules
+    from workers.advisor import launch_flags
+    from workers.advisor_selectors import lora_modules
 
-    advice = advise(advisor_inputs_for(engine))
+    advice = _advice(engine)  # the same advice as engine_advice: the two never disagree
     modules = lora_modules(engine)
     return {
         "engine": engine.name,

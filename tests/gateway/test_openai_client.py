@@ -10,7 +10,6 @@ from adapters.services.aliases import alias_set
 from adapters.services.lifecycle import version_disable
 from tenants.access import AccessContext
 from tenants.tokens import token_issue
-from tests.workers.conftest import worker_fleet  # noqa: F401 - the fixture
 from tests.workers.fleet import servable_version
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
@@ -18,7 +17,7 @@ PROMPT = [{"role": "user", "content": "Say something about tea."}]
 
 
 @pytest.fixture
-def acme(worker_fleet, gateway_server, tmp_path):  # noqa: F811
+def acme(worker_fleet, gateway_server, tmp_path):
     world = worker_fleet.world
     v1 = servable_version(world.support, tmp_path, seed=201)
     v2 = servable_version(world.support, tmp_path, seed=202)

@@ -1,0 +1,118 @@
+"""The gateway's engine behaviour on real engines: a cold load never holds up requests for a
+resident adapter, and an engine that dies while requests flow is routed around."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import openai
+import pytest
+
+from tenants.tokens import token_issue
+from tests.workers.fleet import residency_report, servable_version
+from workers import shared_state
+from workers.controller import converge_engine
+from workers.desired import set_desired
+
+pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
+PROMPT = [{"role": "user", "content": "hi"}]
+
+
+def client_for(world, base_url: str) -> openai.OpenAI:
+    token = token_issue(user=world.users["alice"], scopes=["inference"], tenant=world.acme)
+    return openai.OpenAI(base_url=base_url + "/v1", api_key=token.plaintext, max_retries=0)
+
+
+def ask(client, model: str) -> str:
+    reply = client.chat.completions.create(model=model, messages=PROMPT, max_tokens=2)
+    return reply.model
+
+
+def test_a_cold_load_does_not_delay_requests_for_a_resident_adapter(
+    worker_fleet,
+    gateway_server,
+    tmp_path,
+):
+    from adapters.models import Adapter
+
+    world = worker_fleet.world
+    # One engine only, so both adapters must share it.
+    worker_fleet.b.state = "down"
+    worker_fleet.b.save()  # a save, not update(): the gateway's tables follow saves
+    hot = servable_version(world.support, tmp_path, seed=301)
+    other = Adapter.objects.create(tenant=world.acme, name="cold", base_model=world.base)
+    cold = servable_version(other, tmp_path, seed=302)
+    set_desired(version=hot, engine=worker_fleet.a, state="registered", reason="t", converge=False)
+    converge_engine(worker_fleet.a)
+    client = client_for(world, gateway_server)
+    assert ask(client, "support") == hot.served_name  # resident: served at once
+
+    # Hold the engine's controller lock: the cold version's load must wait for it.
+    lock = shared_state.engine_lock(worker_fleet.a.name, lease_s=30, wait_s=5)
+    assert lock.acquire()
+    cold_done: list[float] = []
+
+    def cold_request() -> None:
+        assert ask(client_for(world, gateway_server), "cold") == cold.served_name
+        cold_done.append(time.monotonic())
+
+    waiter = threading.Thread(target=cold_request)
+    waiter.start()
+    time.sleep(0.5)  # the cold request is now waiting for its load
+    hot_done = []
+    for _ in range(5):
+        assert ask(client, "support") == hot.served_name
+        hot_done.append(time.monotonic())
+    assert not cold_done  # every hot request finished while the cold one still waited
+    lock.release()
+    waiter.join(timeout=120)
+    assert cold_done and cold_done[0] > max(hot_done)
+    assert cold.served_name in residency_report(worker_fleet.handle_a)["resident"]
+
+
+def test_requests_fail_over_when_an_engine_dies(
+    worker_fleet,
+    gateway_server,
+    tmp_path,
+    engine_control,
+):
+    world = worker_fleet.world
+    version = servable_version(world.support, tmp_path, seed=303)
+    for engine in (worker_fleet.a, worker_fleet.b):
+        set_desired(version=version, engine=engine, state="registered", reason="t", converge=False)
+        converge_engine(engine)
+    client = client_for(world, gateway_server)
+    results: list[tuple[float, bool]] = []
+    stop = threading.Event()
+
+    def traffic() -> None:
+        local = client_for(world, gateway_server)
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                ask(local, "support")
+                results.append((started, True))
+            except openai.APIError:
+                results.append((started, False))
+
+    threads = [threading.Thread(target=traffic) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(2)
+    killed_at = time.monotonic()
+    engine_control.stop(worker_fleet.handle_a)
+    stopped_at = time.monotonic()
+    time.sleep(4)
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+
+    assert any(ok for at, ok in results if at < killed_at)
+    after = [ok for at, ok in results if at > stopped_at]
+    assert len(after) >= 10
+    # Requests that started after the engine was gone all went to the other engine.
+    assert all(after), f"{after.count(False)} of {len(after)} failed after the engine stopped"
+    # Only requests already running on the dying engine may have failed.
+    assert [ok for at, ok in results if not ok and at < killed_at].count(False) <= len(threads)
+    assert ask(client, "support") == version.served_name
