@@ -24,6 +24,7 @@ from redis import asyncio as aioredis
 
 from gateway import limits
 from gateway.errors import GatewayError, model_not_found, unauthorized, unavailable
+from gateway.fairness import FairSlots
 from gateway.invalidation import RESIDENCY_KEY, ROUTES_KEY
 from gateway.recorder import Measurement, Recorder
 from gateway.routes import (
@@ -61,6 +62,7 @@ class Gateway:
         self._refresh = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
         self._rr = 0
+        self.fair = FairSlots()
 
     # --- tables ---------------------------------------------------------------------------
 
@@ -227,26 +229,30 @@ class Gateway:
                 load_ms = await self.load(engine, target)
                 where = "cold"
             payload["model"] = target.served_name if target else engine.served_model_name
-            self.in_flight[engine.name] = self.in_flight.get(engine.name, 0) + 1
-            if target is not None:
+            if target is not None:  # queued counts for the controller too: no eviction
                 await limits.inflight(self.redis, engine.name, target.served_name, 1)
+            capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
             try:
-                sent = await self.forward(
-                    send,
-                    engine,
-                    kind,
-                    payload,
-                    stream,
-                    wants_usage,
-                    target,
-                    table,
-                    tenant_id,
-                    where if target else "base",
-                    load_ms,
-                    started,
-                )
+                async with self.fair.slot(engine.name, capacity, tenant_id):
+                    self.in_flight[engine.name] = self.in_flight.get(engine.name, 0) + 1
+                    try:
+                        sent = await self.forward(
+                            send,
+                            engine,
+                            kind,
+                            payload,
+                            stream,
+                            wants_usage,
+                            target,
+                            table,
+                            tenant_id,
+                            where if target else "base",
+                            load_ms,
+                            started,
+                        )
+                    finally:
+                        self.in_flight[engine.name] -= 1
             finally:
-                self.in_flight[engine.name] -= 1
                 if target is not None:
                     await limits.inflight(self.redis, engine.name, target.served_name, -1)
             if sent:
@@ -269,9 +275,7 @@ class Gateway:
         if not candidates:
             raise unavailable("No engine can serve this model right now; try again shortly.")
         if target is None:
-            chosen = min(
-                candidates, key=lambda e: (self.in_flight.get(e.name, 0) / e.capacity, e.name)
-            )
+            chosen = min(candidates, key=lambda e: (self.load_of(e), e.name))
             return chosen, "base"
         held = table.residency.get(target.served_name, {})
         if settings.GATEWAY_ENGINE_CHOICE == "round_robin":  # the benchmark's baseline
@@ -284,7 +288,7 @@ class Gateway:
                 engine=e.name,
                 where=held.get(e.name, "none"),  # type: ignore[arg-type]
                 free_cpu_slots=max(0, e.max_cpu_loras - counts.get(e.name, 0)),
-                in_flight=self.in_flight.get(e.name, 0),
+                in_flight=self.in_flight.get(e.name, 0) + self.fair.waiting(e.name),
                 capacity=e.capacity,
             )
             for e in candidates
@@ -409,6 +413,10 @@ class Gateway:
             )
         )
         return True
+
+    def load_of(self, engine: EngineInfo) -> float:
+        running = self.in_flight.get(engine.name, 0) + self.fair.waiting(engine.name)
+        return running / max(1, engine.capacity)
 
     def mark_failed(self, engine: EngineInfo) -> None:
         """Send nothing more to this engine for a while; the prober decides its state."""

@@ -307,6 +307,9 @@ GATEWAY_REFRESH_SECONDS = env_float("GATEWAY_REFRESH_SECONDS", 0.0)
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)
 # An engine that failed a request gets no traffic from this replica for this long.
 GATEWAY_ENGINE_COOLDOWN_SECONDS = env_float("GATEWAY_ENGINE_COOLDOWN_SECONDS", 10.0)
+# Requests a replica sends one engine at once, as a multiple of its --max-num-seqs; beyond it
+# they wait in per-tenant queues admitted round-robin (gateway/fairness.py).
+GATEWAY_ENGINE_SLOTS_FACTOR = env_float("GATEWAY_ENGINE_SLOTS_FACTOR", 1.0)
 # "policy": the cache policy's choose_engine (hot, then warm, then least loaded); "round_robin"
 # exists only as the routing benchmark's baseline.
 GATEWAY_ENGINE_CHOICE = env_choice("GATEWAY_ENGINE_CHOICE", "policy", ("policy", "round_robin"))
