@@ -23,6 +23,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample
 
+from gateway.metrics import GatewayCollector
 from workers.models import (
     AlarmKind,
     Engine,
@@ -184,4 +185,5 @@ class FleetCollector(Collector):
 def fleet_registry() -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FleetCollector())
+    registry.register(GatewayCollector())  # the gateway's per-adapter request metrics
     return registry
