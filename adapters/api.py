@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from adapters import selectors
 from adapters import serializers as s
 from adapters.models import Adapter, AdapterVersion, Alias, BaseModel
-from adapters.services import aliases, lifecycle, registry, uploads
+from adapters.services import aliases, lifecycle, registry, releases, uploads
 from portal.api.base import PlatformViewSet, TenantScopedViewSet
 from portal.errors import ApplicationError, NotFound
 from tenants.services import adapter_grant, adapter_revoke_grants
@@ -272,6 +272,9 @@ class AliasViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         "create": "manage_aliases",
         "update": "manage_aliases",
         "destroy": "manage_aliases",
+        "promote": "manage_aliases",
+        "rollback": "manage_aliases",
+        "revisions": "view",
     }
 
     def get_queryset(self):
@@ -307,6 +310,8 @@ class AliasViewSet(mixins.ListModelMixin, TenantScopedViewSet):
             tenant=self.tenant,
             name=name,
             targets=data.validated_data["targets"],
+            guard=data.validated_data.get("guard"),
+            reason=data.validated_data["reason"],
             request_id=self.request_id,
         )
         return self._out(name, status.HTTP_201_CREATED)
@@ -321,6 +326,8 @@ class AliasViewSet(mixins.ListModelMixin, TenantScopedViewSet):
             tenant=self.tenant,
             name=alias,
             targets=data.validated_data["targets"],
+            guard=data.validated_data.get("guard"),
+            reason=data.validated_data["reason"],
             request_id=self.request_id,
         )
         return self._out(alias)
@@ -328,3 +335,35 @@ class AliasViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     def destroy(self, request, tenant=None, alias=None):
         aliases.alias_delete(access=self.access, alias=self._get(alias), request_id=self.request_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=s.AliasPromoteSerializer, responses={200: s.AliasSerializer})
+    @action(detail=True, methods=["post"])
+    def promote(self, request, tenant=None, alias=None):
+        """Send 100% of the alias to one active version (`{"version": "support@4"}`)."""
+        found = self._get(alias)
+        data = s.AliasPromoteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        releases.alias_promote(
+            access=self.access, alias=found, request_id=self.request_id, **data.validated_data
+        )
+        return self._out(alias)
+
+    @extend_schema(request=s.AliasRollbackSerializer, responses={200: s.AliasSerializer})
+    @action(detail=True, methods=["post"])
+    def rollback(self, request, tenant=None, alias=None):
+        """Return the alias to the targets it had before its current revision."""
+        found = self._get(alias)
+        data = s.AliasRollbackSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        releases.alias_rollback(
+            access=self.access, alias=found, request_id=self.request_id, **data.validated_data
+        )
+        return self._out(alias)
+
+    @extend_schema(responses={200: s.AliasRevisionSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def revisions(self, request, tenant=None, alias=None):
+        """Every state of the alias's targets, newest first."""
+        found = self._get(alias)
+        page = self.paginate_queryset(releases.revisions_of(alias=found))
+        return self.get_paginated_response(s.AliasRevisionSerializer(page, many=True).data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
@@ -178,10 +179,24 @@ class Decision(models.Model):
 
 
 class Alias(models.Model):
-    """A tenant-scoped model name callers use; points at weighted active versions."""
+    """A tenant-scoped model name callers use; points at weighted active versions.
+
+    The guard fields drive the automatic rollback of a canary (adapters/services/releases.py):
+    when the newest target's error rate or mean TTFT over the window passes its threshold, with
+    at least `min_requests` requests, the alias is rolled back to its previous targets.
+    """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="aliases")
     name = models.CharField(max_length=40, validators=[SLUG_VALIDATOR])
+    auto_rollback = models.BooleanField(default=False)
+    max_error_rate = models.FloatField(
+        default=0.05, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+    )
+    max_ttft_ms = models.PositiveIntegerField(null=True, blank=True)
+    window_minutes = models.PositiveIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(60)]
+    )
+    min_requests = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)])
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -201,6 +216,11 @@ class AliasTarget(models.Model):
         AdapterVersion, on_delete=models.PROTECT, related_name="alias_targets"
     )
     weight = models.PositiveIntegerField()
+    # A canary's own cap on requests in flight; None: the adapter's max_concurrent_requests.
+    # The gateway applies the lower of the two.
+    max_concurrent = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)]
+    )
 
     class Meta:
         ordering = ["-weight", "id"]
@@ -210,6 +230,48 @@ class AliasTarget(models.Model):
 
     def __str__(self) -> str:
         return f"{self.alias_id} -> {self.version_id} ({self.weight})"
+
+
+class AliasRevisionAction(models.TextChoices):
+    SET = "set"
+    PROMOTE = "promote"
+    ROLLBACK = "rollback"
+    AUTO_ROLLBACK = "auto_rollback"
+
+
+class AliasRevision(models.Model):
+    """One state of an alias's targets, kept so a release can be rolled back in one call.
+
+    The newest revision is the alias's current targets. `parent` is the revision a rollback
+    returns to: for a change, the revision it replaced; for a rollback to R, R's own parent,
+    so rolling back twice walks further back instead of re-applying what was rolled back.
+    """
+
+    alias = models.ForeignKey(Alias, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    targets = models.JSONField(
+        default=list, help_text="[{version, version_id, weight, max_concurrent}]"
+    )
+    parent = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    action = models.CharField(max_length=16, choices=AliasRevisionAction.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    actor_label = models.CharField(max_length=150, blank=True, default="")
+    reason = models.TextField(blank=True, default="")
+    evidence = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["alias_id", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["alias", "number"], name="aliasrevision_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.alias_id} revision {self.number} ({self.action})"
 
 
 class DirectUploadState(models.TextChoices):

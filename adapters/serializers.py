@@ -8,6 +8,7 @@ from adapters.models import (
     Adapter,
     AdapterVersion,
     Alias,
+    AliasRevision,
     BaseModel,
     Decision,
     WarmupPolicy,
@@ -221,30 +222,84 @@ class ReasonSerializer(serializers.Serializer):
 class AliasTargetSerializer(serializers.Serializer):
     version = serializers.RegexField(r"^[a-z0-9-]{1,40}@[0-9]{1,9}$", help_text="adapter@N")
     weight = serializers.IntegerField(min_value=1, max_value=100)
+    max_concurrent = serializers.IntegerField(
+        min_value=1,
+        max_value=100_000,
+        required=False,
+        allow_null=True,
+        help_text="This target's own cap on requests in flight (a canary's); "
+        "none: the adapter's max_concurrent_requests. The lower of the two applies.",
+    )
+
+
+class AliasGuardSerializer(serializers.Serializer):
+    """Automatic rollback of the alias's canary (its newest target)."""
+
+    auto_rollback = serializers.BooleanField(required=False)
+    max_error_rate = serializers.FloatField(min_value=0.0, max_value=1.0, required=False)
+    max_ttft_ms = serializers.IntegerField(
+        min_value=1, max_value=3_600_000, required=False, allow_null=True
+    )
+    window_minutes = serializers.IntegerField(min_value=1, max_value=60, required=False)
+    min_requests = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
 
 
 class AliasSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     targets = serializers.SerializerMethodField()
+    guard = serializers.SerializerMethodField()
 
     class Meta:
         model = Alias
-        fields = ["tenant", "name", "targets", "created_at", "updated_at"]
+        fields = ["tenant", "name", "targets", "guard", "created_at", "updated_at"]
 
     def get_targets(self, alias: Alias) -> list[dict]:
         return [
             {
                 "version": f"{t.version.adapter.name}@{t.version.number}",
                 "weight": t.weight,
+                "max_concurrent": t.max_concurrent,
                 "status": t.version.status,
             }
             for t in alias.targets.all()
         ]
 
+    def get_guard(self, alias: Alias) -> dict:
+        return {name: getattr(alias, name) for name in AliasGuardSerializer().fields}
+
 
 class AliasWriteSerializer(serializers.Serializer):
     name = serializers.SlugField(max_length=40, required=False)
     targets = AliasTargetSerializer(many=True, allow_empty=False)
+    guard = AliasGuardSerializer(required=False, help_text="Omitted settings keep their value")
+    reason = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
+
+
+class AliasPromoteSerializer(serializers.Serializer):
+    version = serializers.RegexField(r"^[a-z0-9-]{1,40}@[0-9]{1,9}$", help_text="adapter@N")
+    reason = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
+
+
+class AliasRollbackSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
+
+
+class AliasRevisionSerializer(serializers.ModelSerializer):
+    parent = serializers.IntegerField(source="parent.number", read_only=True, allow_null=True)
+    actor = serializers.CharField(source="actor_label", read_only=True)
+
+    class Meta:
+        model = AliasRevision
+        fields = [
+            "number",
+            "action",
+            "targets",
+            "parent",
+            "actor",
+            "reason",
+            "evidence",
+            "created_at",
+        ]
 
 
 class GrantSerializer(serializers.Serializer):

@@ -42,3 +42,15 @@ def expire_direct_uploads() -> int:
     from adapters.services.direct_uploads import expire_direct_uploads as expire
 
     return expire()
+
+
+@shared_task(acks_late=True)
+def check_canaries() -> int:
+    """Beat entry (30 s): roll back guarded canaries whose error rate or TTFT passed their limit.
+
+    Harmless when redelivered or run twice at once: a rollback happens once per revision.
+    """
+    from adapters.services.releases import check_canaries as check
+    from workers import shared_state
+
+    return sum(c.outcome == "rolled_back" for c in check(client=shared_state.client()))

@@ -1,5 +1,6 @@
-"""Admission: the tenant's requests per minute and the adapter's concurrent requests, shared by
-every replica through Redis in one round trip; refusals are 429 with Retry-After.
+"""Admission: the tenant's requests per minute and the adapter's concurrent requests (or an alias
+target's own lower cap), shared by every replica through Redis in one round trip; refusals are
+429 with Retry-After.
 
 The engine's in-flight count (workers.shared_state) is raised in the same round trip: the cache
 controller never evicts a version with requests in flight or queued.
@@ -26,6 +27,16 @@ def _rpm_key(tenant_id: int, minute: int) -> str:
 
 def _conc_key(served_name: str) -> str:
     return f"lp:gw:conc:{served_name}"
+
+
+def concurrency_limit(target: Target) -> int:
+    """The lower of the adapter's cap and the alias target's own (a canary's); 0 = no cap.
+
+    Both count the version's requests in flight on every replica: a canary capped at 2 never
+    runs more than 2 at once when reached through its alias.
+    """
+    caps = [c for c in (target.max_concurrent, target.alias_max_concurrent) if c]
+    return min(caps) if caps else 0
 
 
 @asynccontextmanager
@@ -62,10 +73,11 @@ async def admitted(
             retry_after=60 - int(now % 60),
             code="rate_limit_exceeded",
         )
-    if target is not None and target.max_concurrent and running > target.max_concurrent:
+    cap = concurrency_limit(target) if target is not None else 0
+    if cap and running > cap:
         await undo()
         raise too_many(
-            f"{requested} has {target.max_concurrent} requests running, its limit; retry shortly.",
+            f"{requested} has {cap} requests running, its limit; retry shortly.",
             retry_after=1,
             code="concurrency_limit_exceeded",
         )

@@ -37,8 +37,11 @@ class Target:
     pool: str
     base_model_id: int
     rank: int
-    max_concurrent: int
+    max_concurrent: int  # the adapter's max_concurrent_requests
     weight: int = 100
+    # The alias target's own cap (a canary's), None when it has none; limits.py applies the
+    # lower of the two.
+    alias_max_concurrent: int | None = None
 
     @property
     def label(self) -> str:
@@ -126,7 +129,9 @@ def parse_token(header: str) -> tuple[str, str] | None:
     return prefix, secret
 
 
-def _target(version: AdapterVersion, weight: int = 100) -> Target:
+def _target(
+    version: AdapterVersion, weight: int = 100, alias_max_concurrent: int | None = None
+) -> Target:
     adapter = version.adapter
     return Target(
         served_name=version.served_name,
@@ -140,6 +145,7 @@ def _target(version: AdapterVersion, weight: int = 100) -> Target:
         rank=version.rank or 0,
         max_concurrent=adapter.max_concurrent_requests,
         weight=weight,
+        alias_max_concurrent=alias_max_concurrent,
     )
 
 
@@ -199,7 +205,7 @@ def _routes() -> dict[int, dict[str, Route]]:
         "targets__version__adapter__tenant", "targets__version__tenant"
     ):
         targets = tuple(
-            _target(t.version, t.weight)
+            _target(t.version, t.weight, t.max_concurrent)
             for t in alias.targets.all()
             if t.version.status == VersionStatus.ACTIVE and t.weight > 0
         )

@@ -190,6 +190,35 @@ def _upload_gone(state: Any, response: Any) -> None:
     assert not DirectUpload.objects.filter(public_id=state.direct_upload_id).exists()
 
 
+def _alias_canary(state: Any) -> None:
+    """support@3 released and support-bot a canary: support@1 90 / support@3 10 (revision 2)."""
+    from adapters.services import aliases, lifecycle
+    from tenants.access import AccessContext
+
+    alice = state.world.users["alice"]
+    lifecycle.version_release(version=state.world.support.versions.get(number=3), actor=alice)
+    aliases.alias_set(
+        access=AccessContext.for_user(alice),
+        tenant=state.world.acme,
+        name="support-bot",
+        targets=[{"version": "support@1", "weight": 90}, {"version": "support@3", "weight": 10}],
+    )
+
+
+def _alias_targets(expected: dict[str, int]) -> Callable[[Any, Any], None]:
+    def check(state: Any, response: Any) -> None:
+        from adapters.models import Alias
+
+        alias = Alias.objects.get(tenant__slug="acme", name="support-bot")
+        got = {
+            f"{t.version.adapter.name}@{t.version.number}": t.weight for t in alias.targets.all()
+        }
+        assert got == expected and alias.revisions.count() == 3, (got, expected)
+        assert {t["version"]: t["weight"] for t in response.json()["targets"]} == expected
+
+    return check
+
+
 def _new_key_body(state: Any) -> dict[str, Any]:
     return {"name": "ci-key", "public_key_pem": state.new_key_pem}
 
@@ -212,6 +241,7 @@ OWNERS = "        401 ok   403  403  403  403  404t 404t 403  -    404t 404t"
 UPLOADERS = "     401 ok   ok   403  403  403  404t 404t ok   404a 404t 404t"
 UPLOAD_SEEN = "   401 ok   ok   403  403  403  404t 404t 404u 404a 404t 404t"
 OWN_TOKEN = "     401 ok   ok   404  ok   404  404t 404t 403  -    404t 404t"
+USAGE_OWNERS = "  401 ok   403  403  ok   403  404t 404t 403  -    404t 404t"
 VER = "tenants/{tenant}/adapters/{adapter}/versions/"
 UPL = "tenants/{tenant}/adapters/{adapter}/uploads/"
 
@@ -331,6 +361,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       then=_exists("adapters.Alias", tenant__slug="acme", name="support-bot")),
     E("DELETE", "tenants/{tenant}/aliases/{alias}/", 204, "write", "alice", TENANT_WRITE,
       audit="alias.delete", then=_gone("adapters.Alias", name="support-bot")),
+    # releases: support-bot made a canary (support@1 90 / support@3 10) before each case
+    E("POST", "tenants/{tenant}/aliases/{alias}/promote/", 200, "write", "alice", TENANT_WRITE,
+      setup=_alias_canary, body={"version": "support@3", "reason": "canary healthy"},
+      audit="alias.promote", then=_alias_targets({"support@3": 100})),
+    E("POST", "tenants/{tenant}/aliases/{alias}/rollback/", 200, "write", "alice", TENANT_WRITE,
+      setup=_alias_canary, body={"reason": "error rate"}, audit="alias.rollback",
+      then=_alias_targets({"support@1": 100})),
+    E("GET", "tenants/{tenant}/aliases/{alias}/revisions/", 200, "read", "alice", TENANT_READ),
     # the platform catalogue, fleet, cross-tenant version list and audit
     E("GET", "base-models/", 200, "read", "alice", EVERYONE),
     E("POST", "base-models/", 201, "admin", "adam", PLATFORM_ADMIN,
@@ -375,6 +413,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E("GET", "versions/", 200, "read", "alice", EVERYONE),
     E("GET", "audit/", 200, "read", "alice", EVERYONE),
     E("GET", "audit/verify/", 200, "read", "adam", PLATFORM_ADMIN),
+    # gateway numbers: an adapter's time series (whoever views it), usage (owners, admins)
+    E("GET", "tenants/{tenant}/adapters/{adapter}/metrics/", 200, "read", "alice", ADAPTER_READ),
+    E("GET", "tenants/{tenant}/usage/", 200, "read", "alice", USAGE_OWNERS),
+    E("GET", "usage/", 200, "read", "adam", PLATFORM_ADMIN),
 )
 
 # Which rows each principal sees in a list (the acme/globex world of State), by a stable key.
