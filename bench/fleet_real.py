@@ -841,6 +841,7 @@ def main() -> None:
         with _sigterm_runs_cleanup():
             result = measure(args, services, db_url)
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut this short
         services.stop_all()
         if os.environ.get("DATABASE_URL") == db_url:  # measure() got as far as its database
             _flush_redis(os.environ["REDIS_URL"])
