@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.db import connection
 
 from adapters.models import VersionStatus
 from adapters.services.lifecycle import version_disable, version_release
@@ -41,10 +42,14 @@ def resident_on(handle) -> set[str]:
 def test_twenty_concurrent_misses_cause_one_load(worker_fleet, tmp_path):
     version = servable_version(worker_fleet.world.support, tmp_path, seed=81)
 
+    def one(_: int):
+        try:
+            return request_load(version=version, engine=worker_fleet.a)
+        finally:
+            connection.close()  # each thread's own database connection
+
     with ThreadPoolExecutor(max_workers=20) as pool:
-        results = list(
-            pool.map(lambda _: request_load(version=version, engine=worker_fleet.a), range(20))
-        )
+        results = list(pool.map(one, range(20)))
 
     assert all(r.ok for r in results), [r.error for r in results if not r.ok]
     assert sum(r.leader for r in results) == 1
