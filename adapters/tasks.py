@@ -45,12 +45,14 @@ def expire_direct_uploads() -> int:
 
 
 @shared_task(acks_late=True)
-def check_canaries() -> int:
+def check_canaries(now: float | None = None) -> int:
     """Beat entry (30 s): roll back guarded canaries whose error rate or TTFT passed their limit.
 
     Harmless when redelivered or run twice at once: a rollback happens once per revision.
+    `now` (epoch seconds) is for tests; beat passes nothing.
     """
     from adapters.services.releases import check_canaries as check
     from workers import shared_state
 
-    return sum(c.outcome == "rolled_back" for c in check(client=shared_state.client()))
+    checks = check(client=shared_state.client(), now=now)
+    return sum(c.outcome == "rolled_back" for c in checks)
