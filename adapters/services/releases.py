@@ -57,8 +57,9 @@ def alias_promote(
 ) -> Alias:
     """Send 100% of the alias to one active version of its tenant (`support@4`).
 
-    Promoting the version that already has 100% (and no cap of its own) changes nothing and
-    records nothing: a retried promote is harmless.
+    At 100% a canary's own concurrency cap is dropped (the adapter's applies). Promoting the
+    version that already has 100% and no cap changes nothing and records nothing: a retried
+    promote is harmless.
     """
     access.require_tenant(alias.tenant, "manage_aliases")
     resolved = resolve_targets(alias.tenant, [{"version": version, "weight": 100}])
