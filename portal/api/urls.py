@@ -11,6 +11,7 @@ from adapters.api import (
     VersionViewSet,
 )
 from adapters.api_uploads import DirectUploadViewSet
+from gateway.api import AdapterMetricsViewSet, TenantUsageViewSet, UsageViewSet
 from portal.api.audit import AuditViewSet
 from tenants.api import (
     MemberViewSet,
@@ -30,6 +31,7 @@ root.register("base-models", BaseModelViewSet, basename="base-model")
 root.register("engines", EngineViewSet, basename="engine")
 root.register("versions", VersionQueueViewSet, basename="version-queue")
 root.register("audit", AuditViewSet, basename="audit")
+root.register("usage", UsageViewSet, basename="usage")
 
 tenant = SimpleRouter(trailing_slash=True)
 tenant.register("members", MemberViewSet, basename="member")
@@ -37,10 +39,12 @@ tenant.register("tokens", TenantTokenViewSet, basename="tenant-token")
 tenant.register("adapters", AdapterViewSet, basename="adapter")
 tenant.register("aliases", AliasViewSet, basename="alias")
 tenant.register("signing-keys", SigningKeyViewSet, basename="signing-key")
+tenant.register("usage", TenantUsageViewSet, basename="tenant-usage")
 
 adapter = SimpleRouter(trailing_slash=True)
 adapter.register("versions", VersionViewSet, basename="version")
 adapter.register("uploads", DirectUploadViewSet, basename="direct-upload")
+adapter.register("metrics", AdapterMetricsViewSet, basename="adapter-metrics")
 
 urlpatterns = [
     path("auth/token/", TokenObtainView.as_view(), name="auth-token"),

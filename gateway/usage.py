@@ -1,0 +1,134 @@
+"""Chargeback: the gateway's daily usage totals in Redis (`lp:usage:<day>`), persisted to DailyUsage.
+
+Each run sets the rows to the Redis totals (they only grow during a day), so running it again,
+late or twice is harmless. A row is never lowered: Redis losing its keys (restart without
+persistence, flush) must not erase usage already persisted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+import redis
+from django.db import transaction
+
+from adapters.models import AdapterVersion
+from gateway.models import DailyUsage
+from tenants.models import Tenant
+from workers import shared_state
+
+log = logging.getLogger(__name__)
+
+USAGE_FIELDS = {"requests": "requests", "in": "prompt_tokens", "out": "completion_tokens"}
+LOCK_KEY = "lp:usage:persist-lock"
+LOCK_LEASE_S = 300
+# (tenant_id, version_id or None for the base model) -> {model field: total}
+Totals = dict[tuple[int, int | None], dict[str, int]]
+
+
+def usage_key(day: date) -> str:
+    return f"lp:usage:{day.isoformat()}"
+
+
+def parse_usage(raw: dict[bytes, bytes]) -> Totals:
+    """Fields `tenant_id|version_id|requests|in|out` (version 0: the base model)."""
+    totals: Totals = defaultdict(lambda: dict.fromkeys(USAGE_FIELDS.values(), 0))
+    for name, value in raw.items():
+        parts = name.decode().split("|")
+        if len(parts) != 3 or parts[2] not in USAGE_FIELDS or not parts[0].isdigit():
+            continue
+        if not parts[1].isdigit():
+            continue
+        version_id = int(parts[1]) or None
+        totals[(int(parts[0]), version_id)][USAGE_FIELDS[parts[2]]] = int(value)
+    return dict(totals)
+
+
+@dataclass
+class PersistReport:
+    days: list[str] = field(default_factory=list)
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: int = 0  # tenant or version no longer exists, or the version is another tenant's
+    locked: bool = False  # another run held the lock; this one did nothing
+
+
+def _valid_keys(totals: Totals) -> set[tuple[int, int | None]]:
+    tenant_ids = set(
+        Tenant.objects.filter(id__in={t for t, _ in totals}).values_list("id", flat=True)
+    )
+    version_owner = dict(
+        AdapterVersion.objects.filter(id__in={v for _, v in totals if v}).values_list(
+            "id", "tenant_id"
+        )
+    )
+    return {
+        (t, v) for t, v in totals if t in tenant_ids and (v is None or version_owner.get(v) == t)
+    }
+
+
+def usage_persist_day(*, day: date, totals: Totals, report: PersistReport) -> None:
+    """Make the day's rows equal the totals (never lower); constant queries per day."""
+    valid = _valid_keys(totals)
+    report.skipped += len(totals) - len(valid)
+    if not valid:
+        return
+    with transaction.atomic():
+        existing = {
+            (row.tenant_id, row.version_id): row
+            for row in DailyUsage.objects.select_for_update().filter(
+                day=day, tenant_id__in={t for t, _ in valid}
+            )
+        }
+        create, update = [], []
+        for key in sorted(valid, key=lambda k: (k[0], k[1] or 0)):
+            wanted = totals[key]
+            row = existing.get(key)
+            if row is None:
+                create.append(DailyUsage(tenant_id=key[0], version_id=key[1], day=day, **wanted))
+                continue
+            merged = {name: max(getattr(row, name), value) for name, value in wanted.items()}
+            if all(getattr(row, name) == value for name, value in merged.items()):
+                report.unchanged += 1
+                continue
+            for name, value in merged.items():
+                setattr(row, name, value)
+            update.append(row)
+        DailyUsage.objects.bulk_create(create)
+        DailyUsage.objects.bulk_update(update, list(USAGE_FIELDS.values()))
+    report.created += len(create)
+    report.updated += len(update)
+
+
+def usage_persist(
+    *, days: int = 2, today: date | None = None, client: redis.Redis | None = None
+) -> PersistReport:
+    """Persist today's and the previous `days - 1` days' totals (UTC days, as the recorder keys
+    them). One run at a time: base-model rows (no version) have no unique constraint to lean on."""
+    client = client or shared_state.client()
+    today = today or datetime.now(UTC).date()
+    report = PersistReport()
+    lock = client.lock(LOCK_KEY, timeout=LOCK_LEASE_S, blocking=False)
+    if not lock.acquire():
+        report.locked = True
+        return report
+    try:
+        wanted = [today - timedelta(days=back) for back in range(days)]
+        pipe = client.pipeline(transaction=False)
+        for day in wanted:
+            pipe.hgetall(usage_key(day))
+        for day, raw in zip(wanted, pipe.execute(), strict=True):
+            if not raw:
+                continue  # nothing recorded (or expired): leave persisted rows as they are
+            report.days.append(day.isoformat())
+            usage_persist_day(day=day, totals=parse_usage(raw), report=report)
+    finally:
+        try:
+            lock.release()
+        except redis.exceptions.LockError:
+            log.warning("usage persist outlived its lock lease (%s s)", LOCK_LEASE_S)
+    return report
