@@ -1,0 +1,560 @@
+"""What the gateway adds to a request, against the engine itself and against LiteLLM's proxy.
+
+    .venv/bin/python -m bench.gateway_overhead [--requests 300] [--warmup 30]
+        [--load-requests 2000] [--concurrency 16] [--profile] [--write-docs] [--keep-db]
+
+In one run, against one real CPU vLLM engine (engine.launcher, the tiny Llama, an adapter loaded
+and resident), the same requests go (a) to the engine directly, (b) through the gateway (the
+portal's ASGI app under one uvicorn process; its own database with a tenant, an inference token
+and the adapter's version active and resident) and (c) through LiteLLM's proxy (its own venv,
+bench/setup_litellm.sh; `litellm --config` with one model_list entry `openai/<served name>` at
+the engine's /v1, a master key). Each proxy runs under `taskset -c 1`; the load generator (this
+process, httpx) is pinned to core 0 while it sends; the engine is not pinned.
+
+Latency: chat and completions, non-streaming (max_tokens 1: total time) and streaming
+(max_tokens 4: time to the first event carrying text), one request at a time, the three targets
+interleaved in rotating order so drift hits all alike. Added latency = the target's p50 (p99)
+minus the engine's own p50 (p99).
+
+Throughput: non-streaming chat, a fixed count at concurrency 16 per target, one after another.
+The engine, sharing two cores with everything else, is usually the bottleneck, so requests per
+second per proxy *core* is requests / the proxy process tree's CPU seconds (utime + stime from
+/proc) over the run: what one fully busy core would serve. The achieved rate is shown beside it.
+
+Database: BENCH_GATEWAY_DATABASE_URL (default .../lora_portal_bench_gateway; created, dropped at
+the end unless --keep-db); Redis: BENCH_GATEWAY_REDIS_URL (default DB 12, flushed at start/end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import secrets
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import gateway_support as gs
+from bench.docs_section import DOCS, markers, write_section
+from engine.launcher import REPO_ROOT, EngineProcess, stop_engines
+
+BEGIN, END = markers("gateway-overhead")
+DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_gateway"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/12"
+VAR = REPO_ROOT / "var" / "bench" / "gateway-overhead"
+LITELLM = REPO_ROOT / ".venv-litellm" / "bin" / "litellm"
+PROXY_CPUS, LOADGEN_CPUS = "1", {0}
+GOAL_P50_MS, GOAL_P99_MS, GOAL_RPS_RATIO = 2.0, 10.0, 2.0
+TARGETS = ("direct", "gateway", "litellm")
+PROMPT = "Tell me about tea."
+# (label, chat, stream, max_tokens)
+KINDS = (
+    ("chat", True, False, 1),
+    ("completions", False, False, 1),
+    ("chat, streaming", True, True, 4),
+    ("completions, streaming", False, True, 4),
+)
+LATENCY_DEADLINE_S = 900.0  # bounds a broken run only
+LOAD_DEADLINE_S = 300.0
+
+
+# --- results and the arithmetic on them (tests/bench/test_gateway_bench_report.py) ---
+
+
+@dataclass(frozen=True)
+class Throughput:
+    target: str
+    requests: int
+    errors: int
+    seconds: float
+    cpu_s: float | None  # the proxy's process tree; None for the engine itself
+
+    @property
+    def rps(self) -> float:
+        return (self.requests - self.errors) / self.seconds
+
+    @property
+    def busy(self) -> float | None:
+        """Share of one core the proxy used while it ran."""
+        return None if self.cpu_s is None else self.cpu_s / self.seconds
+
+    @property
+    def rps_per_core(self) -> float | None:
+        return None if not self.cpu_s else (self.requests - self.errors) / self.cpu_s
+
+    @property
+    def cpu_ms_per_request(self) -> float | None:
+        return None if self.cpu_s is None else self.cpu_s * 1000 / self.requests
+
+
+@dataclass
+class OverheadResult:
+    latency: dict[str, dict[str, gs.Summary]]  # kind -> target -> summary (ms)
+    throughput: list[Throughput]
+    requests: int
+    concurrency: int
+    litellm_version: str
+    machine: str
+    seconds: float
+    engine_start_s: float
+    profile: list[str] = field(default_factory=list)  # the gateway's top functions, if profiled
+
+    def added(self, kind: str, target: str) -> tuple[float, float]:
+        """(p50, p99) of `target` minus the engine's own, in ms."""
+        row, direct = self.latency[kind][target], self.latency[kind]["direct"]
+        return row.p50 - direct.p50, row.p99 - direct.p99
+
+    def load(self, target: str) -> Throughput:
+        return next(t for t in self.throughput if t.target == target)
+
+    def rps_ratio(self) -> float | None:
+        ours, theirs = self.load("gateway").rps_per_core, self.load("litellm").rps_per_core
+        return None if not ours or not theirs else ours / theirs
+
+    def goals(self) -> list[tuple[str, str, bool]]:
+        """(goal, measured, met): the worst kind decides each latency goal."""
+        p50 = max(self.added(kind, "gateway")[0] for kind in self.latency)
+        p99 = max(self.added(kind, "gateway")[1] for kind in self.latency)
+        ratio = self.rps_ratio()
+        return [
+            (f"added p50 < {GOAL_P50_MS:g} ms (worst kind)", f"{p50:.2f} ms", p50 < GOAL_P50_MS),
+            (f"added p99 < {GOAL_P99_MS:g} ms (worst kind)", f"{p99:.2f} ms", p99 < GOAL_P99_MS),
+            (
+                f">= {GOAL_RPS_RATIO:g}x LiteLLM's requests per second per core",
+                "-" if ratio is None else f"{ratio:.2f}x",
+                ratio is not None and ratio >= GOAL_RPS_RATIO,
+            ),
+        ]
+
+
+def _latency_table(r: OverheadResult) -> list[str]:
+    lines = [
+        "| request | measured | engine p50 / p99 ms | gateway p50 / p99 ms | gateway adds p50 / "
+        "p99 ms | LiteLLM p50 / p99 ms | LiteLLM adds p50 / p99 ms | errors (d/g/l) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, _chat, stream, max_tokens in KINDS:
+        if label not in r.latency:
+            continue
+        rows = r.latency[label]
+        g, lt = r.added(label, "gateway"), r.added(label, "litellm")
+        lines.append(
+            f"| {label} (max_tokens {max_tokens}) | {'TTFT' if stream else 'total'} | "
+            f"{rows['direct'].p50:.2f} / {rows['direct'].p99:.2f} | "
+            f"{rows['gateway'].p50:.2f} / {rows['gateway'].p99:.2f} | "
+            f"**{g[0]:+.2f} / {g[1]:+.2f}** | "
+            f"{rows['litellm'].p50:.2f} / {rows['litellm'].p99:.2f} | "
+            f"{lt[0]:+.2f} / {lt[1]:+.2f} | "
+            f"{rows['direct'].errors}/{rows['gateway'].errors}/{rows['litellm'].errors} |"
+        )
+    return lines
+
+
+def _f(value: float | None, fmt: str = ".1f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _throughput_table(r: OverheadResult) -> list[str]:
+    lines = [
+        "| target | requests (errors) | wall s | achieved req/s | proxy CPU ms / request | "
+        "proxy core busy | **req/s per proxy core** |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for t in r.throughput:
+        busy = "-" if t.busy is None else f"{t.busy * 100:.0f}%"
+        lines.append(
+            f"| {t.target} | {t.requests} ({t.errors}) | {t.seconds:.1f} | {t.rps:.0f} | "
+            f"{_f(t.cpu_ms_per_request, '.2f')} | {busy} | {_f(t.rps_per_core, '.0f')} |"
+        )
+    return lines
+
+
+def render(r: OverheadResult, command: str) -> str:
+    goals = r.goals()
+    lines = [
+        BEGIN,
+        "## Gateway overhead: against the engine itself and against LiteLLM's proxy",
+        "",
+        f"Command (one run produces every number below): `{command}`",
+        "",
+        f"Machine: {r.machine}; Python {platform.python_version()}. One CPU vLLM 0.32 engine "
+        "(the tiny Llama, float32, `--max-loras 2 --max-cpu-loras 3`, ready after "
+        f"{r.engine_start_s:.0f} s) with a rank-8 adapter loaded and resident. Gateway: "
+        "portal.asgi under one uvicorn process (`--workers 1`, uvloop, httptools, no access "
+        "log), production settings (tests.settings: DEBUG off, GATEWAY_REFRESH_SECONDS 0 = one "
+        "Redis read per request for staleness), a tenant-bound inference token, the adapter "
+        f"called by its tenant name. LiteLLM {r.litellm_version} (`litellm --config`, one "
+        "worker, a master key, no database; uvicorn's access log off like the gateway's; "
+        "otherwise its defaults). Each proxy under `taskset -c 1`; the load generator (httpx, "
+        "keep-alive) pinned to core 0 while it sends; the engine not pinned. "
+        f"Run took {r.seconds:.0f} s.",
+        "",
+        f"### Latency ({r.requests} requests per target and kind, one at a time, interleaved)",
+        "",
+        "Non-streaming: total time of the request (max_tokens 1). Streaming: time to the first "
+        "SSE event carrying text (max_tokens 4). Added = the proxy's percentile minus the "
+        "engine's own; p99 is the nearest rank.",
+        "",
+        *_latency_table(r),
+        "",
+        f"### Throughput ({r.throughput[0].requests if r.throughput else 0} non-streaming chat "
+        f"requests per target at concurrency {r.concurrency})",
+        "",
+        "The engine shares the two cores with the proxy and the load generator and is the "
+        "bottleneck, so the achieved rate is about the same through any proxy. Requests per "
+        "second per proxy core = requests / the proxy's CPU seconds (its whole process tree, "
+        "from /proc): what one fully busy core would serve. The gateway's Redis round trips "
+        "(staleness check, limits, in-flight count) run on the Redis server, not in that number.",
+        "",
+        *_throughput_table(r),
+        "",
+        "### Goals",
+        "",
+        "| goal | measured | met |",
+        "|---|---|---|",
+        *[f"| {goal} | {value} | {'yes' if met else 'NO'} |" for goal, value, met in goals],
+    ]
+    if r.profile:
+        lines += [
+            "",
+            "### Where the gateway's CPU goes (cProfile of the throughput run, top by own time)",
+            "",
+            "```",
+            *r.profile,
+            "```",
+        ]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+# --- measuring ---
+
+
+async def measure_latency(
+    targets: dict[str, gs.Target], *, requests: int, warmup: int
+) -> dict[str, dict[str, list[gs.Sample]]]:
+    out: dict[str, dict[str, list[gs.Sample]]] = {}
+    started = time.monotonic()
+    clients = {name: gs.new_client(1) for name in targets}
+    try:
+        for label, chat, stream, max_tokens in KINDS:
+            bodies = {
+                name: gs.request_body(
+                    t, chat=chat, stream=stream, max_tokens=max_tokens, text=PROMPT
+                )
+                for name, t in targets.items()
+            }
+            samples: dict[str, list[gs.Sample]] = {name: [] for name in targets}
+            names = list(targets)
+            for i in range(warmup + requests):
+                if time.monotonic() - started > LATENCY_DEADLINE_S:
+                    break
+                for name in names[i % len(names) :] + names[: i % len(names)]:
+                    sample = await gs.send_one(
+                        clients[name], targets[name], chat=chat, stream=stream, body=bodies[name]
+                    )
+                    if i >= warmup:
+                        samples[name].append(sample)
+            out[label] = samples
+    finally:
+        for client in clients.values():
+            await client.aclose()
+    return out
+
+
+async def measure_throughput(
+    target: gs.Target, pid: int | None, *, count: int, concurrency: int
+) -> Throughput:
+    body = gs.request_body(target, chat=True, stream=False, max_tokens=1, text=PROMPT)
+    kwargs = {"concurrency": concurrency, "body": body, "chat": True, "stream": False}
+    await gs.closed_loop(target, count=max(50, count // 20), deadline_s=60, **kwargs)  # warm
+    cpu_before = gs.cpu_seconds(pid) if pid else None
+    samples, seconds = await gs.closed_loop(
+        target, count=count, deadline_s=LOAD_DEADLINE_S, **kwargs
+    )
+    cpu_s = gs.cpu_seconds(pid) - cpu_before if pid and cpu_before is not None else None
+    errors = sum(not s.ok for s in samples)
+    return Throughput(target.name, len(samples), errors, seconds, cpu_s)
+
+
+# --- the world ---
+
+
+@dataclass
+class Services:
+    engine: EngineProcess | None = None
+    gateway: Any = None
+    litellm: Any = None
+    profiled: Any = None
+
+    def stop_all(self) -> None:
+        for proc in (self.profiled, self.litellm, self.gateway):
+            gs.stop_group(proc)
+        if self.engine is not None:
+            stop_engines([self.engine])
+
+
+def seed_adapter(engine: EngineProcess, key: str, tenancy: gs.Tenancy) -> Any:
+    """An active version, its files on the engine's node, loaded and resident (as the fleet
+    would leave a hot adapter); the gateway's table reads the Residency row."""
+    from adapters.models import Adapter
+    from tests.workers.fleet import servable_version
+    from workers.models import Residency, ResidencyState
+    from workers.vllm_client import VLLMClient
+
+    adapter = Adapter.objects.create(
+        tenant=tenancy.tenant, name="support", base_model=tenancy.base, max_concurrent_requests=64
+    )
+    version = servable_version(adapter, VAR / "src", seed=1)
+    staged = Path(engine.config.adapter_root or "") / version.served_name
+    shutil.copytree(VAR / "src" / "src-support-1", staged)
+
+    async def load() -> None:
+        async with VLLMClient(engine.base_url, engine_key=key) as client:
+            await client.load_adapter(version.served_name, str(staged.resolve()))
+
+    asyncio.run(load())
+    row = gs.engine_row("bench-engine", engine, tenancy.base)
+    Residency.objects.create(
+        engine=row,
+        version=version,
+        desired_state=ResidencyState.RESIDENT_GPU,
+        observed_state=ResidencyState.RESIDENT_GPU,
+    )
+    return version
+
+
+def litellm_env() -> dict[str, str]:
+    """LiteLLM's own environment: none of the portal's database or Redis settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "VIRTUAL_ENV"}
+    }
+    env.update(
+        {
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no fetch from the internet at start
+            "LITELLM_LOG": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def start_litellm(engine: EngineProcess, served: str, master_key: str) -> tuple[Any, str]:
+    port = gs.free_port()
+    config = VAR / "litellm.yaml"
+    config.write_text(
+        json.dumps(  # JSON is YAML
+            {
+                "model_list": [
+                    {
+                        "model_name": "bench-adapter",
+                        "litellm_params": {
+                            "model": f"openai/{served}",
+                            "api_base": f"{engine.base_url}/v1",
+                            "api_key": "none",
+                        },
+                    }
+                ],
+                "general_settings": {"master_key": master_key},
+            },
+            indent=2,
+        )
+    )
+    log_config = VAR / "litellm-logging.json"
+    log_config.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "disable_existing_loggers": False,
+                "loggers": {
+                    "uvicorn.access": {"level": "WARNING", "handlers": [], "propagate": False}
+                },
+            }
+        )
+    )
+    cmd = [str(LITELLM), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--num_workers", "1", "--log_config", str(log_config)]
+    log = VAR / "litellm.log"
+    proc = gs.spawn(cmd, log=log, env=litellm_env(), cpus=PROXY_CPUS)
+    base = f"http://127.0.0.1:{port}"
+    gs.wait_http(base + "/health/liveliness", proc, log, timeout=300)
+    return proc, base
+
+
+def litellm_version() -> str:
+    import subprocess
+
+    out = subprocess.run(
+        [str(LITELLM.parent / "python"), "-m", "pip", "show", "litellm"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return next(
+        (line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Version")),
+        "?",
+    )
+
+
+def profile_gateway(
+    services: Services, env: dict[str, str], target: gs.Target, args: argparse.Namespace
+) -> list[str]:
+    """The same throughput run on a gateway under cProfile; its top functions by own time."""
+    import pstats
+
+    out = VAR / "gateway.prof"
+    port = gs.free_port()
+    cmd = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "uvicorn"]
+    cmd += ["portal.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--workers", "1", "--lifespan", "off", "--no-access-log"]
+    log = VAR / "gateway-profiled.log"
+    services.profiled = gs.spawn(cmd, log=log, env={**os.environ, **env}, cpus=PROXY_CPUS)
+    base = f"http://127.0.0.1:{port}"
+    gs.wait_http(base + "/v1/models", services.profiled, log)
+    profiled = gs.Target("gateway (profiled)", base, target.model, target.headers)
+    with gs.pinned_to(LOADGEN_CPUS):
+        asyncio.run(
+            measure_throughput(
+                profiled, None, count=args.load_requests, concurrency=args.concurrency
+            )
+        )
+    gs.stop_group(services.profiled)  # SIGTERM: uvicorn returns, cProfile writes the file
+    text = VAR / "gateway-profile.txt"
+    with text.open("w") as stream:
+        stats = pstats.Stats(str(out), stream=stream)
+        stats.sort_stats("tottime").print_stats(30)
+        stats.sort_stats("cumulative").print_stats(40)
+    return _profile_lines(text.read_text())
+
+
+def _profile_lines(report: str) -> list[str]:
+    """The header and the top rows by own time, with paths shortened to the package."""
+    keep: list[str] = []
+    for line in report.splitlines():
+        if "site-packages/" in line:
+            line = (
+                line.split("site-packages/", 1)[0].rsplit(" ", 1)[0]
+                + " "
+                + line.split("site-packages/", 1)[1]
+            )
+        line = line.replace(str(REPO_ROOT) + "/", "")
+        keep.append(line.rstrip())
+        if len(keep) > 45:
+            break
+    return [line for line in keep if line.strip()][:42]
+
+
+def measure(args: argparse.Namespace, services: Services, db_url: str) -> OverheadResult:
+    started, load_before = time.time(), os.getloadavg()[0]
+    tiny = gs.tiny_model()
+    key = secrets.token_hex(16)
+    config = gs.engine_config(tiny, VAR, "engine", key, max_loras=2, max_cpu_loras=3)
+    services.engine = EngineProcess(config).start()  # a minute or two; migrate meanwhile
+    redis_url = os.environ.get("BENCH_GATEWAY_REDIS_URL", DEFAULT_REDIS_URL)
+    env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys={"bench-engine": key})
+    gs.django_setup(env, db_url)
+    tenancy = gs.seed_tenancy(tiny)
+    engine_start_s = services.engine.wait_ready(timeout=gs.READY_TIMEOUT_S)
+    version = seed_adapter(services.engine, key, tenancy)
+    master_key = "sk-bench-" + secrets.token_hex(8)
+    services.gateway, gateway_url = gs.start_gateway(env, VAR / "gateway.log", cpus=PROXY_CPUS)
+    services.litellm, litellm_url = start_litellm(services.engine, version.served_name, master_key)
+    targets = {
+        "direct": gs.Target("direct", services.engine.base_url, version.served_name, {}),
+        "gateway": gs.Target(
+            "gateway", gateway_url, "support", {"authorization": f"Bearer {tenancy.token}"}
+        ),
+        "litellm": gs.Target(
+            "litellm", litellm_url, "bench-adapter", {"authorization": f"Bearer {master_key}"}
+        ),
+    }
+    pids = {"direct": None, "gateway": services.gateway.pid, "litellm": services.litellm.pid}
+    with gs.pinned_to(LOADGEN_CPUS):
+        raw = asyncio.run(measure_latency(targets, requests=args.requests, warmup=args.warmup))
+        throughput = [
+            asyncio.run(
+                measure_throughput(
+                    targets[name],
+                    pids[name],
+                    count=args.load_requests,
+                    concurrency=args.concurrency,
+                )
+            )
+            for name in TARGETS
+        ]
+    latency = {
+        label: {name: gs.summarize(samples, ttft=stream) for name, samples in raw[label].items()}
+        for label, _chat, stream, _n in KINDS
+    }
+    failures = {
+        f"{label}/{name}": s.error
+        for label, per in raw.items()
+        for name, samples in per.items()
+        for s in samples
+        if not s.ok
+    }
+    if failures:
+        print("failed requests (one per kind/target):", json.dumps(failures, indent=1))
+    profile = profile_gateway(services, env, targets["gateway"], args) if args.profile else []
+    return OverheadResult(
+        latency=latency,
+        throughput=throughput,
+        requests=args.requests,
+        concurrency=args.concurrency,
+        litellm_version=litellm_version(),
+        machine=gs.machine_note(load_before, [services.engine]),
+        seconds=time.time() - started,
+        engine_start_s=engine_start_s,
+        profile=profile,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=300, help="per target and kind")
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--load-requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--profile", action="store_true", help="also profile the gateway")
+    parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
+    parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
+    args = parser.parse_args()
+    if not LITELLM.exists():
+        sys.exit(f"{LITELLM} is missing: run bench/setup_litellm.sh first")
+
+    from bench.list_versions import drop_database
+
+    shutil.rmtree(VAR, ignore_errors=True)
+    VAR.mkdir(parents=True)
+    db_url = os.environ.get("BENCH_GATEWAY_DATABASE_URL", DEFAULT_DB_URL)
+    services = Services()
+    try:
+        with gs.sigterm_runs_cleanup():
+            result = measure(args, services, db_url)
+    finally:
+        services.stop_all()
+        if os.environ.get("DATABASE_URL") == db_url:  # measure() got as far as its database
+            gs.flush_redis(os.environ["REDIS_URL"])
+            if not args.keep_db:
+                drop_database(db_url)
+    (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
+    section = render(
+        result, " ".join([".venv/bin/python -m bench.gateway_overhead", *sys.argv[1:]])
+    )
+    print(section)
+    if args.write_docs:
+        write_section("gateway-overhead", section)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,428 @@
+"""Engine choice on real engines: the gateway's cache-aware choice against round-robin.
+
+    .venv/bin/python -m bench.gateway_routing [--requests 400] [--rate 4] [--adapters 16]
+        [--zipf 1.1] [--seed 1] [--choices policy,round_robin] [--write-docs] [--keep-db]
+
+Two CPU vLLM engines (engine.launcher, `--max-loras 2 --max-cpu-loras 3 --max-lora-rank 32`, the
+portal plugin, a key each), one Celery worker (threads, on the shared queue and both node
+queues: the fleet's single-flight cold loads and converge passes), 16 rank-8 adapters of one
+tenant, each with one active version whose files sit in the serving store. One seeded trace:
+N streaming chat requests (max_tokens 4), adapter drawn from Zipf(s) over the 16, sent open-loop
+at Poisson arrival times (`--rate` per second), replayed through the gateway once per engine
+choice, in the same run:
+
+- `policy`: the gateway as deployed (workers.cache_policy.choose_engine: hot, then warm, then
+  least loaded);
+- `round_robin`: the same gateway with GATEWAY_ENGINE_CHOICE=round_robin.
+
+Before each replay the fleet starts from nothing: every adapter evicted from both engines
+(plugin), staged copies deleted, Residency rows deleted, the bench's Redis DB flushed and the
+worker restarted (its demand trackers live in its memory). Each replay gets a fresh gateway
+process. Cold loads are counted twice: the worker's FleetAction `load` rows in the replay's
+window, and the gateway's own `cold` counter (requests that waited for a load). TTFT is measured
+at the client (send -> first event carrying text), so it includes every wait.
+
+Database: BENCH_GATEWAY_ROUTING_DATABASE_URL (default .../lora_portal_bench_gwroute; created,
+dropped at the end unless --keep-db); Redis: BENCH_GATEWAY_ROUTING_REDIS_URL (default DB 11).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import secrets
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import gateway_support as gs
+from bench.docs_section import DOCS, markers, write_section
+from engine.launcher import REPO_ROOT, EngineProcess, stop_engines
+
+BEGIN, END = markers("gateway-routing")
+DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_gwroute"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/11"
+VAR = REPO_ROOT / "var" / "bench" / "gateway-routing"
+QUEUE = "bench-gwroute"
+ENGINE_NAMES = ("route-a", "route-b")
+MAX_LORAS, MAX_CPU_LORAS = 2, 3
+PROMPT = "Tell me about tea."
+MAX_TOKENS = 4
+REQUEST_TIMEOUT_S = 180.0  # bounds a stuck request; nothing is judged by it
+TAIL_S = 300.0  # after the last arrival, the longest a replay waits for its stragglers
+
+
+# --- results and the arithmetic on them (tests/bench/test_gateway_bench_report.py) ---
+
+
+@dataclass
+class Replay:
+    """One replay of the trace through one engine choice."""
+
+    choice: str
+    samples: list[gs.Sample]
+    ranks: list[int]  # the adapter's popularity rank of each sample (0 = most popular)
+    loads: int  # FleetAction load rows (ok) in the replay's window
+    load_failures: int
+    evictions: int  # FleetAction evict rows (ok) in the window
+    load_ms: list[float]  # those loads' latencies
+    served_from: dict[str, int]  # the gateway's counters: gpu / cpu / cold
+    seconds: float
+
+    @property
+    def ttft(self) -> gs.Summary:
+        return gs.summarize(self.samples, ttft=True)
+
+    def ttft_for(self, ranks: set[int]) -> gs.Summary | None:
+        picked = [s for s, r in zip(self.samples, self.ranks, strict=True) if r in ranks]
+        good = [s for s in picked if s.ok and s.ttft_ms is not None]
+        return gs.summarize(picked, ttft=True) if good else None
+
+
+def change(ours: float, theirs: float) -> float:
+    """Relative change of `ours` against `theirs` (-0.4 = 40% fewer)."""
+    return (ours - theirs) / theirs if theirs else 0.0
+
+
+@dataclass
+class RoutingResult:
+    replays: list[Replay]
+    requests: int
+    rate: float
+    adapters: int
+    zipf: float
+    seed: int
+    top_share: float  # the most popular adapter's share of the trace
+    distinct: int  # adapters the trace names at least once
+    machine: str
+    seconds: float
+    engine_start_s: list[float]
+    notes: list[str] = field(default_factory=list)
+
+    def replay(self, choice: str) -> Replay:
+        return next(r for r in self.replays if r.choice == choice)
+
+
+def _ms(summary: gs.Summary | None, attr: str) -> str:
+    return "-" if summary is None else f"{getattr(summary, attr):.0f}"
+
+
+def _table(r: RoutingResult) -> list[str]:
+    head = max(1, r.adapters // 8)  # the two most popular of 16
+    lines = [
+        "| engine choice | requests ok (failed) | cold loads (FleetAction) | failed loads | "
+        "evictions | gateway: gpu / cpu / cold | load p50 ms | TTFT p50 ms | **TTFT p99 ms** "
+        f"| TTFT p99, top {head} adapters ms | TTFT p99, the rest ms | replay s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in r.replays:
+        t = p.ttft
+        top, rest = p.ttft_for(set(range(head))), p.ttft_for(set(range(head, r.adapters)))
+        load_p50 = f"{gs.percentile(p.load_ms, 0.5):.0f}" if p.load_ms else "-"
+        sf = p.served_from
+        lines.append(
+            f"| {p.choice} | {t.n} ({t.errors}) | **{p.loads}** | {p.load_failures} | "
+            f"{p.evictions} | {sf.get('gpu', 0)} / {sf.get('cpu', 0)} / {sf.get('cold', 0)} | "
+            f"{load_p50} | {t.p50:.0f} | **{t.p99:.0f}** | {_ms(top, 'p99')} | "
+            f"{_ms(rest, 'p99')} | {p.seconds:.0f} |"
+        )
+    return lines
+
+
+def _comparison(r: RoutingResult) -> list[str]:
+    choices = {p.choice for p in r.replays}
+    if not {"policy", "round_robin"} <= choices:
+        return []
+    ours, base = r.replay("policy"), r.replay("round_robin")
+    return [
+        f"Policy against round-robin: cold loads {ours.loads} vs {base.loads} "
+        f"({change(ours.loads, base.loads) * 100:+.0f}%), TTFT p99 {ours.ttft.p99:.0f} vs "
+        f"{base.ttft.p99:.0f} ms ({change(ours.ttft.p99, base.ttft.p99) * 100:+.0f}%), "
+        f"TTFT p50 {ours.ttft.p50:.0f} vs {base.ttft.p50:.0f} ms.",
+    ]
+
+
+def render(r: RoutingResult, command: str) -> str:
+    lines = [
+        BEGIN,
+        "## Gateway engine choice on real engines: cache-aware policy against round-robin",
+        "",
+        f"Command (one run produces every number below): `{command}`",
+        "",
+        f"Machine: {r.machine}; Python {platform.python_version()}. Two CPU vLLM 0.32 engines "
+        f"(tiny Llama, float32, `--max-loras {MAX_LORAS} --max-cpu-loras {MAX_CPU_LORAS}`, "
+        "portal plugin; ready after "
+        + ", ".join(f"{s:.0f}" for s in r.engine_start_s)
+        + " s), one Celery worker (threads, 4) on the shared and both node queues, no beat; "
+        "the gateway (portal.asgi, one uvicorn process) fresh for each replay; PostgreSQL and "
+        f"Redis on loopback. Run took {r.seconds:.0f} s.",
+        "",
+        f"Trace (seed {r.seed}): {r.requests} streaming chat requests (max_tokens {MAX_TOKENS}) "
+        f"over {r.adapters} rank-8 adapters of one tenant, Zipf s={r.zipf:g} (the most popular "
+        f"adapter {r.top_share * 100:.0f}% of requests; {r.distinct} adapters named), open-loop "
+        f"Poisson arrivals at {r.rate:g}/s, the same trace for every replay. Before each replay "
+        "every adapter is evicted from both engines, staged copies and Residency rows deleted, "
+        "Redis flushed and the worker restarted. Cold loads: the worker's FleetAction `load` "
+        "rows in the replay (stage + verified load); the gateway's counters say where each "
+        "request was served from (cold = it waited for a load). TTFT at the client (send -> "
+        "first event carrying text), p99 by nearest rank.",
+        "",
+        *_table(r),
+        "",
+        *_comparison(r),
+    ]
+    if r.notes:
+        lines += ["", *r.notes]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+# --- the world ---
+
+
+@dataclass
+class Services:
+    engines: dict[str, EngineProcess] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+    worker: Any = None
+    gateway: Any = None
+
+    def start_engines(self, tiny: Path) -> None:
+        for name in ENGINE_NAMES:
+            self.keys[name] = secrets.token_hex(16)
+            config = gs.engine_config(
+                tiny, VAR, name, self.keys[name], max_loras=MAX_LORAS, max_cpu_loras=MAX_CPU_LORAS
+            )
+            self.engines[name] = EngineProcess(config).start()
+
+    def start_worker(self, env: dict[str, str]) -> None:
+        from portal.celery import app
+
+        queues = [QUEUE, *(f"{QUEUE}.node.{n}" for n in ENGINE_NAMES)]
+        cmd = [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", ",".join(queues)]
+        cmd += ["--pool", "threads", "--concurrency", "4", "-n", f"{QUEUE}@%h"]
+        cmd += ["--loglevel", "INFO", "--without-gossip", "--without-mingle"]
+        log = VAR / "worker.log"
+        self.worker = gs.spawn(cmd, log=log, env={**os.environ, **env})
+        deadline = time.monotonic() + 120
+        while not app.control.ping(destination=[f"{QUEUE}@{os.uname().nodename}"], timeout=0.5):
+            if self.worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"celery worker did not start: {log.read_text()[-2000:]}")
+
+    def stop_all(self) -> None:
+        gs.stop_group(self.gateway)
+        gs.stop_group(self.worker)
+        stop_engines(list(self.engines.values()))
+
+
+def seed_world(services: Services, tiny: Path, n: int) -> tuple[gs.Tenancy, list[str]]:
+    """The tenant, both engine rows and n adapters (one active version each); their names."""
+    from adapters.models import Adapter
+    from tests.workers.fleet import servable_version
+
+    tenancy = gs.seed_tenancy(tiny)
+    for name, proc in services.engines.items():
+        gs.engine_row(name, proc, tenancy.base)
+    names = []
+    for i in range(n):
+        adapter = Adapter.objects.create(
+            tenant=tenancy.tenant,
+            name=f"a{i:02d}",
+            base_model=tenancy.base,
+            max_concurrent_requests=64,
+        )
+        servable_version(adapter, VAR / "src", seed=100 + i)
+        names.append(adapter.name)
+    return tenancy, names
+
+
+async def _empty_engine(proc: EngineProcess, key: str) -> None:
+    from workers.vllm_client import VLLMClient
+
+    async with VLLMClient(proc.base_url, engine_key=key) as client:
+        for entry in (await client.residency()).get("registered", []):
+            await client.evict(entry["name"])
+        for lora_id in (await client.residency()).get("orphaned_ids", []):
+            await client.evict(lora_int_id=lora_id)
+
+
+def reset_fleet(services: Services, env: dict[str, str]) -> None:
+    """Every replay starts from nothing: engines, node disks, Residency rows, Redis, worker."""
+    from workers.models import Residency
+
+    gs.stop_group(services.worker)
+    for name, proc in services.engines.items():
+        asyncio.run(_empty_engine(proc, services.keys[name]))
+        root = Path(proc.config.adapter_root or "")
+        for child in root.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    Residency.objects.all().delete()
+    gs.flush_redis(env["REDIS_URL"])
+    services.start_worker(env)
+
+
+def gateway_counters(redis_url: str) -> dict[str, int]:
+    """Requests served from gpu / cpu / cold, summed over versions (lp:gwm:counters)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        fields = client.hgetall("lp:gwm:counters")
+    finally:
+        client.close()
+    out: dict[str, int] = {}
+    for key, value in fields.items():
+        what = key.decode().rsplit("|", 1)[-1]
+        if what in ("gpu", "cpu", "cold"):
+            out[what] = out.get(what, 0) + int(value)
+    return out
+
+
+def fleet_actions(since: float) -> tuple[int, int, int, list[float]]:
+    """(loads ok, loads failed, evictions + unloads ok, load latencies ms) since `since` (epoch s)."""
+    from workers.models import FleetAction
+
+    rows = FleetAction.objects.filter(created_at__gte=datetime.fromtimestamp(since, UTC))
+    loads = list(rows.filter(kind="load", ok=True).values_list("latency_ms", flat=True))
+    failed = rows.filter(kind="load", ok=False).count()
+    evictions = rows.filter(kind__in=("evict", "unload"), ok=True).count()
+    return len(loads), failed, evictions, [ms for ms in loads if ms is not None]
+
+
+async def replay_trace(
+    target: gs.Target, adapters: list[int], arrivals: list[float], names: list[str]
+) -> list[gs.Sample]:
+    """Open loop: request i leaves at arrivals[i] whatever happened to the others."""
+    bodies = {
+        rank: gs.request_body(
+            gs.Target(target.name, target.base_url, names[rank], target.headers),
+            chat=True,
+            stream=True,
+            max_tokens=MAX_TOKENS,
+            text=PROMPT,
+        )
+        for rank in set(adapters)
+    }
+    async with gs.new_client(concurrency=len(adapters), timeout=REQUEST_TIMEOUT_S) as client:
+        started = time.perf_counter()
+
+        async def one(at: float, rank: int) -> gs.Sample:
+            await asyncio.sleep(max(0.0, at - (time.perf_counter() - started)))
+            return await gs.send_one(client, target, chat=True, stream=True, body=bodies[rank])
+
+        tasks = [
+            asyncio.create_task(one(at, rank)) for at, rank in zip(arrivals, adapters, strict=True)
+        ]
+        done, pending = await asyncio.wait(tasks, timeout=arrivals[-1] + TAIL_S)
+        for task in pending:
+            task.cancel()
+        return [
+            t.result() if t in done else gs.Sample(False, 0, 0.0, error="replay deadline")
+            for t in tasks
+        ]
+
+
+def run_replay(
+    choice: str,
+    services: Services,
+    env: dict[str, str],
+    tenancy: gs.Tenancy,
+    names: list[str],
+    trace: tuple[list[int], list[float]],
+) -> Replay:
+    reset_fleet(services, env)
+    services.gateway, url = gs.start_gateway(
+        env, VAR / f"gateway-{choice}.log", cpus=None, extra={"GATEWAY_ENGINE_CHOICE": choice}
+    )
+    target = gs.Target(choice, url, "", {"authorization": f"Bearer {tenancy.token}"})
+    adapters, arrivals = trace
+    started = time.time()
+    samples = asyncio.run(replay_trace(target, adapters, arrivals, names))
+    seconds = time.time() - started
+    time.sleep(2.5)  # the gateway flushes its counters once a second
+    loads, failed, evictions, load_ms = fleet_actions(started)
+    counters = gateway_counters(env["REDIS_URL"])
+    gs.stop_group(services.gateway)
+    services.gateway = None
+    errors = [s.error for s in samples if not s.ok]
+    if errors:
+        print(f"{choice}: {len(errors)} failed requests, e.g. {errors[:3]}")
+    return Replay(choice, samples, adapters, loads, failed, evictions, load_ms, counters, seconds)
+
+
+def measure(args: argparse.Namespace, services: Services, db_url: str) -> RoutingResult:
+    started, load_before = time.time(), os.getloadavg()[0]
+    tiny = gs.tiny_model()
+    services.start_engines(tiny)
+    redis_url = os.environ.get("BENCH_GATEWAY_ROUTING_REDIS_URL", DEFAULT_REDIS_URL)
+    env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys=services.keys)
+    env.update({"CELERY_TASK_DEFAULT_QUEUE": QUEUE, "ENGINE_QUEUE_PREFIX": f"{QUEUE}.node."})
+    gs.django_setup(env, db_url)
+    tenancy, names = seed_world(services, tiny, args.adapters)
+    engine_start_s = [p.wait_ready(timeout=gs.READY_TIMEOUT_S) for p in services.engines.values()]
+    adapters = gs.zipf_trace(args.requests, args.adapters, args.zipf, args.seed)
+    arrivals = gs.poisson_arrivals(args.requests, args.rate, args.seed)
+    replays = [
+        run_replay(choice, services, env, tenancy, names, (adapters, arrivals))
+        for choice in args.choices.split(",")
+    ]
+    return RoutingResult(
+        replays=replays,
+        requests=args.requests,
+        rate=args.rate,
+        adapters=args.adapters,
+        zipf=args.zipf,
+        seed=args.seed,
+        top_share=adapters.count(0) / len(adapters),
+        distinct=len(set(adapters)),
+        machine=gs.machine_note(load_before, list(services.engines.values())),
+        seconds=time.time() - started,
+        engine_start_s=engine_start_s,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--rate", type=float, default=4.0, help="arrivals per second")
+    parser.add_argument("--adapters", type=int, default=16)
+    parser.add_argument("--zipf", type=float, default=1.1)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--choices", default="policy,round_robin")
+    parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
+    parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
+    args = parser.parse_args()
+
+    from bench.list_versions import drop_database
+
+    shutil.rmtree(VAR, ignore_errors=True)
+    VAR.mkdir(parents=True)
+    db_url = os.environ.get("BENCH_GATEWAY_ROUTING_DATABASE_URL", DEFAULT_DB_URL)
+    services = Services()
+    try:
+        with gs.sigterm_runs_cleanup():
+            result = measure(args, services, db_url)
+    finally:
+        services.stop_all()
+        if os.environ.get("DATABASE_URL") == db_url:  # measure() got as far as its database
+            gs.flush_redis(os.environ["REDIS_URL"])
+            if not args.keep_db:
+                drop_database(db_url)
+    (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
+    section = render(result, " ".join([".venv/bin/python -m bench.gateway_routing", *sys.argv[1:]]))
+    print(section)
+    if args.write_docs:
+        write_section("gateway-routing", section)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,482 @@
+"""What the gateway benchmarks share (bench/gateway_overhead.py, bench/gateway_routing.py): the
+pure arithmetic of their reports, an async load generator, and the processes they start (CPU
+engines, the portal's uvicorn, a Celery worker) on a database and Redis of their own.
+
+The arithmetic and the load generator need no Django; everything below `# --- processes` does
+only once `django_setup` has run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+import orjson
+
+from engine.launcher import ENGINE_PYTHON, REPO_ROOT, EngineConfig, EngineProcess
+
+READY_TIMEOUT_S = 600.0  # bounds a broken start only; nothing is judged by it
+
+
+# --- arithmetic (tests/bench/test_gateway_bench_report.py) ---
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest rank: the smallest value with at least q of the samples at or below it."""
+    if not values:
+        raise ValueError("no samples")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One request as the client saw it; times in ms from sending the request."""
+
+    ok: bool
+    status: int
+    total_ms: float
+    ttft_ms: float | None = None  # streaming: the first event that carries a token
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    errors: int
+    p50: float
+    p99: float
+    mean: float
+
+    @classmethod
+    def of(cls, values: Sequence[float], errors: int = 0) -> Summary:
+        return cls(
+            n=len(values),
+            errors=errors,
+            p50=percentile(values, 0.5),
+            p99=percentile(values, 0.99),
+            mean=sum(values) / len(values),
+        )
+
+
+def summarize(samples: Sequence[Sample], *, ttft: bool) -> Summary:
+    """p50/p99 of the successful samples' total time (or TTFT); failures only counted."""
+    good = [s for s in samples if s.ok and (s.ttft_ms is not None or not ttft)]
+    values = [s.ttft_ms if ttft else s.total_ms for s in good]
+    return Summary.of([v for v in values if v is not None], errors=len(samples) - len(good))
+
+
+def zipf_weights(k: int, s: float) -> list[float]:
+    """Popularity of ranks 1..k under Zipf(s), summing to 1."""
+    raw = [1 / (rank**s) for rank in range(1, k + 1)]
+    total = sum(raw)
+    return [w / total for w in raw]
+
+
+def zipf_trace(n: int, k: int, s: float, seed: int) -> list[int]:
+    """n draws of ranks 0..k-1 (0 the most popular), reproducible from the seed."""
+    rng = random.Random(seed)
+    return rng.choices(range(k), weights=zipf_weights(k, s), k=n)
+
+
+def poisson_arrivals(n: int, rate: float, seed: int) -> list[float]:
+    """Send times in seconds from the start: exponential gaps at `rate` per second."""
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(rate)
+    return out
+
+
+def first_token_at(event: bytes) -> bool:
+    """Whether one SSE `data:` event carries generated text (chat delta or completion text)."""
+    data = event.strip()
+    if not data.startswith(b"data:"):
+        return False
+    data = data[5:].strip()
+    if data == b"[DONE]":
+        return False
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    choices = parsed.get("choices") if isinstance(parsed, dict) else None
+    for choice in choices or []:
+        delta = choice.get("delta") or {}
+        if delta.get("content") or choice.get("text"):
+            return True
+    return False
+
+
+# --- the load generator ---
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one kind of request goes: the engine itself, or a proxy in front of it."""
+
+    name: str
+    base_url: str
+    model: str
+    headers: dict[str, str]
+
+
+def request_body(target: Target, *, chat: bool, stream: bool, max_tokens: int, text: str) -> bytes:
+    body: dict[str, Any] = {
+        "model": target.model,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": stream,
+    }
+    if chat:
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    return orjson.dumps(body)
+
+
+async def send_one(
+    client: httpx.AsyncClient, target: Target, *, chat: bool, stream: bool, body: bytes
+) -> Sample:
+    """One request; for a stream, TTFT is when the first event carrying text arrived."""
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    headers = {"content-type": "application/json", **target.headers}
+    started = time.perf_counter()
+    ttft: float | None = None
+    try:
+        async with client.stream(
+            "POST", target.base_url + path, content=body, headers=headers
+        ) as response:
+            if not stream or response.status_code != 200:
+                data = await response.aread()
+                ok = response.status_code == 200
+                error = "" if ok else data[:300].decode(errors="replace")
+                elapsed = (time.perf_counter() - started) * 1000
+                return Sample(ok, response.status_code, elapsed, error=error)
+            buffer = b""
+            async for chunk in response.aiter_raw():
+                if ttft is None:
+                    buffer += chunk
+                    while b"\n\n" in buffer and ttft is None:
+                        event, buffer = buffer.split(b"\n\n", 1)
+                        if first_token_at(event):
+                            ttft = (time.perf_counter() - started) * 1000
+            done = time.perf_counter()
+            return Sample(
+                ttft is not None, 200, (done - started) * 1000, ttft, "" if ttft else "no token"
+            )
+    except httpx.HTTPError as exc:
+        return Sample(False, 0, (time.perf_counter() - started) * 1000, error=repr(exc)[:300])
+
+
+def new_client(concurrency: int, timeout: float = 120.0) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout, connect=5.0),
+        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+    )
+
+
+async def closed_loop(
+    target: Target,
+    *,
+    count: int,
+    concurrency: int,
+    body: bytes,
+    chat: bool,
+    stream: bool,
+    deadline_s: float,
+) -> tuple[list[Sample], float]:
+    """`count` requests, `concurrency` at a time, each sent as soon as one finishes; stops
+    early at `deadline_s`. Returns the samples and the wall time."""
+    samples: list[Sample] = []
+    issued = 0
+    started = time.perf_counter()
+    async with new_client(concurrency) as client:
+
+        async def worker() -> None:
+            nonlocal issued
+            while issued < count and time.perf_counter() - started < deadline_s:
+                issued += 1
+                samples.append(await send_one(client, target, chat=chat, stream=stream, body=body))
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return samples, time.perf_counter() - started
+
+
+# --- processes ---
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and all its live descendants (from /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                children = (task / "children").read_text().split()
+                todo += [int(c) for c in children]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+@contextlib.contextmanager
+def pinned_to(cpus: set[int]) -> Iterator[None]:
+    """This process (the load generator) on `cpus` only, while the block runs."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def spawn(
+    cmd: list[str], *, log: Path, env: dict[str, str], cpus: str | None = None
+) -> subprocess.Popen[bytes]:
+    """A process group of its own (so stop_group ends all of it), optionally under taskset."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    prefix = ["taskset", "-c", cpus] if cpus else []
+    return subprocess.Popen(
+        prefix + cmd,
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_group(proc: subprocess.Popen[bytes] | None, timeout: float = 20.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
+    """Until `url` answers at all (any HTTP status); raise with the log's tail if it dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args} exited:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            urllib.request.urlopen(url, timeout=1)  # noqa: S310 - a loopback URL we built
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer in {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def sigterm_runs_cleanup() -> Iterator[None]:
+    """SIGTERM (a timeout, `kill`) becomes KeyboardInterrupt, so `finally` stops everything."""
+
+    def _raise(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def tiny_model() -> Path:
+    """var/tiny (the engine kit's tiny Llama), built with the engine's interpreter if missing."""
+    from engine.tiny_model import is_complete
+
+    out = Path(os.environ.get("PORTAL_TINY_MODEL_DIR", REPO_ROOT / "var" / "tiny")).resolve()
+    if not is_complete(out):
+        if not ENGINE_PYTHON.exists():
+            sys.exit(f"{ENGINE_PYTHON} is missing: run `make engine-venv` first")
+        subprocess.run(
+            [str(ENGINE_PYTHON), "-m", "engine.tiny_model", "--out", str(out)],
+            cwd=REPO_ROOT,
+            check=True,
+        )
+    return out
+
+
+def engine_config(
+    tiny: Path, var: Path, name: str, key: str, *, max_loras: int, max_cpu_loras: int
+) -> EngineConfig:
+    return EngineConfig(
+        model=tiny / "base",
+        port=free_port(),
+        max_loras=max_loras,
+        max_cpu_loras=max_cpu_loras,
+        max_lora_rank=32,
+        adapter_root=var / f"{name}-adapters",
+        log_path=var / f"{name}.log",
+        engine_key=key,
+        die_with_parent=True,
+    )
+
+
+def other_vllm_engines(own: Sequence[EngineProcess]) -> int:
+    """How many vLLM API servers run on this machine besides ours (others' tests, benches)."""
+    mine = {e.pid for e in own}
+    count = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) in mine:
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        count += b"vllm.entrypoints.openai.api_server" in cmd
+    return count
+
+
+def machine_note(started_load: float, own: Sequence[EngineProcess]) -> str:
+    return (
+        f"{os.cpu_count()} cores; load average {started_load:.1f} when the run started and "
+        f"{os.getloadavg()[0]:.1f} at its end; {other_vllm_engines(own)} other vLLM engines "
+        "running at the end (other engineers' tests)"
+    )
+
+
+# --- Django: the bench's own database and Redis ---
+
+
+def service_env(*, db_url: str, redis_url: str, var: Path, keys: dict[str, str]) -> dict[str, str]:
+    """The environment of the bench and of every portal process it starts."""
+    import json
+
+    return {
+        "DJANGO_SETTINGS_MODULE": "tests.settings",  # production settings, DEBUG off
+        "DATABASE_URL": db_url,
+        "REDIS_URL": redis_url,
+        "PORTAL_VAR_DIR": str(var / "portal"),
+        "ADAPTER_STORAGE_BACKEND": "local",
+        "ADAPTER_STORAGE_ROOT": str(var / "storage"),
+        "PORTAL_ENGINE_KEYS": json.dumps(keys),
+        "CHANNELS_PREFIX": f"bench-{var.name}",
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+def django_setup(env: dict[str, str], db_url: str) -> None:
+    """Fresh database (dropped and created), Redis DB flushed, Django set up and migrated."""
+    from bench.list_versions import recreate_database
+
+    os.environ.update(env)
+    flush_redis(env["REDIS_URL"])
+    recreate_database(db_url)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def flush_redis(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()  # the bench's own database only
+    finally:
+        client.close()
+
+
+@dataclass
+class Tenancy:
+    tenant: Any
+    owner: Any
+    token: str  # plaintext inference token bound to the tenant
+    base: Any
+
+
+def seed_tenancy(tiny: Path) -> Tenancy:
+    """One tenant with an owner, an inference token and the tiny base model; no rate limit in
+    reach (the check still runs on every request)."""
+    from django.contrib.auth import get_user_model
+
+    from adapters.services.registry import base_model_register_from_dir
+    from engine.sample_adapters import TINY_BASE_MODEL_NAME
+    from tenants.models import Membership, Tenant
+    from tenants.tokens import token_issue
+
+    tenant = Tenant.objects.create(
+        slug="bench", name="Bench", slo_class="silver", quota_requests_per_minute=2_000_000_000
+    )
+    owner = get_user_model().objects.create_user(username="bench-owner")
+    Membership.objects.create(user=owner, tenant=tenant, role="owner")
+    token = token_issue(user=owner, scopes=["inference"], tenant=tenant)
+    base = base_model_register_from_dir(
+        actor=None, name=TINY_BASE_MODEL_NAME, model_dir=tiny / "base"
+    )
+    return Tenancy(tenant, owner, token.plaintext, base)
+
+
+def engine_row(name: str, proc: EngineProcess, base: Any) -> Any:
+    from workers.models import Engine, EngineState
+
+    config = proc.config
+    return Engine.objects.create(
+        name=name,
+        base_model=base,
+        url=proc.base_url,
+        served_model_name=config.served_model_name,
+        max_loras=config.max_loras,
+        max_cpu_loras=config.max_cpu_loras or config.max_loras,
+        max_lora_rank=config.max_lora_rank,
+        max_num_seqs=config.max_num_seqs,
+        adapter_root=str(Path(config.adapter_root or "").resolve()),
+        has_plugin=True,
+        state=EngineState.UP,
+        pool="shared",
+    )
+
+
+def start_gateway(
+    env: dict[str, str], log: Path, *, cpus: str | None, extra: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """portal.asgi under one uvicorn process (the gateway beside Django), as deployed."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--workers", "1", "--lifespan", "off", "--no-access-log"]
+    proc = spawn(cmd, log=log, env={**os.environ, **env, **(extra or {})}, cpus=cpus)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/v1/models", proc, log)
+    return proc, base
