@@ -28,7 +28,7 @@ from workers.cache_policy import (
 from workers.cache_policy.rules import gpu_demotion_victim
 from workers.controller_plan import WANT_ON_DEMAND, WANT_PINNED, WANT_WARM, EnginePlan
 
-DEFAULT_LOAD_COST_S = 0.5  # workers.controller.DEFAULT_LOAD_COST_S
+DEFAULT_LOAD_COST_S = 0.5  # workers.engine_view.DEFAULT_LOAD_COST_S
 SLO_MIX = (("gold", 0.1), ("silver", 0.3), ("bronze", 0.6))
 PIN_QUOTA = {"gold": 2, "silver": 1, "bronze": 0}  # Tenant.quota_pinned_slots by class
 RANKS = ((8, 0.4), (16, 0.3), (32, 0.2), (64, 0.1))
@@ -202,7 +202,7 @@ def _version_info(meta: VersionMeta, row: Row | None) -> VersionInfo:
 def build_snapshot(
     fleet: Fleet, engine: SimEngine, *, now: float, in_flight: dict[str, int] | None = None
 ) -> EngineSnapshot:
-    """workers.controller.build_snapshot's loop over plain rows (a plugin engine)."""
+    """workers.engine_view.build_snapshot's loop over plain rows (a plugin engine)."""
     inflight = in_flight or {}
     gpu = {n for n, r in engine.held.items() if r.tier == "gpu"}
     pinned = {n for n, r in engine.held.items() if r.pinned}

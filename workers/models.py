@@ -38,7 +38,7 @@ class Engine(models.Model):
     )
     has_plugin = models.BooleanField(default=False)
     # Whether the plugin can see which adapters sit in GPU slots; if not, the hot tier is
-    # inferred from recency (workers.controller.infer_gpu).
+    # inferred from recency (workers.engine_view.infer_gpu).
     gpu_observed = models.BooleanField(default=False)
     required = models.BooleanField(
         default=True, help_text="Whether /healthz is degraded when this engine is down"

@@ -15,6 +15,7 @@ from adapters.models import AdapterVersion
 from workers.alarms import alarm_clear
 from workers.desired import enqueue_converge
 from workers.models import AlarmKind, Engine, EngineState, FleetAction, Residency
+from workers.node_copies import quarantine_version_copy
 from workers.selectors import holdable
 from workers.staging import NodeCopyInvalid, cleanup_node, stage_on_node
 
@@ -33,8 +34,6 @@ def reconcile_fleet_pass() -> dict[str, str]:
 
 def stage_version_on_engine(*, engine_id: int, version_id: int) -> str:
     """Pre-stage a version's files on the engine's node (idempotent); quarantine a bad copy."""
-    from workers.controller import _quarantine
-
     engine = Engine.objects.filter(pk=engine_id).first()
     version = (
         AdapterVersion.objects.select_related("adapter__tenant", "tenant")
@@ -47,7 +46,7 @@ def stage_version_on_engine(*, engine_id: int, version_id: int) -> str:
     try:
         result = stage_on_node(adapter_root=engine.adapter_root, version=version)
     except NodeCopyInvalid as bad:
-        _quarantine(engine, version, row, bad)
+        quarantine_version_copy(engine, version, row, bad)
         result = stage_on_node(adapter_root=engine.adapter_root, version=version)
     row.staged_at = timezone.now()
     row.save(update_fields=["staged_at", "updated_at"])
