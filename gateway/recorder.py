@@ -7,7 +7,7 @@ cardinality stays bounded with thousands of adapters:
 - `lp:gwm:counters` fields `tenant|adapter|version|what` (requests, errors, gpu/cpu/cold hits,
   tokens in/out, sums of ttft/e2e/load ms) - monotonic, what /metrics exports;
 - `lp:gwm:ttft` / `lp:gwm:e2e` fields `tenant|adapter|le` - histogram buckets (ms);
-- `lp:gwm:sec:<epoch second>` and `lp:gwm:min:<epoch minute>` fields `tenant|adapter|what` -
+- `lp:gwm:sec:<epoch second>` and `lp:gwm:min:<epoch minute>` fields `tenant|adapter|version|what` -
   time series for the live charts (kept 10 minutes) and the history (kept 2 days);
 - `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|requests|in|out` - chargeback, persisted
   to gateway.DailyUsage by a task.
@@ -78,6 +78,7 @@ class Recorder:
             ("lp:gwm:counters", f"{key}|e2e_ms_sum", round(m.e2e_ms)),
             ("lp:gwm:e2e", f"{short}|{bucket(m.e2e_ms)}", 1),
             (f"lp:gwm:sec:{sec}", f"{key}|requests", 1),
+            (f"lp:gwm:sec:{sec}", f"{key}|{m.served_from}", 1),
             (f"lp:gwm:min:{minute}", f"{key}|requests", 1),
             (f"lp:gwm:min:{minute}", f"{key}|{m.served_from}", 1),
             (f"lp:gwm:min:{minute}", f"{key}|tokens_out", m.completion_tokens),
