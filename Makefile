@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-validation bench-upload bench-list bench-fleet-scale bench-fleet-real deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-validation bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -48,7 +48,7 @@ lint: venv
 	@.venv/bin/ruff format --check .
 
 # Every benchmark; each rewrites only its own section of docs/benchmarks.md.
-bench: bench-validation bench-upload bench-list bench-cache bench-fleet-scale bench-fleet-real
+bench: bench-validation bench-upload bench-list bench-cache bench-fleet-scale bench-fleet-real bench-gateway
 
 bench-validation: venv
 	@$(PY) -m bench.validation_throughput --sizes-mib 1024,256 --repeat 5 --write-docs
@@ -72,3 +72,17 @@ bench-fleet-real: venv services engine-venv tiny-model
 # docs/img/cachesim-*.png; a few minutes on 2 cores.
 bench-cache: venv
 	@$(PY) -m bench.cachesim.report
+
+# LiteLLM's proxy (pinned) in .venv-litellm, only for the gateway overhead comparison.
+litellm-venv:
+	@bench/setup_litellm.sh
+
+# The gateway on real CPU engines: what it adds per request against the engine and LiteLLM's
+# proxy (one engine, ~8 min), and its engine choice against round-robin (two engines, ~10 min).
+bench-gateway: bench-gateway-overhead bench-gateway-routing
+
+bench-gateway-overhead: venv services engine-venv tiny-model litellm-venv
+	@$(PY) -m bench.gateway_overhead --requests 300 --load-requests 2000 --concurrency 16 --profile --write-docs
+
+bench-gateway-routing: venv services engine-venv tiny-model
+	@$(PY) -m bench.gateway_routing --requests 400 --rate 4 --adapters 16 --zipf 1.1 --seed 1 --write-docs

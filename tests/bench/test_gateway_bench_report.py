@@ -1,0 +1,229 @@
+"""The gateway benchmarks' arithmetic and reports on made-up numbers (no engines, no database):
+bench/gateway_support.py, bench/gateway_overhead.py and bench/gateway_routing.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bench import gateway_overhead as overhead
+from bench import gateway_routing as routing
+from bench import gateway_support as gs
+from bench.docs_section import write_section
+
+
+def _ok(ms: float, ttft: float | None = None) -> gs.Sample:
+    return gs.Sample(True, 200, ms, ttft)
+
+
+def _failed() -> gs.Sample:
+    return gs.Sample(False, 503, 5.0, error="engine_unavailable")
+
+
+# --- percentiles and summaries ---
+
+
+def test_percentile_is_the_nearest_rank():
+    values = [float(v) for v in range(100, 0, -1)]  # 100..1, unsorted on purpose
+    assert gs.percentile(values, 0.5) == 50.0
+    assert gs.percentile(values, 0.99) == 99.0
+    assert gs.percentile(values, 1.0) == 100.0
+    assert gs.percentile([7.0], 0.99) == 7.0
+    # 10 samples: p99 is the 10th, the slowest (no interpolation)
+    assert gs.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 50], 0.99) == 50
+    with pytest.raises(ValueError):
+        gs.percentile([], 0.5)
+
+
+def test_summaries_leave_failures_out_of_the_percentiles_and_count_them():
+    samples = [_ok(10.0, 4.0), _ok(20.0, 6.0), _failed(), _ok(30.0, None)]
+    total = gs.summarize(samples, ttft=False)
+    assert (total.n, total.errors, total.p50, total.p99) == (3, 1, 20.0, 30.0)
+    assert total.mean == pytest.approx(20.0)
+    # TTFT: a stream that never carried a token does not count as a time
+    ttft = gs.summarize(samples, ttft=True)
+    assert (ttft.n, ttft.errors, ttft.p50, ttft.p99) == (2, 2, 4.0, 6.0)
+
+
+# --- traces ---
+
+
+def test_zipf_weights_fall_with_rank_and_sum_to_one():
+    weights = gs.zipf_weights(16, 1.1)
+    assert sum(weights) == pytest.approx(1.0)
+    assert weights == sorted(weights, reverse=True)
+    assert weights[0] / weights[1] == pytest.approx(2**1.1)
+
+
+def test_a_trace_is_the_same_for_the_same_seed_and_skewed():
+    a = gs.zipf_trace(2000, 16, 1.1, seed=3)
+    assert a == gs.zipf_trace(2000, 16, 1.1, seed=3)
+    assert a != gs.zipf_trace(2000, 16, 1.1, seed=4)
+    assert set(a) <= set(range(16))
+    assert a.count(0) > a.count(1) > a.count(15)
+
+
+def test_poisson_arrivals_start_at_zero_rise_and_keep_the_rate():
+    times = gs.poisson_arrivals(4000, 4.0, seed=1)
+    assert times[0] == 0.0
+    assert all(b > a for a, b in zip(times, times[1:], strict=False))
+    assert times == gs.poisson_arrivals(4000, 4.0, seed=1)
+    assert len(times) / times[-1] == pytest.approx(4.0, rel=0.1)
+
+
+# --- reading streams ---
+
+
+def _event(payload: object) -> bytes:
+    return b"data: " + orjson.dumps(payload)
+
+
+@pytest.mark.parametrize(
+    ("event", "carries"),
+    [
+        (_event({"choices": [{"delta": {"role": "assistant", "content": ""}}]}), False),
+        (_event({"choices": [{"delta": {"content": "Tea"}}]}), True),
+        (_event({"choices": [{"text": " is"}]}), True),
+        (_event({"choices": [], "usage": {"completion_tokens": 4}}), False),
+        (b"data: [DONE]", False),
+        (b": keep-alive", False),
+        (b"data: {not json", False),
+        (_event(["a", "list"]), False),
+    ],
+)
+def test_first_token_is_the_first_event_with_text(event, carries):
+    assert gs.first_token_at(event) is carries
+
+
+def test_cpu_seconds_reads_this_process_and_ignores_a_missing_one():
+    assert gs.cpu_seconds(__import__("os").getpid()) > 0
+    assert gs.cpu_seconds(2**22 + 12345) == 0.0  # above pid_max: never a live process
+
+
+# --- the overhead report ---
+
+
+def _summary(p50: float, p99: float, errors: int = 0) -> gs.Summary:
+    return gs.Summary(n=300, errors=errors, p50=p50, p99=p99, mean=p50)
+
+
+def _overhead(gateway_add: float = 0.8, gateway_cpu: float = 2.0) -> overhead.OverheadResult:
+    latency = {
+        label: {
+            "direct": _summary(10.0, 20.0),
+            "gateway": _summary(10.0 + gateway_add, 20.0 + 3 * gateway_add),
+            "litellm": _summary(16.0, 40.0, errors=1),
+        }
+        for label, *_ in overhead.KINDS
+    }
+    throughput = [
+        overhead.Throughput("direct", 2000, 0, 40.0, None),
+        overhead.Throughput("gateway", 2000, 0, 40.0, gateway_cpu),
+        overhead.Throughput("litellm", 2000, 0, 40.0, 16.0),
+    ]
+    return overhead.OverheadResult(
+        latency=latency,
+        throughput=throughput,
+        requests=300,
+        concurrency=16,
+        litellm_version="1.108.7",
+        machine="2 cores",
+        seconds=300.0,
+        engine_start_s=40.0,
+    )
+
+
+def test_throughput_per_core_is_requests_over_the_proxys_cpu_seconds():
+    row = overhead.Throughput("gateway", 2000, 100, 40.0, 5.0)
+    assert row.rps == pytest.approx(1900 / 40)
+    assert row.rps_per_core == pytest.approx(1900 / 5)
+    assert row.busy == pytest.approx(5 / 40)
+    assert row.cpu_ms_per_request == pytest.approx(2.5)
+    direct = overhead.Throughput("direct", 2000, 0, 40.0, None)
+    assert direct.rps_per_core is None and direct.busy is None
+
+
+def test_overhead_goals_met_and_missed():
+    good = _overhead(gateway_add=0.8, gateway_cpu=2.0)  # 1000 vs 125 req/s per core: 8x
+    assert good.added("chat", "gateway") == pytest.approx((0.8, 2.4))
+    assert good.rps_ratio() == pytest.approx(8.0)
+    assert [met for *_, met in good.goals()] == [True, True, True]
+
+    slow = _overhead(gateway_add=4.0, gateway_cpu=10.0)  # p50 +4, p99 +12, 1.6x
+    assert [met for *_, met in slow.goals()] == [False, False, False]
+
+
+def test_overhead_report_has_the_numbers_and_the_verdicts(tmp_path: Path):
+    text = overhead.render(_overhead(gateway_add=4.0), "python -m bench.gateway_overhead")
+    assert text.startswith(overhead.BEGIN) and text.rstrip().endswith(overhead.END)
+    assert "`python -m bench.gateway_overhead`" in text
+    assert (
+        "| chat (max_tokens 1) | total | 10.00 / 20.00 | 14.00 / 32.00 | **+4.00 / +12.00**" in text
+    )
+    assert "| completions, streaming (max_tokens 4) | TTFT |" in text
+    assert "0/0/1 |" in text  # LiteLLM's failed request is counted
+    assert "| gateway | 2000 (0) | 40.0 | 50 | 1.00 | 5% | 1000 |" in text
+    assert "| added p50 < 2 ms (worst kind) | 4.00 ms | NO |" in text
+    assert "| >= 2x LiteLLM's requests per second per core | 8.00x | yes |" in text
+
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n")
+    write_section("gateway-overhead", text, doc=doc)
+    write_section("gateway-overhead", text, doc=doc)  # rewritten in place, not appended
+    assert doc.read_text().count(overhead.BEGIN) == 1
+
+
+# --- the routing report ---
+
+
+def _replay(choice: str, ttfts: list[float], loads: int, failed: int = 0) -> routing.Replay:
+    samples = [_ok(t + 50, t) for t in ttfts] + [_failed() for _ in range(failed)]
+    ranks = [i % 16 for i in range(len(samples))]
+    return routing.Replay(
+        choice=choice,
+        samples=samples,
+        ranks=ranks,
+        loads=loads,
+        load_failures=0,
+        evictions=loads - 6,
+        load_ms=[100.0, 200.0, 300.0],
+        served_from={"gpu": 80, "cpu": 5, "cold": loads},
+        seconds=100.0,
+    )
+
+
+def test_routing_sums_by_popularity_and_compares():
+    replay = _replay("policy", [float(t) for t in range(1, 101)], loads=20, failed=2)
+    assert replay.ttft.p99 == 99.0 and replay.ttft.errors == 2
+    top = replay.ttft_for({0, 1})  # ranks 0 and 1: samples 1, 2, 17, 18, ...
+    assert top is not None and top.n == 14
+    assert replay.ttft_for({99}) is None
+    assert routing.change(20, 40) == pytest.approx(-0.5)
+    assert routing.change(5, 0) == 0.0
+
+
+def test_routing_report_has_both_replays_and_the_comparison():
+    result = routing.RoutingResult(
+        replays=[
+            _replay("policy", [100.0] * 98 + [900.0, 1000.0], loads=20),
+            _replay("round_robin", [300.0] * 98 + [1800.0, 2000.0], loads=40, failed=3),
+        ],
+        requests=400,
+        rate=4.0,
+        adapters=16,
+        zipf=1.1,
+        seed=1,
+        top_share=0.31,
+        distinct=16,
+        machine="2 cores",
+        seconds=600.0,
+        engine_start_s=[60.0, 62.0],
+    )
+    text = routing.render(result, "python -m bench.gateway_routing")
+    assert text.startswith(routing.BEGIN) and text.rstrip().endswith(routing.END)
+    assert "| policy | 100 (0) | **20** | 0 | 14 | 80 / 5 / 20 | 200 | 100 | **900** |" in text
+    assert "| round_robin | 100 (3) | **40** |" in text
+    assert "cold loads 20 vs 40 (-50%), TTFT p99 900 vs 1800 ms (-50%)" in text
+    assert "FLEET_AUTO_PINS" in text
