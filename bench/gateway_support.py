@@ -220,6 +220,111 @@ async def closed_loop(
     return samples, time.perf_counter() - started
 
 
+class RawClient:
+    """One keep-alive HTTP/1.1 connection over asyncio streams: the load generator.
+
+    httpx spends ~5 ms of CPU per request here, more than the proxies measured; this spends
+    little, so one core of load can saturate a proxy on the other. Content-length and chunked
+    replies; for a stream, TTFT is when the first chunk carrying text arrived.
+    """
+
+    def __init__(self, base_url: str) -> None:
+        host_port = base_url.split("://", 1)[1].rstrip("/")
+        host, _, port = host_port.partition(":")
+        self.host, self.port = host, int(port or 80)
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    def request_bytes(self, path: str, headers: dict[str, str], body: bytes) -> bytes:
+        lines = [f"POST {path} HTTP/1.1", f"host: {self.host}:{self.port}"]
+        lines += ["content-type: application/json", f"content-length: {len(body)}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+    async def send(self, request: bytes, *, stream: bool) -> Sample:
+        started = time.perf_counter()
+        try:
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            assert self.reader is not None
+            self.writer.write(request)
+            status, close, data, ttft = await self._response(self.reader, stream, started)
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            await self.close()
+            return Sample(False, 0, (time.perf_counter() - started) * 1000, error=repr(exc)[:300])
+        if close:
+            await self.close()
+        total = (time.perf_counter() - started) * 1000
+        if status != 200:
+            return Sample(False, status, total, error=data[:300].decode(errors="replace"))
+        if stream and ttft is None:
+            return Sample(False, status, total, error="no token")
+        return Sample(True, status, total, ttft)
+
+    async def _response(
+        self, reader: asyncio.StreamReader, stream: bool, started: float
+    ) -> tuple[int, bool, bytes, float | None]:
+        status = int((await reader.readline()).split(b" ", 2)[1])
+        length, chunked, close = 0, False, False
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding" and b"chunked" in value:
+                chunked = True
+            elif name == b"connection" and value == b"close":
+                close = True
+        if not chunked:
+            return status, close, await reader.readexactly(length), None
+        ttft: float | None = None
+        parts, events = [], b""
+        while size := int((await reader.readline()).split(b";", 1)[0], 16):
+            chunk = await reader.readexactly(size)
+            await reader.readexactly(2)
+            parts.append(chunk)
+            if stream and ttft is None:
+                events += chunk
+                while ttft is None and b"\n\n" in events:
+                    event, events = events.split(b"\n\n", 1)
+                    if first_token_at(event):
+                        ttft = (time.perf_counter() - started) * 1000
+        while (await reader.readline()) not in (b"\r\n", b""):
+            pass  # trailers
+        return status, close, b"".join(parts), ttft
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(OSError, ConnectionError):
+                await self.writer.wait_closed()
+        self.reader = self.writer = None
+
+
+async def raw_closed_loop(
+    target: Target, *, path: str, body: bytes, count: int, concurrency: int, deadline_s: float
+) -> tuple[list[Sample], float]:
+    """`count` non-streaming requests over `concurrency` keep-alive connections, each sent as
+    soon as the connection's previous one finished; stops early at `deadline_s`."""
+    samples: list[Sample] = []
+    issued = 0
+    started = time.perf_counter()
+
+    async def worker() -> None:
+        nonlocal issued
+        client = RawClient(target.base_url)
+        request = client.request_bytes(path, target.headers, body)
+        try:
+            while issued < count and time.perf_counter() - started < deadline_s:
+                issued += 1
+                samples.append(await client.send(request, stream=False))
+        finally:
+            await client.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return samples, time.perf_counter() - started
+
+
 # --- processes ---
 
 
@@ -480,3 +585,82 @@ def start_gateway(
     base = f"http://127.0.0.1:{port}"
     wait_http(base + "/v1/models", proc, log)
     return proc, base
+
+
+# --- a stub engine: answers at once, so a proxy in front of it is the bottleneck ---
+
+
+STUB_REPLY = {
+    "id": "cmpl-stub",
+    "object": "chat.completion",
+    "created": 0,
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "Tea"},
+            "finish_reason": "length",
+        }
+    ],
+    "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13},
+}
+
+
+def stub_response(request_body: bytes) -> bytes:
+    """One HTTP/1.1 keep-alive reply: a chat completion naming the requested model."""
+    try:
+        model = orjson.loads(request_body).get("model", "stub") if request_body else "stub"
+    except (orjson.JSONDecodeError, AttributeError):
+        model = "stub"
+    body = orjson.dumps({**STUB_REPLY, "model": model})
+    head = (
+        f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class StubEngine(asyncio.Protocol):
+    """Just enough HTTP/1.1 (content-length bodies, keep-alive) for non-streaming chat."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: Any = transport
+        self.buffer = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            length = 0
+            for line in self.buffer[:end].split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if len(self.buffer) < end + 4 + length:
+                return
+            body = self.buffer[end + 4 : end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length :]
+            self.transport.write(stub_response(body))
+
+
+def serve_stub(port: int) -> None:
+    import uvloop
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(StubEngine, "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
+
+    uvloop.run(run())
+
+
+def start_stub(log: Path, cpus: str | None) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "bench.gateway_support", "stub-engine", str(port)]
+    proc = spawn(cmd, log=log, env=dict(os.environ), cpus=cpus)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/health", proc, log, timeout=30)
+    return proc, base
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["stub-engine"]:
+        serve_stub(int(sys.argv[2]))

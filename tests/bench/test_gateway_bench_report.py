@@ -102,6 +102,55 @@ def test_cpu_seconds_reads_this_process_and_ignores_a_missing_one():
     assert gs.cpu_seconds(2**22 + 12345) == 0.0  # above pid_max: never a live process
 
 
+# --- the load generator against the stub engine (two local processes, no engine) ---
+
+
+def test_the_raw_client_gets_the_stubs_replies_over_keep_alive(tmp_path: Path):
+    import asyncio
+
+    proc, base = gs.start_stub(tmp_path / "stub.log", cpus=None)
+    try:
+        target = gs.Target("direct", base, "some-model", {"authorization": "Bearer x"})
+        body = gs.request_body(target, chat=True, stream=False, max_tokens=1, text="hi")
+        samples, _ = asyncio.run(
+            gs.raw_closed_loop(
+                target,
+                path="/v1/chat/completions",
+                body=body,
+                count=40,
+                concurrency=4,
+                deadline_s=60,
+            )
+        )
+    finally:
+        gs.stop_group(proc)
+    assert len(samples) == 40 and all(s.ok and s.status == 200 for s in samples)
+    reply = orjson.loads(gs.stub_response(body).split(b"\r\n\r\n", 1)[1])
+    assert reply["model"] == "some-model" and reply["choices"][0]["message"]["content"]
+
+
+def test_the_raw_client_reads_a_chunked_stream_and_finds_the_first_token():
+    import asyncio
+
+    events = [
+        _event({"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+        _event({"choices": [{"delta": {"content": "Tea"}}]}),
+        b"data: [DONE]",
+    ]
+    chunks = b"".join(f"{len(e) + 2:x}\r\n".encode() + e + b"\n\n\r\n" for e in events)
+    reply = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n"
+
+    async def go() -> tuple[int, bool, bytes, float | None]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(reply)
+        reader.feed_eof()
+        return await gs.RawClient("http://127.0.0.1:1")._response(reader, True, 0.0)
+
+    status, close, data, ttft = asyncio.run(go())
+    assert (status, close) == (200, False)
+    assert data.count(b"data:") == 3 and ttft is not None
+
+
 # --- the overhead report ---
 
 
@@ -119,14 +168,18 @@ def _overhead(gateway_add: float = 0.8, gateway_cpu: float = 2.0) -> overhead.Ov
         for label, *_ in overhead.KINDS
     }
     throughput = [
-        overhead.Throughput("direct", 2000, 0, 40.0, None),
-        overhead.Throughput("gateway", 2000, 0, 40.0, gateway_cpu),
-        overhead.Throughput("litellm", 2000, 0, 40.0, 16.0),
+        overhead.Throughput("direct", "engine", 2000, 0, 40.0, None),
+        overhead.Throughput("gateway", "engine", 2000, 0, 40.0, gateway_cpu),
+        overhead.Throughput("litellm", "engine", 2000, 0, 40.0, 16.0),
+        overhead.Throughput("direct", "stub", 2000, 0, 0.5, None),
+        overhead.Throughput("gateway", "stub", 2000, 0, 2 * gateway_cpu, 2 * gateway_cpu),
+        overhead.Throughput("litellm", "stub", 2000, 0, 20.0, 20.0),
     ]
     return overhead.OverheadResult(
         latency=latency,
         throughput=throughput,
         requests=300,
+        load_requests=2000,
         concurrency=16,
         litellm_version="1.108.7",
         machine="2 cores",
@@ -136,23 +189,25 @@ def _overhead(gateway_add: float = 0.8, gateway_cpu: float = 2.0) -> overhead.Ov
 
 
 def test_throughput_per_core_is_requests_over_the_proxys_cpu_seconds():
-    row = overhead.Throughput("gateway", 2000, 100, 40.0, 5.0)
+    row = overhead.Throughput("gateway", "engine", 2000, 100, 40.0, 5.0)
     assert row.rps == pytest.approx(1900 / 40)
     assert row.rps_per_core == pytest.approx(1900 / 5)
     assert row.busy == pytest.approx(5 / 40)
     assert row.cpu_ms_per_request == pytest.approx(2.5)
-    direct = overhead.Throughput("direct", 2000, 0, 40.0, None)
+    direct = overhead.Throughput("direct", "engine", 2000, 0, 40.0, None)
     assert direct.rps_per_core is None and direct.busy is None
 
 
 def test_overhead_goals_met_and_missed():
-    good = _overhead(gateway_add=0.8, gateway_cpu=2.0)  # 1000 vs 125 req/s per core: 8x
+    good = _overhead(gateway_add=0.8, gateway_cpu=2.0)  # engine: 1000 vs 125 req/s per core
     assert good.added("chat", "gateway") == pytest.approx((0.8, 2.4))
-    assert good.rps_ratio() == pytest.approx(8.0)
-    assert [met for *_, met in good.goals()] == [True, True, True]
+    assert good.rps_ratio("engine") == pytest.approx(8.0)
+    assert good.rps_ratio("stub") == pytest.approx(5.0)  # 500 vs 100 req/s, both saturated
+    assert [met for *_, met in good.goals()] == [True, True, True, True]
 
-    slow = _overhead(gateway_add=4.0, gateway_cpu=10.0)  # p50 +4, p99 +12, 1.6x
-    assert [met for *_, met in slow.goals()] == [False, False, False]
+    slow = _overhead(gateway_add=4.0, gateway_cpu=10.0)  # p50 +4, p99 +12, 1.6x and 1x
+    assert [met for *_, met in slow.goals()] == [False, False, False, False]
+    assert good.load("gateway", "nowhere") is None and good.rps_ratio("nowhere") is None
 
 
 def test_overhead_report_has_the_numbers_and_the_verdicts(tmp_path: Path):
@@ -164,9 +219,11 @@ def test_overhead_report_has_the_numbers_and_the_verdicts(tmp_path: Path):
     )
     assert "| completions, streaming (max_tokens 4) | TTFT |" in text
     assert "0/0/1 |" in text  # LiteLLM's failed request is counted
-    assert "| gateway | 2000 (0) | 40.0 | 50 | 1.00 | 5% | 1000 |" in text
+    assert "| engine | gateway | 2000 (0) | 40.0 | 50 | 1.000 | 5% | 1000 |" in text
+    assert "| stub | gateway | 2000 (0) | 4.0 | 500 | 2.000 | 100% | 500 |" in text
     assert "| added p50 < 2 ms (worst kind) | 4.00 ms | NO |" in text
-    assert "| >= 2x LiteLLM's requests per second per core | 8.00x | yes |" in text
+    assert "per second per core (saturated, stub engine) | 5.00x | yes |" in text
+    assert "per second per core (real engine) | 8.00x | yes |" in text
 
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n")
