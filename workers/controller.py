@@ -10,6 +10,7 @@ really holds. It runs on the engine's node queue, under a Redis lock with a leas
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from workers.engine_view import (
 )
 from workers.models import AlarmKind, Engine, EngineState, FleetAction, Residency, ResidencyState
 from workers.node_copies import quarantine_version_copy
-from workers.selectors import holdable
+from workers.selectors import engine_key, holdable
 from workers.staging import NodeCopyInvalid, stage_on_node
 from workers.vllm_client import EngineError, file_error_code
 
@@ -80,7 +81,15 @@ def converge_engine(
 def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
     report = ConvergeReport(engine=engine.name, state=engine.state)
     if engine.state == EngineState.DOWN:
-        return report
+        # Back already? Then bring it back now rather than at the prober's next pass, so a
+        # restarted engine is restored within one reconcile period plus its load time.
+        from workers.services import engine_record_probe, probe_engine
+
+        error = asyncio.run(probe_engine(engine.url, engine_key(engine)))
+        if error:
+            return report
+        engine = engine_record_probe(engine=engine, error="")
+        report.state = engine.state
     observed = run_engine_call(engine, lambda c: observe(engine, c))
     shared_state.busy_sample(engine.name, len(observed.running))
     world = load_world(engine, observed.resident | observed.registered | {incoming or ""})

@@ -14,19 +14,17 @@ from django.utils import timezone
 from adapters.models import AdapterVersion
 from workers.alarms import alarm_clear
 from workers.desired import enqueue_converge
-from workers.models import AlarmKind, Engine, EngineState, FleetAction, Residency
+from workers.models import AlarmKind, Engine, FleetAction, Residency
 from workers.node_copies import quarantine_version_copy
 from workers.selectors import holdable
 from workers.staging import NodeCopyInvalid, cleanup_node, stage_on_node
 
 
 def reconcile_fleet_pass() -> dict[str, str]:
-    """Enqueue a converge pass for every engine that is not down; returns what was done."""
+    """Enqueue a converge pass for every engine; a pass on a down engine probes it first and
+    brings it back (warming, then up) as soon as it answers."""
     out: dict[str, str] = {}
     for engine in Engine.objects.all():
-        if engine.state == EngineState.DOWN:
-            out[engine.name] = "down: the prober brings it back"
-            continue
         enqueue_converge(engine)
         out[engine.name] = "converge enqueued"
     return out
