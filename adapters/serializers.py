@@ -13,6 +13,7 @@ from adapters.models import (
     Decision,
     WarmupPolicy,
 )
+from adapters.services.registry import ADAPTER_FIELDS
 from tenants.models import SLUG_VALIDATOR, SloClass
 from workers import schedules
 
@@ -106,15 +107,7 @@ class AdapterSerializer(serializers.ModelSerializer):
             "tenant",
             "name",
             "base_model",
-            "description",
-            "slo_class",
-            "warmup_policy",
-            "warmup_timezone",
-            "warmup_days",
-            "warmup_start",
-            "warmup_end",
-            "max_concurrent_requests",
-            "pool",
+            *ADAPTER_FIELDS,
             "created_at",
             "latest_version",
         ]

@@ -39,9 +39,9 @@ from workers.engine_view import (
     run_engine_call,
 )
 from workers.models import AlarmKind, Engine, EngineState, FleetAction, Residency, ResidencyState
-from workers.node_copies import quarantine_version_copy
+from workers.node_copies import quarantine_version_copy, stage_version_files
 from workers.selectors import engine_key, holdable
-from workers.staging import NodeCopyInvalid, stage_on_node
+from workers.staging import NodeCopyInvalid
 from workers.vllm_client import EngineError, file_error_code
 
 log = logging.getLogger(__name__)
@@ -206,23 +206,7 @@ def _load(engine: Engine, version: AdapterVersion | None, world: World) -> None:
     if version is None:
         raise ApplicationError("fleet.unknown_version", "not a portal version")
     row = _row(engine, world, version.served_name)
-    try:
-        staged = stage_on_node(adapter_root=engine.adapter_root, version=version)
-    except NodeCopyInvalid as bad:
-        quarantine_version_copy(engine, version, row, bad)
-        raise
-    if row is not None and row.staged_at is None:
-        row.staged_at = timezone.now()
-        row.save(update_fields=["staged_at", "updated_at"])
-    if staged.downloaded:
-        FleetAction.objects.create(
-            engine=engine,
-            version=version,
-            served_name=version.served_name,
-            kind="stage",
-            reason="files for a load",
-            latency_ms=staged.ms,
-        )
+    staged = stage_version_files(engine, version, row, reason="files for a load", retry=False)
     if not engine.has_plugin:
         run_engine_call(engine, lambda c: c.load_adapter(version.served_name, str(staged.path)))
         return

@@ -8,7 +8,7 @@ from django.utils import timezone
 from adapters.models import AdapterVersion
 from workers.alarms import alarm_raise
 from workers.models import AlarmKind, Engine, FleetAction, Residency
-from workers.staging import NodeCopyInvalid, quarantine_node_copy
+from workers.staging import NodeCopyInvalid, StageResult, quarantine_node_copy, stage_on_node
 
 
 def quarantine_version_copy(
@@ -39,3 +39,30 @@ def quarantine_version_copy(
         ),
         details={"code": bad.code, "moved_to": str(moved) if moved else ""},
     )
+
+
+def stage_version_files(
+    engine: Engine, version: AdapterVersion, row: Residency | None, *, reason: str, retry: bool
+) -> StageResult:
+    """A verified copy on the node, recorded: a bad copy is quarantined, then (with `retry`)
+    replaced at once, else left for the next pass. Marks the row staged; logs a download."""
+    try:
+        result = stage_on_node(adapter_root=engine.adapter_root, version=version)
+    except NodeCopyInvalid as bad:
+        quarantine_version_copy(engine, version, row, bad)
+        if not retry:
+            raise
+        result = stage_on_node(adapter_root=engine.adapter_root, version=version)
+    if row is not None and row.staged_at is None:
+        row.staged_at = timezone.now()
+        row.save(update_fields=["staged_at", "updated_at"])
+    if result.downloaded:
+        FleetAction.objects.create(
+            engine=engine,
+            version=version,
+            served_name=version.served_name,
+            kind="stage",
+            reason=reason,
+            latency_ms=result.ms,
+        )
+    return result

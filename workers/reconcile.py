@@ -9,15 +9,14 @@ happened, the fleet is back within one period plus the load time.
 from __future__ import annotations
 
 from django.conf import settings
-from django.utils import timezone
 
 from adapters.models import AdapterVersion
 from workers.alarms import alarm_clear
 from workers.desired import enqueue_converge
 from workers.models import AlarmKind, Engine, FleetAction, Residency
-from workers.node_copies import quarantine_version_copy
+from workers.node_copies import stage_version_files
 from workers.selectors import holdable
-from workers.staging import NodeCopyInvalid, cleanup_node, stage_on_node
+from workers.staging import cleanup_node
 
 
 def reconcile_fleet_pass() -> dict[str, str]:
@@ -41,22 +40,7 @@ def stage_version_on_engine(*, engine_id: int, version_id: int) -> str:
     if engine is None or version is None or not holdable(version):
         return "skipped"
     row, _ = Residency.objects.get_or_create(engine=engine, version=version)
-    try:
-        result = stage_on_node(adapter_root=engine.adapter_root, version=version)
-    except NodeCopyInvalid as bad:
-        quarantine_version_copy(engine, version, row, bad)
-        result = stage_on_node(adapter_root=engine.adapter_root, version=version)
-    row.staged_at = timezone.now()
-    row.save(update_fields=["staged_at", "updated_at"])
-    if result.downloaded:
-        FleetAction.objects.create(
-            engine=engine,
-            version=version,
-            served_name=version.served_name,
-            kind="stage",
-            reason="pre-staged after approval",
-            latency_ms=result.ms,
-        )
+    stage_version_files(engine, version, row, reason="pre-staged after approval", retry=True)
     alarm_clear(engine=engine, kind=AlarmKind.QUARANTINE, subject=version.served_name)
     return "staged"
 
