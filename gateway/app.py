@@ -81,7 +81,8 @@ class Gateway:
             if gens[0] != self._gens[0] or self.table.generation < 0:
                 self.table = await sync_to_async(build_table, thread_sensitive=False)(gens[0])
             elif gens[1] != self._gens[1]:
-                self.table.residency = await sync_to_async(residency_map, thread_sensitive=False)()
+                residency, pinned = await sync_to_async(residency_map, thread_sensitive=False)()
+                self.table.residency, self.table.pinned = residency, pinned
             self._gens = gens
             self._checked = time.monotonic()
         if self._flusher is None or self._flusher.done():
@@ -230,7 +231,13 @@ class Gateway:
                 where = "cold"
             payload["model"] = target.served_name if target else engine.served_model_name
             if target is not None:  # queued counts for the controller too: no eviction
-                await limits.inflight(self.redis, engine.name, target.served_name, 1)
+                await limits.engine_admit(
+                    self.redis,
+                    engine.name,
+                    target.served_name,
+                    pinned=table.pinned.get(engine.name, frozenset()),
+                    max_loras=engine.max_loras,
+                )
             capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
             try:
                 async with self.fair.slot(engine.name, capacity, tenant_id):

