@@ -121,13 +121,13 @@ def test_the_report_has_markers_numbers_the_command_and_the_verdict():
     assert "up to 3 other sessions' vLLM engines running" in text
     assert "Rank-8 adapters on q/v (30 kB each)" in text
     assert "p95 is the nearest rank (sample 10 of 10 in ascending order)" in text
-    assert "1 of 2 restarts were seen by the engine prober" in text
+    assert "Missed: #2 by 14.00 s." in text
 
 
-def test_a_met_goal_without_the_prober_says_so_and_nothing_about_it(tmp_path: Path):
+def test_a_met_goal_says_so_and_names_no_miss(tmp_path: Path):
     text = render(_result([_restart(5.0, down=False)]), "cmd")
     assert "1 of 1 restarts within it (met)" in text
-    assert "seen by the engine prober" not in text
+    assert "Missed:" not in text
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\nother section\n")
     write_section("fleet-real", text, doc=doc)
