@@ -1,7 +1,8 @@
 """What the gateway adds to a request, against the engine itself and against LiteLLM's proxy.
 
     .venv/bin/python -m bench.gateway_overhead [--requests 300] [--warmup 30]
-        [--load-requests 2000] [--concurrency 16] [--profile] [--write-docs] [--keep-db]
+        [--load-requests 1000] [--stub-requests 5000]
+        [--concurrency 16] [--profile] [--write-docs] [--keep-db]
 
 In one run, against one real CPU vLLM engine (engine.launcher, the tiny Llama, an adapter loaded
 and resident), the same requests go (a) to the engine directly, (b) through the gateway (the
@@ -106,6 +107,7 @@ class OverheadResult:
     throughput: list[Throughput]
     requests: int
     load_requests: int
+    stub_requests: int
     concurrency: int
     litellm_version: str
     machine: str
@@ -223,8 +225,8 @@ def render(r: OverheadResult, command: str) -> str:
         "",
         *_latency_table(r),
         "",
-        f"### Throughput ({r.load_requests} non-streaming chat requests per target at "
-        f"concurrency {r.concurrency}, after a warm-up)",
+        f"### Throughput (non-streaming chat at concurrency {r.concurrency}, after a warm-up: "
+        f"{r.load_requests} requests per target via the engine, {r.stub_requests} via the stub)",
         "",
         "Against the real engine, which shares the two cores with everything else, the engine "
         "is the bottleneck: the achieved rate is about the same through any proxy, so requests "
@@ -248,9 +250,7 @@ def render(r: OverheadResult, command: str) -> str:
             "",
             "### Where the gateway's CPU goes (cProfile, saturated against the stub engine)",
             "",
-            "```",
             *r.profile,
-            "```",
         ]
     lines.append(END)
     return "\n".join(lines) + "\n"
@@ -288,6 +288,7 @@ async def measure_latency(
                     if i >= warmup:
                         samples[name].append(sample)
             out[label] = samples
+            print(f"latency {label}: done at {time.monotonic() - started:.0f} s", flush=True)
     finally:
         for client in clients.values():
             await client.close()
@@ -307,7 +308,15 @@ async def measure_throughput(
     cpu_s = gs.cpu_seconds(pid) - cpu_before if pid and cpu_before is not None else None
     errors = sum(not s.ok for s in samples)
     if errors:
-        print(f"{target.name} via {upstream}: {errors} failed, e.g. {samples[0].error or '-'}")
+        failed = next(s for s in samples if not s.ok)
+        print(
+            f"{target.name} via {upstream}: {errors} failed, e.g. {failed.error or failed.status}"
+        )
+    print(
+        f"throughput {target.name} via {upstream}: {len(samples)} in {seconds:.1f} s, "
+        f"cpu {cpu_s if cpu_s is None else round(cpu_s, 2)} s",
+        flush=True,
+    )
     return Throughput(target.name, upstream, len(samples), errors, seconds, cpu_s)
 
 
@@ -446,56 +455,130 @@ def litellm_version() -> str:
     )
 
 
-def profile_gateway(
-    services: Services, env: dict[str, str], target: gs.Target, args: argparse.Namespace
+# (label, file suffix, function): parts of a gateway request, by cumulative profiled time
+PROFILE_PARTS = (
+    ("whole request (uvicorn run_asgi)", "uvicorn/protocols/http/httptools_impl.py", "run_asgi"),
+    ("gateway (Gateway.__call__)", "gateway/app.py", "__call__"),
+    ("- caller: token, table staleness (Redis MGET)", "gateway/app.py", "caller"),
+    ("- read_body + orjson", "gateway/app.py", "read_body"),
+    ("- limits.admitted: RPM, concurrency (Redis pipeline, DECR)", "gateway/limits.py", "admitted"),
+    (
+        "- limits.inflight x2: engine in-flight (Redis HINCRBY, HDEL)",
+        "gateway/limits.py",
+        "inflight",
+    ),
+    ("- choose: engine choice", "gateway/app.py", "choose"),
+    ("- forward: engine round trip and relay", "gateway/app.py", "forward"),
+    ("-- httpx AsyncClient.send (request, reply head)", "httpx/_client.py", "send"),
+    ("-- httpx Response.aread (reply body)", "httpx/_models.py", "aread"),
+    ("-- recorder.add (measurement)", "gateway/recorder.py", "add"),
+    (
+        "Redis single commands (MGET, HINCRBY, HDEL, DECR; not pipelines)",
+        "redis/asyncio/client.py",
+        "execute_command",
+    ),
+    ("recorder.flush (once a second, background)", "gateway/recorder.py", "flush"),
+)
+
+
+def profile_breakdown(
+    stats: dict[tuple[str, int, str], tuple[Any, ...]],
+    total_s: float,
+    requests: int,
+    cpu_ms: float | None,
 ) -> list[str]:
-    """The stub throughput run again, on a gateway under cProfile; its top functions."""
+    """A table of PROFILE_PARTS from pstats' raw dict ((file, line, function) -> (cc, nc,
+    own s, cumulative s, callers)) and its total: profiled seconds, share of everything the
+    process did, and that share of the unprofiled CPU per request (`cpu_ms`), an estimate."""
+
+    def cumulative(suffix: str, function: str) -> float:
+        return sum(
+            row[3]
+            for (path, _line, name), row in stats.items()
+            if name == function and path.endswith(suffix)
+        )
+
+    def row(label: str, seconds: float) -> str:
+        share = seconds / total_s if total_s else 0.0
+        est = "-" if cpu_ms is None else f"{share * cpu_ms:.2f}"
+        return f"| {label} | {seconds:.2f} | {share * 100:.0f}% | {est} |"
+
+    parts = [(label, cumulative(suffix, fn)) for label, suffix, fn in PROFILE_PARTS]
+    inside = parts[0][1] + parts[-1][1]  # requests, and the background flush
+    lines = [
+        "| part | profiled s | share of the process's CPU | ~ms per request unprofiled |",
+        "|---|---|---|---|",
+        row("everything (profile total)", total_s),
+        row("outside requests: event loop, socket I/O, HTTP parsing", total_s - inside),
+        *(row(label, seconds) for label, seconds in parts),
+    ]
+    lines.append(
+        f"\nProfiled over {requests} requests (the saturated stub run again, under cProfile); "
+        "the last column spreads the unprofiled CPU per request by these shares (an estimate: "
+        "the profiler's own cost is not uniform)."
+    )
+    return lines
+
+
+def profile_gateway(
+    services: Services,
+    env: dict[str, str],
+    target: gs.Target,
+    args: argparse.Namespace,
+    cpu_ms: float | None,
+) -> list[str]:
+    """The stub throughput run again, on a gateway under cProfile: where its CPU goes."""
     import pstats
 
     out = VAR / "gateway.prof"
     port = gs.free_port()
-    cmd = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "uvicorn"]
-    cmd += ["portal.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--workers", "1", "--lifespan", "off", "--no-access-log"]
+    cmd = [sys.executable, "-m", "bench.gateway_support", "gateway-profiled", str(port), str(out)]
     log = VAR / "gateway-profiled.log"
     services.profiled = gs.spawn(cmd, log=log, env={**os.environ, **env}, cpus=PROXY_CPUS)
     base = f"http://127.0.0.1:{port}"
     gs.wait_http(base + "/v1/models", services.profiled, log)
     profiled = gs.Target("gateway (profiled)", base, target.model, target.headers)
     with gs.pinned_to(LOADGEN_CPUS):
-        uvloop.run(
+        run = uvloop.run(
             measure_throughput(
                 profiled,
                 None,
                 upstream="stub",
-                count=args.load_requests,
+                count=args.stub_requests,
                 concurrency=args.concurrency,
             )
         )
-    gs.stop_group(services.profiled)  # SIGTERM: uvicorn returns, cProfile writes the file
-    text = VAR / "gateway-profile.txt"
-    with text.open("w") as stream:
+    gs.stop_group(services.profiled)  # SIGTERM: uvicorn returns, the profile is written
+    with (VAR / "gateway-profile.txt").open("w") as stream:
         stats = pstats.Stats(str(out), stream=stream)
-        stats.sort_stats("tottime").print_stats(30)
-        stats.sort_stats("cumulative").print_stats(60)
-    return _profile_lines(text.read_text())
+        stats.sort_stats("tottime").print_stats(40)
+        stats.sort_stats("cumulative").print_stats(80)
+    requests = run.requests + max(50, args.stub_requests // 10)  # and its warm-up
+    top = [
+        _short(line)
+        for line in (VAR / "gateway-profile.txt").read_text().splitlines()[8:22]
+        if line.strip()
+    ]
+    return [
+        *profile_breakdown(stats.stats, stats.total_tt, requests, cpu_ms),  # type: ignore[attr-defined]
+        "",
+        "Top functions by own time (profiled; ncalls counts coroutine resumptions):",
+        "",
+        "```",
+        *top,
+        "```",
+    ]
 
 
-def _profile_lines(report: str) -> list[str]:
-    """The header and the top rows by own time, with paths shortened to the package."""
-    keep: list[str] = []
-    for line in report.splitlines():
-        if "site-packages/" in line:
-            line = (
-                line.split("site-packages/", 1)[0].rsplit(" ", 1)[0]
-                + " "
-                + line.split("site-packages/", 1)[1]
-            )
-        line = line.replace(str(REPO_ROOT) + "/", "")
-        keep.append(line.rstrip())
-        if len(keep) > 45:
-            break
-    return [line for line in keep if line.strip()][:42]
+def _short(line: str) -> str:
+    """A pstats row with the interpreter's and the venv's path prefixes cut."""
+    for prefix in (
+        str(REPO_ROOT / ".venv" / "lib" / "python3.11" / "site-packages") + "/",
+        sys.base_prefix + "/lib/python3.11/",
+        str(REPO_ROOT) + "/",
+    ):
+        line = line.replace(prefix, "")
+    return line.rstrip()
 
 
 def measure(args: argparse.Namespace, services: Services, db_url: str) -> OverheadResult:
@@ -532,6 +615,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     }
     pids = {"direct": None, "gateway": services.gateway.pid, "litellm": services.litellm.pid}
     load = {"count": args.load_requests, "concurrency": args.concurrency}
+    stub_load = {"count": args.stub_requests, "concurrency": args.concurrency}
     with gs.pinned_to(LOADGEN_CPUS):
         raw = uvloop.run(measure_latency(targets, requests=args.requests, warmup=args.warmup))
         throughput = [
@@ -540,7 +624,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
         ]
         point_engine_row("bench-engine", stub_url)
         throughput += [
-            uvloop.run(measure_throughput(stub_targets[n], pids[n], upstream="stub", **load))
+            uvloop.run(measure_throughput(stub_targets[n], pids[n], upstream="stub", **stub_load))
             for n in TARGETS
         ]
     latency = {
@@ -556,13 +640,24 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     }
     if failures:
         print("failed requests (one per kind/target):", json.dumps(failures, indent=1))
-    profile = profile_gateway(services, env, targets["gateway"], args) if args.profile else []
+    profile: list[str] = []
+    if args.profile:
+        try:
+            cpu_ms = next(
+                t.cpu_ms_per_request
+                for t in throughput
+                if t.target == "gateway" and t.upstream == "stub"
+            )
+            profile = profile_gateway(services, env, targets["gateway"], args, cpu_ms)
+        except Exception as exc:  # noqa: BLE001 - the measurements above still stand
+            profile = [f"(profiling failed: {exc!r})"]
     point_engine_row("bench-engine", services.engine.base_url)
     return OverheadResult(
         latency=latency,
         throughput=throughput,
         requests=args.requests,
         load_requests=args.load_requests,
+        stub_requests=args.stub_requests,
         concurrency=args.concurrency,
         litellm_version=litellm_version(),
         machine=gs.machine_note(load_before, [services.engine]),
@@ -578,7 +673,8 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=300, help="per target and kind")
     parser.add_argument("--warmup", type=int, default=30)
-    parser.add_argument("--load-requests", type=int, default=2000)
+    parser.add_argument("--load-requests", type=int, default=1000, help="via the real engine")
+    parser.add_argument("--stub-requests", type=int, default=5000, help="via the stub engine")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--profile", action="store_true", help="also profile the gateway")
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")

@@ -661,6 +661,37 @@ def start_stub(log: Path, cpus: str | None) -> tuple[subprocess.Popen[bytes], st
     return proc, base
 
 
+def serve_gateway_profiled(port: int, out: str) -> None:
+    """portal.asgi under uvicorn inside cProfile; the stats are written when SIGTERM stops it.
+
+    uvicorn re-raises the signal after its graceful shutdown; our handler, installed first,
+    turns that into SystemExit so the profile is dumped (the cProfile CLI would die first)."""
+    import cProfile
+
+    import uvicorn
+
+    def _exit(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _exit)
+    profile = cProfile.Profile()
+    try:
+        profile.runcall(
+            uvicorn.run,
+            "portal.asgi:application",
+            host="127.0.0.1",
+            port=port,
+            lifespan="off",
+            access_log=False,
+        )
+    except SystemExit:
+        pass
+    finally:
+        profile.dump_stats(out)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["stub-engine"]:
         serve_stub(int(sys.argv[2]))
+    elif sys.argv[1:2] == ["gateway-profiled"]:
+        serve_gateway_profiled(int(sys.argv[2]), sys.argv[3])

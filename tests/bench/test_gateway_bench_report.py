@@ -180,6 +180,7 @@ def _overhead(gateway_add: float = 0.8, gateway_cpu: float = 2.0) -> overhead.Ov
         throughput=throughput,
         requests=300,
         load_requests=2000,
+        stub_requests=2000,
         concurrency=16,
         litellm_version="1.108.7",
         machine="2 cores",
@@ -284,3 +285,22 @@ def test_routing_report_has_both_replays_and_the_comparison():
     assert "| round_robin | 100 (3) | **40** |" in text
     assert "cold loads 20 vs 40 (-50%), TTFT p99 900 vs 1800 ms (-50%)" in text
     assert "FLEET_AUTO_PINS" in text
+
+
+def test_profile_breakdown_sums_the_parts_and_spreads_the_cpu():
+    site = "/x/site-packages/"
+    stats = {
+        (site + "uvicorn/protocols/http/httptools_impl.py", 1, "run_asgi"): (0, 0, 0.1, 8.0, {}),
+        ("/repo/gateway/app.py", 10, "__call__"): (0, 0, 0.1, 7.5, {}),
+        ("/repo/gateway/app.py", 20, "forward"): (0, 0, 0.5, 5.0, {}),
+        (site + "httpx/_client.py", 30, "send"): (0, 0, 0.2, 3.0, {}),
+        (site + "httpx/_client.py", 40, "send"): (0, 0, 0.2, 1.0, {}),  # same name, summed
+        ("/repo/gateway/recorder.py", 50, "flush"): (0, 0, 0.1, 0.5, {}),
+        ("/repo/other.py", 60, "forward"): (0, 0, 9.0, 9.0, {}),  # another file: not counted
+    }
+    lines = overhead.profile_breakdown(stats, 10.0, 1000, 4.0)
+    assert "| everything (profile total) | 10.00 | 100% | 4.00 |" in lines
+    assert "| outside requests: event loop, socket I/O, HTTP parsing | 1.50 | 15% | 0.60 |" in lines
+    assert "| - forward: engine round trip and relay | 5.00 | 50% | 2.00 |" in lines
+    assert "| -- httpx AsyncClient.send (request, reply head) | 4.00 | 40% | 1.60 |" in lines
+    assert "| - choose: engine choice | 0.00 | 0% | 0.00 |" in lines
