@@ -304,3 +304,36 @@ def test_profile_breakdown_sums_the_parts_and_spreads_the_cpu():
     assert "| - forward: engine round trip and relay | 5.00 | 50% | 2.00 |" in lines
     assert "| -- httpx AsyncClient.send (request, reply head) | 4.00 | 40% | 1.60 |" in lines
     assert "| - choose: engine choice | 0.00 | 0% | 0.00 |" in lines
+
+
+def test_the_raw_client_sends_again_once_on_a_kept_alive_connection_the_server_closed():
+    import asyncio
+
+    served: list[int] = []
+
+    async def go() -> tuple[gs.Sample, gs.Sample, gs.Sample]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            # one reply per connection, then the server closes it (as an idle timeout would)
+            await reader.readuntil(b"\r\n\r\n")
+            served.append(1)
+            writer.write(gs.stub_response(b""))
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            client = gs.RawClient(f"http://127.0.0.1:{port}")
+            request = client.request_bytes("/v1/chat/completions", {}, b"")
+            first = await client.send(request, stream=False)
+            await asyncio.sleep(0.2)  # the server has closed the kept-alive connection
+            second = await client.send(request, stream=False)
+            await client.close()
+            server.close()
+            refused = await gs.RawClient(f"http://127.0.0.1:{port}").send(request, stream=False)
+        return first, second, refused
+
+    first, second, refused = asyncio.run(go())
+    assert first.ok and second.ok and len(served) == 2
+    assert not refused.ok and refused.status == 0
