@@ -49,10 +49,16 @@ class DemoResult:
     users: list[str]
     uploaded: list[str]
     released: str = ""
+    inference_token: str = ""
 
 
 def seed_demo(
-    *, tiny_dir: Path, engine_url: str, engine_name: str = "local-1", adapter_root: Path
+    *,
+    tiny_dir: Path,
+    engine_url: str,
+    engine_name: str = "local-1",
+    adapter_root: Path,
+    token_file: Path,
 ) -> DemoResult:
     password = os.environ.get(DEMO_PASSWORD_ENV, DEFAULT_DEMO_PASSWORD)
     with transaction.atomic():
@@ -117,8 +123,31 @@ def seed_demo(
         uploaded.append(f"{slug}/{name}")
     released = release_demo_adapter()
     return DemoResult(
-        password=password, users=list(DEMO_USERS), uploaded=uploaded, released=released
+        password=password,
+        users=list(DEMO_USERS),
+        uploaded=uploaded,
+        released=released,
+        inference_token=demo_inference_token(token_file),
     )
+
+
+def demo_inference_token(token_file: Path) -> str:
+    """An inference token for alice (acme), kept in var/ so a re-run can print it again (a token
+    is shown once; the demo's is for trying the gateway with curl or the openai client)."""
+    from tenants.tokens import token_issue
+
+    if token_file.exists():
+        return token_file.read_text().strip()
+    issued = token_issue(
+        user=User.objects.get(username="alice"),
+        scopes=["inference"],
+        tenant=Tenant.objects.get(slug="acme"),
+        name="demo-inference",
+    )
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    token_file.write_text(issued.plaintext + "\n")
+    token_file.chmod(0o600)
+    return issued.plaintext
 
 
 def release_demo_adapter(tenant: str = "acme", name: str = "support") -> str:

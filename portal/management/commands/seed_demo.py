@@ -35,6 +35,7 @@ class Command(BaseCommand):
             engine_url=options["engine_url"],
             engine_name=options["engine_name"],
             adapter_root=Path(settings.ENGINE_ADAPTER_ROOT) / options["engine_name"],
+            token_file=Path(settings.VAR_DIR) / "demo-inference-token",
         )
         self.stdout.write(self.style.SUCCESS("demo ready"))
         for username, (roles, memberships) in DEMO_USERS.items():
@@ -44,3 +45,11 @@ class Command(BaseCommand):
             self.stdout.write(f"  uploaded for validation: {', '.join(result.uploaded)}")
         if result.released:
             self.stdout.write(f"  released (placed on the engine once it is up): {result.released}")
+        if result.inference_token:
+            self.stdout.write(
+                "  try the gateway once the engine is up (alice's inference token, acme):\n"
+                f"    curl -s http://127.0.0.1:{os.environ.get('PORT', '8000')}/v1/chat/completions "
+                f"-H 'Authorization: Bearer {result.inference_token}' "
+                "-H 'Content-Type: application/json' "
+                '-d \'{"model": "support", "messages": [{"role": "user", "content": "hi"}]}\''
+            )

@@ -1,0 +1,37 @@
+"""`manage.py seed_demo`: the demo world, one adapter released through the real lifecycle and
+placed on the demo engine, an inference token for trying the gateway; idempotent."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from adapters.models import AdapterVersion
+from workers.models import Residency
+
+pytestmark = pytest.mark.django_db
+
+
+def test_seed_releases_one_adapter_onto_the_demo_engine_and_is_idempotent(
+    settings, tmp_path, tiny_model_dir
+):
+    settings.ADAPTER_STORAGE_BACKEND = "local"
+    settings.ADAPTER_STORAGE_ROOT = str(tmp_path / "storage")
+    settings.VAR_DIR = tmp_path
+    settings.ENGINE_ADAPTER_ROOT = str(tmp_path / "engine-adapters")
+    first = io.StringIO()
+    call_command("seed_demo", "--tiny-dir", str(tiny_model_dir), stdout=first)
+
+    version = AdapterVersion.objects.get(tenant__slug="acme", adapter__name="support")
+    assert version.status == "active"
+    row = Residency.objects.get(version=version, engine__name="local-1")
+    assert row.desired_state == "registered"  # the release placed it; the worker loads it
+    token = (tmp_path / "demo-inference-token").read_text().strip()
+    assert token.startswith("lp_") and token in first.getvalue()
+
+    again = io.StringIO()
+    call_command("seed_demo", "--tiny-dir", str(tiny_model_dir), stdout=again)
+    assert AdapterVersion.objects.filter(adapter__name="support").count() == 1
+    assert token in again.getvalue()  # the same token, printed again
