@@ -15,7 +15,6 @@ cardinality stays bounded with thousands of adapters:
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -145,7 +144,3 @@ class Recorder:
             pipe.incrby(key + ":n", len(entries))
         await pipe.execute()
         return len(counters)
-
-
-def now() -> float:
-    return time.time()

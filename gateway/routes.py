@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.utils import timezone
 
 from adapters.models import AdapterVersion, Alias, BaseModel, VersionStatus
@@ -269,10 +268,3 @@ def build_table(generation: int) -> RouteTable:
         pinned=pinned,
         built_at=timezone.now().timestamp(),
     )
-
-
-def gateway_settings() -> dict[str, float]:
-    return {
-        "refresh_s": settings.GATEWAY_REFRESH_SECONDS,
-        "engine_timeout_s": settings.ENGINE_HTTP_TIMEOUT,
-    }
