@@ -337,3 +337,13 @@ def test_the_raw_client_sends_again_once_on_a_kept_alive_connection_the_server_c
     first, second, refused = asyncio.run(go())
     assert first.ok and second.ok and len(served) == 2
     assert not refused.ok and refused.status == 0
+
+
+def test_a_saved_result_renders_the_same_again(tmp_path: Path):
+    import json
+    from dataclasses import asdict
+
+    result = _overhead()
+    (tmp_path / "result.json").write_text(json.dumps(asdict(result), default=str))
+    again = overhead.load_result(tmp_path)  # no gateway.prof here: no profile section
+    assert overhead.render(again, "cmd") == overhead.render(result, "cmd")
