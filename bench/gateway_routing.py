@@ -1,6 +1,6 @@
 """Engine choice on real engines: the gateway's cache-aware choice against round-robin.
 
-    .venv/bin/python -m bench.gateway_routing [--requests 400] [--rate 4] [--adapters 16]
+    .venv/bin/python -m bench.gateway_routing [--requests 300] [--rates 1.5,4] [--adapters 16]
         [--zipf 1.1] [--seed 1] [--choices policy,round_robin] [--write-docs] [--keep-db]
 
 Two CPU vLLM engines (engine.launcher, `--max-loras 2 --max-cpu-loras 3 --max-lora-rank 32`, the
@@ -8,8 +8,8 @@ portal plugin, a key each), one Celery worker (threads, on the shared queue and 
 queues: the fleet's single-flight cold loads and converge passes), 16 rank-8 adapters of one
 tenant, each with one active version whose files sit in the serving store. One seeded trace:
 N streaming chat requests (max_tokens 4), adapter drawn from Zipf(s) over the 16, sent open-loop
-at Poisson arrival times (`--rate` per second), replayed through the gateway once per engine
-choice, in the same run:
+at Poisson arrival times (each of `--rates` per second in turn), replayed through the gateway
+once per engine choice and rate, in the same run:
 
 - `policy`: the gateway as deployed (workers.cache_policy.choose_engine: hot, then warm, then
   least loaded);
@@ -67,6 +67,7 @@ class Replay:
     """One replay of the trace through one engine choice."""
 
     choice: str
+    rate: float  # arrivals per second
     samples: list[gs.Sample]
     ranks: list[int]  # the adapter's popularity rank of each sample (0 = most popular)
     loads: int  # FleetAction load rows (ok) in the replay's window
@@ -95,7 +96,7 @@ def change(ours: float, theirs: float) -> float:
 class RoutingResult:
     replays: list[Replay]
     requests: int
-    rate: float
+    rates: list[float]
     adapters: int
     zipf: float
     seed: int
@@ -106,8 +107,8 @@ class RoutingResult:
     engine_start_s: list[float]
     notes: list[str] = field(default_factory=list)
 
-    def replay(self, choice: str) -> Replay:
-        return next(r for r in self.replays if r.choice == choice)
+    def replay(self, choice: str, rate: float) -> Replay | None:
+        return next((r for r in self.replays if r.choice == choice and r.rate == rate), None)
 
 
 def _ms(summary: gs.Summary | None, attr: str) -> str:
@@ -117,10 +118,10 @@ def _ms(summary: gs.Summary | None, attr: str) -> str:
 def _table(r: RoutingResult) -> list[str]:
     head = max(1, r.adapters // 8)  # the two most popular of 16
     lines = [
-        "| engine choice | requests ok (failed) | cold loads (FleetAction) | failed loads | "
+        "| arrivals /s | engine choice | requests ok (failed) | cold loads (FleetAction) | failed loads | "
         "evictions | gateway: gpu / cpu / cold | load p50 ms | TTFT p50 ms | **TTFT p99 ms** "
         f"| TTFT p99, top {head} adapters ms | TTFT p99, the rest ms | replay s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in r.replays:
         t = p.ttft
@@ -128,7 +129,7 @@ def _table(r: RoutingResult) -> list[str]:
         load_p50 = f"{gs.percentile(p.load_ms, 0.5):.0f}" if p.load_ms else "-"
         sf = p.served_from
         lines.append(
-            f"| {p.choice} | {t.n} ({t.errors}) | **{p.loads}** | {p.load_failures} | "
+            f"| {p.rate:g} | {p.choice} | {t.n} ({t.errors}) | **{p.loads}** | {p.load_failures} | "
             f"{p.evictions} | {sf.get('gpu', 0)} / {sf.get('cpu', 0)} / {sf.get('cold', 0)} | "
             f"{load_p50} | {t.p50:.0f} | **{t.p99:.0f}** | {_ms(top, 'p99')} | "
             f"{_ms(rest, 'p99')} | {p.seconds:.0f} |"
@@ -137,16 +138,59 @@ def _table(r: RoutingResult) -> list[str]:
 
 
 def _comparison(r: RoutingResult) -> list[str]:
-    choices = {p.choice for p in r.replays}
-    if not {"policy", "round_robin"} <= choices:
-        return []
-    ours, base = r.replay("policy"), r.replay("round_robin")
-    return [
-        f"Policy against round-robin: cold loads {ours.loads} vs {base.loads} "
-        f"({change(ours.loads, base.loads) * 100:+.0f}%), TTFT p99 {ours.ttft.p99:.0f} vs "
-        f"{base.ttft.p99:.0f} ms ({change(ours.ttft.p99, base.ttft.p99) * 100:+.0f}%), "
-        f"TTFT p50 {ours.ttft.p50:.0f} vs {base.ttft.p50:.0f} ms.",
-    ]
+    lines = []
+    for rate in r.rates:
+        ours, base = r.replay("policy", rate), r.replay("round_robin", rate)
+        if ours is None or base is None:
+            continue
+        lines.append(
+            f"- {rate:g}/s, policy against round-robin: cold loads {ours.loads} vs {base.loads} "
+            f"({change(ours.loads, base.loads) * 100:+.0f}%), TTFT p99 {ours.ttft.p99:.0f} vs "
+            f"{base.ttft.p99:.0f} ms ({change(ours.ttft.p99, base.ttft.p99) * 100:+.0f}%), TTFT "
+            f"p50 {ours.ttft.p50:.0f} vs {base.ttft.p50:.0f} ms, failed requests "
+            f"{ours.ttft.errors} vs {base.ttft.errors}."
+        )
+    return lines
+
+
+def failure_reasons(samples: list[gs.Sample]) -> dict[str, int]:
+    """Failed requests by the gateway's error code (or the client's error)."""
+    import re
+
+    out: dict[str, int] = {}
+    for s in samples:
+        if s.ok:
+            continue
+        found = re.search(r'"code":\s*"([^"]+)"', s.error)
+        reason = found.group(1) if found else (s.error[:40] or str(s.status))
+        out[reason] = out.get(reason, 0) + 1
+    return out
+
+
+FAILURE_NOTE = [
+    "What the failures are (read in gateway/app.py and the logs of the run): "
+    "`engine_unavailable` is the gateway giving up after both engines answered 404 for an "
+    "adapter its residency table placed there (the controller, or vLLM's own LRU, had pushed "
+    "it out to load another; the engines' logs count the 404s): `forward` drops the stale "
+    "entry and marks that engine as tried for the request, so a second stale entry leaves no "
+    "candidate, where loading it again would have served it. `adapter_load_failed` is the "
+    "controller refusing a load while every other GPU slot serves requests, or the cache is "
+    "full of versions it may not evict (no eviction of a version in flight), and the gateway "
+    "answering 503 at once rather than waiting for a slot.",
+]
+
+
+def _failures(r: RoutingResult) -> list[str]:
+    lines = []
+    for p in r.replays:
+        reasons = failure_reasons(p.samples)
+        if reasons:
+            lines.append(
+                f"- Failed at {p.rate:g}/s, {p.choice}: "
+                + ", ".join(f"{n} `{code}`" for code, n in sorted(reasons.items()))
+                + "."
+            )
+    return [*lines, "", *FAILURE_NOTE] if lines else []
 
 
 def render(r: RoutingResult, command: str) -> str:
@@ -169,7 +213,8 @@ def render(r: RoutingResult, command: str) -> str:
         f"Trace (seed {r.seed}): {r.requests} streaming chat requests (max_tokens {MAX_TOKENS}) "
         f"over {r.adapters} rank-8 adapters of one tenant, Zipf s={r.zipf:g} (the most popular "
         f"adapter {r.top_share * 100:.0f}% of requests; {r.distinct} adapters named), open-loop "
-        f"Poisson arrivals at {r.rate:g}/s, the same trace for every replay. Before each replay "
+        f"Poisson arrivals at " + " and ".join(f"{x:g}/s" for x in r.rates) + ", the same "
+        "trace for every replay of a rate. Before each replay "
         "every adapter is evicted from both engines, staged copies and Residency rows deleted, "
         "Redis flushed and the worker restarted. Cold loads: the worker's FleetAction `load` "
         "rows in the replay (stage + verified load); the gateway's counters say where each "
@@ -179,6 +224,8 @@ def render(r: RoutingResult, command: str) -> str:
         *_table(r),
         "",
         *_comparison(r),
+        "",
+        *_failures(r),
     ]
     lines += ["", *PIN_NOTE]
     if r.notes:
@@ -348,6 +395,7 @@ async def replay_trace(
 
 def run_replay(
     choice: str,
+    rate: float,
     services: Services,
     env: dict[str, str],
     tenancy: gs.Tenancy,
@@ -356,7 +404,10 @@ def run_replay(
 ) -> Replay:
     reset_fleet(services, env)
     services.gateway, url = gs.start_gateway(
-        env, VAR / f"gateway-{choice}.log", cpus=None, extra={"GATEWAY_ENGINE_CHOICE": choice}
+        env,
+        VAR / f"gateway-{choice}-{rate:g}.log",
+        cpus=None,
+        extra={"GATEWAY_ENGINE_CHOICE": choice},
     )
     target = gs.Target(choice, url, "", {"authorization": f"Bearer {tenancy.token}"})
     adapters, arrivals = trace
@@ -370,8 +421,10 @@ def run_replay(
     services.gateway = None
     errors = [s.error for s in samples if not s.ok]
     if errors:
-        print(f"{choice}: {len(errors)} failed requests, e.g. {errors[:3]}")
-    return Replay(choice, samples, adapters, loads, failed, evictions, load_ms, counters, seconds)
+        print(f"{choice} at {rate:g}/s: {len(errors)} failed requests, e.g. {errors[:3]}")
+    return Replay(
+        choice, rate, samples, adapters, loads, failed, evictions, load_ms, counters, seconds
+    )
 
 
 def measure(args: argparse.Namespace, services: Services, db_url: str) -> RoutingResult:
@@ -390,15 +443,24 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Routin
     tenancy, names = seed_world(services, tiny, args.adapters)
     engine_start_s = [p.wait_ready(timeout=gs.READY_TIMEOUT_S) for p in services.engines.values()]
     adapters = gs.zipf_trace(args.requests, args.adapters, args.zipf, args.seed)
-    arrivals = gs.poisson_arrivals(args.requests, args.rate, args.seed)
+    rates = [float(x) for x in args.rates.split(",")]
     replays = [
-        run_replay(choice, services, env, tenancy, names, (adapters, arrivals))
+        run_replay(
+            choice,
+            rate,
+            services,
+            env,
+            tenancy,
+            names,
+            (adapters, gs.poisson_arrivals(args.requests, rate, args.seed)),
+        )
+        for rate in rates
         for choice in args.choices.split(",")
     ]
     return RoutingResult(
         replays=replays,
         requests=args.requests,
-        rate=args.rate,
+        rates=rates,
         adapters=args.adapters,
         zipf=args.zipf,
         seed=args.seed,
@@ -414,8 +476,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--requests", type=int, default=400)
-    parser.add_argument("--rate", type=float, default=4.0, help="arrivals per second")
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--rates", default="1.5,4", help="arrivals per second, one run each")
     parser.add_argument("--adapters", type=int, default=16)
     parser.add_argument("--zipf", type=float, default=1.1)
     parser.add_argument("--seed", type=int, default=1)

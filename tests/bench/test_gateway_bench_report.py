@@ -236,11 +236,17 @@ def test_overhead_report_has_the_numbers_and_the_verdicts(tmp_path: Path):
 # --- the routing report ---
 
 
-def _replay(choice: str, ttfts: list[float], loads: int, failed: int = 0) -> routing.Replay:
-    samples = [_ok(t + 50, t) for t in ttfts] + [_failed() for _ in range(failed)]
+def _replay(
+    choice: str, ttfts: list[float], loads: int, failed: int = 0, rate: float = 4.0
+) -> routing.Replay:
+    error = '{"error":{"message":"No engine","code":"engine_unavailable"}}'
+    samples = [_ok(t + 50, t) for t in ttfts] + [
+        gs.Sample(False, 503, 5.0, error=error) for _ in range(failed)
+    ]
     ranks = [i % 16 for i in range(len(samples))]
     return routing.Replay(
         choice=choice,
+        rate=rate,
         samples=samples,
         ranks=ranks,
         loads=loads,
@@ -267,9 +273,10 @@ def test_routing_report_has_both_replays_and_the_comparison():
         replays=[
             _replay("policy", [100.0] * 98 + [900.0, 1000.0], loads=20),
             _replay("round_robin", [300.0] * 98 + [1800.0, 2000.0], loads=40, failed=3),
+            _replay("policy", [50.0] * 100, loads=10, rate=1.5),  # no round-robin at 1.5/s
         ],
         requests=400,
-        rate=4.0,
+        rates=[1.5, 4.0],
         adapters=16,
         zipf=1.1,
         seed=1,
@@ -281,10 +288,23 @@ def test_routing_report_has_both_replays_and_the_comparison():
     )
     text = routing.render(result, "python -m bench.gateway_routing")
     assert text.startswith(routing.BEGIN) and text.rstrip().endswith(routing.END)
-    assert "| policy | 100 (0) | **20** | 0 | 14 | 80 / 5 / 20 | 200 | 100 | **900** |" in text
-    assert "| round_robin | 100 (3) | **40** |" in text
-    assert "cold loads 20 vs 40 (-50%), TTFT p99 900 vs 1800 ms (-50%)" in text
+    assert "| 4 | policy | 100 (0) | **20** | 0 | 14 | 80 / 5 / 20 | 200 | 100 | **900** |" in text
+    assert "| 4 | round_robin | 100 (3) | **40** |" in text
+    assert "| 1.5 | policy | 100 (0) | **10** |" in text
+    assert "- 4/s, policy against round-robin: cold loads 20 vs 40 (-50%), TTFT p99 900 vs " in text
+    assert "1.5/s, policy against" not in text  # nothing to compare with
+    assert "- Failed at 4/s, round_robin: 3 `engine_unavailable`." in text
     assert "FLEET_AUTO_PINS" in text
+
+
+def test_failure_reasons_are_the_gateways_error_codes():
+    samples = [
+        _ok(1.0, 1.0),
+        gs.Sample(False, 503, 1.0, error='{"error":{"code":"adapter_load_failed"}}'),
+        gs.Sample(False, 503, 1.0, error='{"error":{"code": "adapter_load_failed"}}'),
+        gs.Sample(False, 0, 1.0, error="ReadTimeout()"),
+    ]
+    assert routing.failure_reasons(samples) == {"adapter_load_failed": 2, "ReadTimeout()": 1}
 
 
 def test_profile_breakdown_sums_the_parts_and_spreads_the_cpu():
