@@ -52,7 +52,14 @@ from types import FrameType
 from typing import Any
 
 from bench.docs_section import DOCS, markers, write_section
-from engine.launcher import ENGINE_PYTHON, REPO_ROOT, EngineConfig, EngineProcess, stop_engines
+from engine.launcher import (
+    REPO_ROOT,
+    EngineConfig,
+    EngineProcess,
+    EngineStartError,
+    ensure_tiny_model,
+    stop_engines,
+)
 
 BEGIN, END = markers("fleet-real")
 DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_fleet"
@@ -727,18 +734,10 @@ def _service_env(
 
 
 def _tiny_model() -> Path:
-    from engine.tiny_model import is_complete
-
-    out = Path(os.environ.get("PORTAL_TINY_MODEL_DIR", REPO_ROOT / "var" / "tiny")).resolve()
-    if not is_complete(out):
-        if not ENGINE_PYTHON.exists():
-            sys.exit(f"{ENGINE_PYTHON} is missing: run `make engine-venv` first")
-        subprocess.run(
-            [str(ENGINE_PYTHON), "-m", "engine.tiny_model", "--out", str(out)],
-            cwd=REPO_ROOT,
-            check=True,
-        )
-    return out
+    try:
+        return ensure_tiny_model()
+    except EngineStartError as exc:
+        sys.exit(str(exc))
 
 
 def _flush_redis(url: str) -> None:

@@ -29,7 +29,13 @@ from typing import Any
 import httpx
 import orjson
 
-from engine.launcher import ENGINE_PYTHON, REPO_ROOT, EngineConfig, EngineProcess
+from engine.launcher import (
+    REPO_ROOT,
+    EngineConfig,
+    EngineProcess,
+    EngineStartError,
+    ensure_tiny_model,
+)
 
 READY_TIMEOUT_S = 600.0  # bounds a broken start only; nothing is judged by it
 
@@ -444,18 +450,10 @@ def sigterm_runs_cleanup() -> Iterator[None]:
 
 def tiny_model() -> Path:
     """var/tiny (the engine kit's tiny Llama), built with the engine's interpreter if missing."""
-    from engine.tiny_model import is_complete
-
-    out = Path(os.environ.get("PORTAL_TINY_MODEL_DIR", REPO_ROOT / "var" / "tiny")).resolve()
-    if not is_complete(out):
-        if not ENGINE_PYTHON.exists():
-            sys.exit(f"{ENGINE_PYTHON} is missing: run `make engine-venv` first")
-        subprocess.run(
-            [str(ENGINE_PYTHON), "-m", "engine.tiny_model", "--out", str(out)],
-            cwd=REPO_ROOT,
-            check=True,
-        )
-    return out
+    try:
+        return ensure_tiny_model()
+    except EngineStartError as exc:
+        sys.exit(str(exc))
 
 
 def engine_config(

@@ -47,6 +47,26 @@ class EngineStartError(RuntimeError):
     """The server exited or never answered /ping; the message carries the log's tail."""
 
 
+def ensure_tiny_model(out: Path | None = None) -> Path:
+    """The tiny model kit's output (var/tiny, or PORTAL_TINY_MODEL_DIR), built with the engine's
+    interpreter when missing or stale; EngineStartError when that interpreter does not exist."""
+    from engine.tiny_model import is_complete
+
+    default = os.environ.get("PORTAL_TINY_MODEL_DIR", str(REPO_ROOT / "var" / "tiny"))
+    target = Path(out or default).resolve()
+    if not is_complete(target):
+        if not ENGINE_PYTHON.exists():
+            raise EngineStartError(
+                f"{ENGINE_PYTHON} is missing: run engine/setup_venv.sh (make engine-venv)"
+            )
+        subprocess.run(
+            [str(ENGINE_PYTHON), "-m", "engine.tiny_model", "--out", str(target)],
+            cwd=REPO_ROOT,
+            check=True,
+        )
+    return target
+
+
 @dataclass
 class EngineConfig:
     model: Path
