@@ -76,6 +76,7 @@ class Replay:
     load_ms: list[float]  # those loads' latencies
     served_from: dict[str, int]  # the gateway's counters: gpu / cpu / cold
     seconds: float
+    load_average: float = 0.0  # the machine's 1-minute load average when the replay started
 
     @property
     def ttft(self) -> gs.Summary:
@@ -120,8 +121,8 @@ def _table(r: RoutingResult) -> list[str]:
     lines = [
         "| arrivals /s | engine choice | requests ok (failed) | cold loads (FleetAction) | failed loads | "
         "evictions | gateway: gpu / cpu / cold | load p50 ms | TTFT p50 ms | **TTFT p99 ms** "
-        f"| TTFT p99, top {head} adapters ms | TTFT p99, the rest ms | replay s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| TTFT p99, top {head} adapters ms | TTFT p99, the rest ms | replay s | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in r.replays:
         t = p.ttft
@@ -132,7 +133,7 @@ def _table(r: RoutingResult) -> list[str]:
             f"| {p.rate:g} | {p.choice} | {t.n} ({t.errors}) | **{p.loads}** | {p.load_failures} | "
             f"{p.evictions} | {sf.get('gpu', 0)} / {sf.get('cpu', 0)} / {sf.get('cold', 0)} | "
             f"{load_p50} | {t.p50:.0f} | **{t.p99:.0f}** | {_ms(top, 'p99')} | "
-            f"{_ms(rest, 'p99')} | {p.seconds:.0f} |"
+            f"{_ms(rest, 'p99')} | {p.seconds:.0f} | {p.load_average:.1f} |"
         )
     return lines
 
@@ -216,7 +217,9 @@ def render(r: RoutingResult, command: str) -> str:
         f"Poisson arrivals at " + " and ".join(f"{x:g}/s" for x in r.rates) + ", the same "
         "trace for every replay of a rate. Before each replay "
         "every adapter is evicted from both engines, staged copies and Residency rows deleted, "
-        "Redis flushed and the worker restarted. Cold loads: the worker's FleetAction `load` "
+        "Redis flushed and the worker restarted; the second rate replays the choices in reverse "
+        "order (ABBA), and the last column is the machine's load average as each replay "
+        "started (other sessions' tests share it). Cold loads: the worker's FleetAction `load` "
         "rows in the replay (stage + verified load); the gateway's counters say where each "
         "request was served from (cold = it waited for a load). TTFT at the client (send -> "
         "first event carrying text), p99 by nearest rank.",
@@ -411,6 +414,7 @@ def run_replay(
     )
     target = gs.Target(choice, url, "", {"authorization": f"Bearer {tenancy.token}"})
     adapters, arrivals = trace
+    load_average = os.getloadavg()[0]
     started = time.time()
     samples = asyncio.run(replay_trace(target, adapters, arrivals, names))
     seconds = time.time() - started
@@ -423,8 +427,24 @@ def run_replay(
     if errors:
         print(f"{choice} at {rate:g}/s: {len(errors)} failed requests, e.g. {errors[:3]}")
     return Replay(
-        choice, rate, samples, adapters, loads, failed, evictions, load_ms, counters, seconds
+        choice,
+        rate,
+        samples,
+        adapters,
+        loads,
+        failed,
+        evictions,
+        load_ms,
+        counters,
+        seconds,
+        load_average,
     )
+
+
+def replay_order(choices: list[str], i: int) -> list[str]:
+    """ABBA: the second rate replays the choices in reverse, so a machine whose load drifts
+    during the run favours neither choice."""
+    return list(choices) if i % 2 == 0 else list(reversed(choices))
 
 
 def measure(args: argparse.Namespace, services: Services, db_url: str) -> RoutingResult:
@@ -444,6 +464,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Routin
     engine_start_s = [p.wait_ready(timeout=gs.READY_TIMEOUT_S) for p in services.engines.values()]
     adapters = gs.zipf_trace(args.requests, args.adapters, args.zipf, args.seed)
     rates = [float(x) for x in args.rates.split(",")]
+    choices = args.choices.split(",")
     replays = [
         run_replay(
             choice,
@@ -454,8 +475,8 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Routin
             names,
             (adapters, gs.poisson_arrivals(args.requests, rate, args.seed)),
         )
-        for rate in rates
-        for choice in args.choices.split(",")
+        for i, rate in enumerate(rates)
+        for choice in replay_order(choices, i)
     ]
     return RoutingResult(
         replays=replays,

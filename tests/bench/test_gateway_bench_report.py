@@ -297,6 +297,12 @@ def test_routing_report_has_both_replays_and_the_comparison():
     assert "FLEET_AUTO_PINS" in text
 
 
+def test_replays_alternate_their_order_by_rate():
+    assert routing.replay_order(["policy", "round_robin"], 0) == ["policy", "round_robin"]
+    assert routing.replay_order(["policy", "round_robin"], 1) == ["round_robin", "policy"]
+    assert routing.replay_order(["policy", "round_robin"], 2) == ["policy", "round_robin"]
+
+
 def test_failure_reasons_are_the_gateways_error_codes():
     samples = [
         _ok(1.0, 1.0),
