@@ -490,7 +490,18 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Routin
         machine=gs.machine_note(load_before, list(services.engines.values())),
         seconds=time.time() - started,
         engine_start_s=engine_start_s,
+        notes=list(args.note),
     )
+
+
+def load_result(var: Path) -> RoutingResult:
+    """The last run's result.json as a RoutingResult."""
+    data = json.loads((var / "result.json").read_text())
+    data["replays"] = [
+        Replay(**{**row, "samples": [gs.Sample(**x) for x in row["samples"]]})
+        for row in data["replays"]
+    ]
+    return RoutingResult(**data)
 
 
 def main() -> None:
@@ -505,7 +516,21 @@ def main() -> None:
     parser.add_argument("--choices", default="policy,round_robin")
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
     parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
+    parser.add_argument("--note", action="append", default=[], help="a paragraph to add")
+    parser.add_argument(
+        "--render-only",
+        metavar="COMMAND",
+        help="no measuring: render the last run's result.json, run as COMMAND",
+    )
     args = parser.parse_args()
+    if args.render_only:
+        result = load_result(VAR)
+        result.notes += args.note
+        section = render(result, args.render_only)
+        print(section)
+        if args.write_docs:
+            write_section("gateway-routing", section)
+        return
 
     from bench.list_versions import drop_database
 

@@ -373,3 +373,27 @@ def test_a_saved_result_renders_the_same_again(tmp_path: Path):
     (tmp_path / "result.json").write_text(json.dumps(asdict(result), default=str))
     again = overhead.load_result(tmp_path)  # no gateway.prof here: no profile section
     assert overhead.render(again, "cmd") == overhead.render(result, "cmd")
+
+
+def test_a_saved_routing_result_renders_the_same_again(tmp_path: Path):
+    import json
+    from dataclasses import asdict
+
+    result = routing.RoutingResult(
+        replays=[_replay("policy", [100.0] * 10, loads=20, failed=1)],
+        requests=11,
+        rates=[4.0],
+        adapters=16,
+        zipf=1.1,
+        seed=1,
+        top_share=0.3,
+        distinct=9,
+        machine="2 cores",
+        seconds=60.0,
+        engine_start_s=[60.0, 61.0],
+        notes=["An earlier run said otherwise."],
+    )
+    (tmp_path / "result.json").write_text(json.dumps(asdict(result), default=str))
+    again = routing.load_result(tmp_path)
+    assert routing.render(again, "cmd") == routing.render(result, "cmd")
+    assert "An earlier run said otherwise." in routing.render(again, "cmd")
