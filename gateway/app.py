@@ -46,6 +46,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
 JSON_HEADERS = [(b"content-type", b"application/json")]
+# What one attempt at an engine came to (Gateway.forward).
+SENT, FAILED, STALE = "sent", "failed", "stale"
 
 
 class Gateway:
@@ -223,11 +225,26 @@ class Gateway:
                 **(payload.get("stream_options") or {}),
                 "include_usage": True,
             }
+        stale_retries = 0
+        load_error: GatewayError | None = None
         while True:
-            engine, where = self.choose(table, route, target, tried)
+            try:
+                engine, where = self.choose(table, route, target, tried)
+            except GatewayError:
+                raise load_error or unavailable(
+                    "No engine can serve this model right now; try again shortly."
+                ) from None
             load_ms = 0.0
             if target is not None and where == "none":
-                load_ms = await self.load(engine, target)
+                try:
+                    load_ms = await self.load(engine, target)
+                except GatewayError as err:
+                    if err.code == "model_not_found":
+                        raise
+                    # No room on this engine now (every slot busy or kept): try another one.
+                    load_error = err
+                    tried.add(engine.name)
+                    continue
                 where = "cold"
             payload["model"] = target.served_name if target else engine.served_model_name
             if target is not None:  # queued counts for the controller too: no eviction
@@ -262,8 +279,13 @@ class Gateway:
             finally:
                 if target is not None:
                     await limits.inflight(self.redis, engine.name, target.served_name, -1)
-            if sent:
+            if sent == SENT:
                 return
+            if sent == STALE and stale_retries < 2:
+                # The engine no longer held the adapter (evicted, or restarted): its entry is
+                # dropped, so the next choice loads it again (here or elsewhere) instead of failing.
+                stale_retries += 1
+                continue
             tried.add(engine.name)  # failed before the first byte: the next engine
 
     def choose(
@@ -329,6 +351,7 @@ class Gateway:
                 future.set_result(result.waited_ms)
             except BaseException as exc:
                 future.set_exception(exc)
+                future.exception()  # retrieved: waiters re-raise it; none waiting is fine too
                 raise
             finally:
                 self.loading.pop(key, None)
@@ -349,8 +372,8 @@ class Gateway:
         served_from: str,
         load_ms: float,
         started: float,
-    ) -> bool:
-        """Send to one engine; False if it failed before anything reached the caller."""
+    ) -> str:
+        """Send to one engine: SENT, or FAILED / STALE before anything reached the caller."""
         path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
         client = self.engines.client(engine)
         body = orjson.dumps(payload)
@@ -359,17 +382,17 @@ class Gateway:
             response = await client.send(request, stream=True)
         except httpx.TransportError:
             self.mark_failed(engine)
-            return False
+            return FAILED
         try:
             if response.status_code >= 500:
                 await response.aread()
                 self.mark_failed(engine)
-                return False
+                return FAILED
             if response.status_code == 404 and target is not None:
-                # The engine forgot the adapter (restarted): our residency was stale.
+                # The engine no longer holds the adapter: our residency was stale.
                 await response.aread()
                 table.residency.get(target.served_name, {}).pop(engine.name, None)
-                return False
+                return STALE
             watch = StreamWatch(started=started, strip_usage=stream and not wants_usage)
             ok = response.status_code < 400
             headers = [
@@ -419,7 +442,7 @@ class Gateway:
                 at=time.time(),
             )
         )
-        return True
+        return SENT
 
     def load_of(self, engine: EngineInfo) -> float:
         running = self.in_flight.get(engine.name, 0) + self.fair.waiting(engine.name)

@@ -122,8 +122,8 @@ class Recorder:
         pipe = self.redis.pipeline(transaction=False)
         ttls: dict[str, int] = {}
         for (name, field), amount in counters.items():
-            if isinstance(amount, float) and not amount.is_integer():
-                pipe.hincrbyfloat(name, field, amount)
+            if field.endswith("_ms_sum"):  # may hold a fraction: never HINCRBY on it
+                pipe.hincrbyfloat(name, field, float(amount))
             else:
                 pipe.hincrby(name, field, int(amount))
             if name.startswith("lp:gwm:sec:"):

@@ -124,8 +124,9 @@ def load_outcome(engine: str, served_name: str) -> str | None:
     return raw.decode() if raw is not None else None
 
 
-def load_finish(engine: str, served_name: str, outcome: str, *, keep_s: float = 30.0) -> None:
-    """Publish the outcome so waiters see it, then let the claim expire shortly."""
+def load_finish(engine: str, served_name: str, outcome: str, *, keep_s: float = 2.0) -> None:
+    """Publish the outcome so waiters see it, then let the claim expire shortly: waiters poll
+    every 50 ms, and a later miss (the version evicted since) must be able to load again."""
     client().set(_load_key(engine, served_name), outcome, ex=max(1, int(keep_s)))
 
 
