@@ -90,7 +90,14 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
             return report
         engine = engine_record_probe(engine=engine, error="")
         report.state = engine.state
-    observed = run_engine_call(engine, lambda c: observe(engine, c))
+    try:
+        observed = run_engine_call(engine, lambda c: observe(engine, c))
+    except EngineError as exc:  # not answering (starting, restarting): the next pass retries
+        log.warning("converge of %s skipped: %s", engine.name, exc)
+        report.skipped.append(
+            {"action": "observe", "version": "", "code": "engine.unreachable", "message": str(exc)}
+        )
+        return report
     shared_state.busy_sample(engine.name, len(observed.running))
     world = load_world(engine, observed.resident | observed.registered | {incoming or ""})
     if incoming is not None and incoming not in world.wanted:

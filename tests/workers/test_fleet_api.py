@@ -146,3 +146,11 @@ def test_advice_and_launch_config(world, cpu1, tmp_path):
             "base_model_name": "t",
         }
     ]
+
+
+def test_a_converge_pass_on_an_engine_that_does_not_answer_skips_quietly(cpu1):
+    from workers.controller import converge_engine
+
+    report = converge_engine(cpu1)  # http://127.0.0.1:9: nothing listens there
+    assert report.actions == []
+    assert [s["code"] for s in report.skipped] == ["engine.unreachable"]
