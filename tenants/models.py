@@ -42,6 +42,11 @@ class Tenant(models.Model):
     quota_storage_bytes = models.PositiveBigIntegerField(default=50 * 1024**3)
     quota_pinned_slots = models.PositiveIntegerField(default=1)
     quota_requests_per_minute = models.PositiveIntegerField(default=600)
+    # The tenant's plan on shared engines, set by platform admins: engine-cache slots its
+    # always-warm and business-hours adapters may hold (one per active version, like pins),
+    # and the highest max_concurrent_requests one of its adapters may ask for.
+    quota_warm_slots = models.PositiveIntegerField(default=2)
+    max_adapter_concurrency = models.PositiveIntegerField(default=64)
     require_signatures = models.BooleanField(default=False)
     pool = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
@@ -96,6 +101,10 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The token that minted this one, if any: revoking it revokes this one too.
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
+    )
 
     class Meta:
         ordering = ["-created_at"]
