@@ -49,6 +49,8 @@ class AdapterViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         "grants": "object",
         "revoke_grants": "object",
     }
+    # A grant lets someone outside the tenant in: tenant administration, never a write token's.
+    action_scopes = {"grants": "admin", "revoke_grants": "admin"}
     filterset_fields = ["base_model__name", "slo_class"]
 
     def get_queryset(self):

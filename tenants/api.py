@@ -189,6 +189,8 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
         )
 
     @extend_schema(request=s.MembershipSerializer, responses={201: s.MembershipSerializer})
+    # Who is in the tenant is the tenant's administration: a write token cannot change it.
+    action_scopes = {"create": "admin", "partial_update": "admin", "destroy": "admin"}
     def create(self, request, tenant=None):
         data = s.MembershipSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -244,7 +246,11 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
             self.access, data.validated_data, days_given="expires_in_days" in request.data
         )
         issued = token_issue(
-            user=request.user, tenant=self.tenant, request_id=self.request_id, **data.validated_data
+            user=request.user,
+            tenant=self.tenant,
+            request_id=self.request_id,
+            parent=self.access.token,
+            **data.validated_data,
         )
         return Response(
             {"token": issued.plaintext, **s.ApiTokenSerializer(issued.token).data},

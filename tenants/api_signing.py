@@ -71,6 +71,8 @@ class SigningKeyViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         "create": "manage_keys",
         "destroy": "manage_keys",
     }
+    # Which keys a tenant trusts decides which uploads count as signed: tenant administration.
+    action_scopes = {"create": "admin", "destroy": "admin"}
 
     def get_queryset(self):
         return service.signing_keys_of(tenant=self.tenant)
@@ -103,6 +105,7 @@ class SignaturePolicyViewSet(TenantScopedViewSet):
 
     serializer_class = SignaturePolicySerializer
     tenant_capabilities = {"retrieve": "view", "update": "manage_keys"}
+    action_scopes = {"update": "admin"}
 
     @extend_schema(responses={200: SignaturePolicySerializer})
     def retrieve(self, request, tenant=None):

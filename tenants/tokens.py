@@ -56,8 +56,13 @@ def token_issue(
     name: str = "",
     expires_in_days: int | None = 90,
     request_id: str = "",
+    parent: ApiToken | None = None,
 ) -> IssuedToken:
-    """Create a token for `user`; the caller has already checked the user may use `tenant`."""
+    """Create a token for `user`; the caller has already checked the user may use `tenant`.
+
+    `parent`: the token the request that mints this one came with (see token_confine_to_caller);
+    revoking the parent revokes this token too.
+    """
     scopes = parse_scopes(scopes)
     if expires_in_days is not None and not 1 <= expires_in_days <= MAX_EXPIRY_DAYS:
         raise ApplicationError(
@@ -73,6 +78,7 @@ def token_issue(
             prefix=prefix,
             secret_hash=_hash_secret(secret),
             scopes=scopes,
+            parent=parent,
             expires_at=timezone.now() + timedelta(days=expires_in_days)
             if expires_in_days
             else None,
@@ -87,6 +93,7 @@ def token_issue(
                 "scopes": scopes,
                 "expires_at": token.expires_at,
                 "name": token.name,
+                "parent": parent.prefix if parent is not None else None,
             },
             request_id=request_id,
         )
@@ -94,24 +101,57 @@ def token_issue(
 
 
 def token_revoke(*, token: ApiToken, actor: AbstractBaseUser, request_id: str = "") -> ApiToken:
+    """Revoke `token` and every token minted from it, at any depth (each one audited): a token
+    minted by another dies with it, or a leaked token could outlive its own revocation."""
     with transaction.atomic():
         locked = ApiToken.objects.select_for_update().get(pk=token.pk)
         if locked.revoked_at is not None:
             raise ApplicationError(
                 "token.already_revoked", "This token is already revoked.", status=409
             )
-        locked.revoked_at = timezone.now()
+        now = timezone.now()
+        locked.revoked_at = now
+        # save(), not update(): its signal tells the gateway replicas to re-read their tokens.
         locked.save(update_fields=["revoked_at"])
-        record_event(
-            action="token.revoke",
-            actor=actor,
-            tenant=locked.tenant,
-            obj=locked,
-            before={"revoked_at": None},
-            after={"revoked_at": locked.revoked_at},
-            request_id=request_id,
-        )
+        _audit_revoke(locked, actor=actor, request_id=request_id)
+        for child in _live_descendants(locked):
+            child.revoked_at = now
+            child.save(update_fields=["revoked_at"])
+            _audit_revoke(child, actor=actor, request_id=request_id, cascade_from=locked)
     return locked
+
+
+def _live_descendants(token: ApiToken) -> list[ApiToken]:
+    """Unrevoked tokens minted from `token`, its children first, locked for the revocation."""
+    found: list[ApiToken] = []
+    parents = [token.pk]
+    while parents:
+        children = list(
+            ApiToken.objects.select_for_update(of=("self",))
+            .select_related("tenant")
+            .filter(parent_id__in=parents, revoked_at__isnull=True)
+            .order_by("pk")
+        )
+        found += children
+        parents = [child.pk for child in children]
+    return found
+
+
+def _audit_revoke(
+    token: ApiToken, *, actor: Any, request_id: str, cascade_from: ApiToken | None = None
+) -> None:
+    after: dict[str, Any] = {"revoked_at": token.revoked_at}
+    if cascade_from is not None:
+        after["cascade_from"] = cascade_from.prefix
+    record_event(
+        action="token.revoke",
+        actor=actor,
+        tenant=token.tenant,
+        obj=token,
+        before={"revoked_at": None},
+        after=after,
+        request_id=request_id,
+    )
 
 
 def token_authenticate(plaintext: str) -> ApiToken | None:
