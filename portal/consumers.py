@@ -1,46 +1,200 @@
-"""Websocket consumers: authenticate before accept, check access before joining a group."""
+"""Websocket consumers: authenticate before accept, check access before joining a group, and
+again before passing anything on, so a revoked membership or grant stops the stream.
+
+What a user may receive is decided by portal.live_access (which asks tenants.access); these
+classes only translate between the channel layer and the socket.
+"""
 
 from __future__ import annotations
+
+import time
+from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from portal.errors import NotFound
 from portal.events import tenant_group
-from tenants.access import AccessContext
+from portal.live_access import (
+    RECHECK_SECONDS,
+    LiveScope,
+    access_generation,
+    may_watch_fleet,
+    tenant_scope,
+)
+from portal.live_publisher import (
+    FLEET_GROUP,
+    WATCH_LEASE_SECONDS,
+    WATCHED_KEY,
+    metrics_group,
+    watched_member,
+)
+from workers import shared_state
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_REVOKED = 4403
+CLOSE_NOT_FOUND = 4404
 
 
-class TenantEventsConsumer(AsyncJsonWebsocketConsumer):
-    """/ws/tenants/<slug>/events/: version status changes of one tenant, for its members."""
+def _watch(member: str) -> None:
+    shared_state.client().zadd(WATCHED_KEY, {member: time.time() + WATCH_LEASE_SECONDS})
+
+
+class ReadOnlySocket(AsyncJsonWebsocketConsumer):
+    """Shared by the live sockets: one group, nothing accepted from the client."""
 
     group: str | None = None
 
-    async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=4401)
-            return
-        tenant_id = await self._visible_tenant_id(user, self.scope["url_route"]["kwargs"]["tenant"])
-        if tenant_id is None:
-            await self.close(code=4404)
-            return
-        self.group = tenant_group(tenant_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+    async def join(self, group: str) -> None:
+        self.group = group
+        await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
-
-    @database_sync_to_async
-    def _visible_tenant_id(self, user, slug: str) -> int | None:
-        try:
-            return AccessContext.for_user(user).get_tenant(slug).id
-        except NotFound:
-            return None
 
     async def disconnect(self, code: int) -> None:
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = None
 
-    async def receive_json(self, content, **kwargs) -> None:
+    async def stop(self) -> None:
+        """Access is gone: leave the group at once (later messages are dropped) and close."""
+        await self.disconnect(CLOSE_REVOKED)
+        await self.close(code=CLOSE_REVOKED)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Read-only: clients do not send anything."""
 
+    def _authenticated_user(self) -> Any | None:
+        user = self.scope.get("user")
+        return user if user is not None and user.is_authenticated else None
+
+
+class TenantEventsConsumer(ReadOnlySocket):
+    """/ws/tenants/<slug>/events/: version status changes of one tenant, for whoever may see them
+    (a user granted one adapter gets that adapter's events only). Events are rare, so access is
+    decided again from the database for each one."""
+
+    live: LiveScope | None = None
+
+    async def connect(self) -> None:
+        user = self._authenticated_user()
+        if user is None:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.live = await self._scope(user)
+        if self.live is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        await self.join(tenant_group(self.live.tenant_id))
+
+    @database_sync_to_async
+    def _scope(self, user: Any) -> LiveScope | None:
+        return tenant_scope(user=user, tenant=self.scope["url_route"]["kwargs"]["tenant"])
+
     async def portal_event(self, message: dict) -> None:
-        await self.send_json(message["event"])
+        if self.group is None:
+            return
+        self.live = await self._scope(self.scope["user"])
+        if self.live is None:
+            await self.stop()
+            return
+        event = message["event"]
+        adapter = str(event.get("version", "")).rpartition("@")[0]
+        if self.live.allows(adapter):
+            await self.send_json(event)
+
+
+class LiveNumbersSocket(ReadOnlySocket):
+    """A socket fed by portal.live_publisher: access decided at connect, and again when the
+    publisher's access generation moved or RECHECK_SECONDS passed (portal.live_access)."""
+
+    decision: Any = None  # what the user may receive; falsy: nothing
+    checked_gen: int = -1
+    checked_at: float = 0.0
+    watched_at: float = 0.0
+
+    def decide(self, user: Any) -> Any:
+        raise NotImplementedError
+
+    def group_for(self, decision: Any) -> tuple[str, str]:
+        """(channel layer group, member of the publisher's watched set)."""
+        raise NotImplementedError
+
+    def shape(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return payload
+
+    @database_sync_to_async
+    def _decide(self, user: Any, *, watch: bool) -> tuple[int, Any]:
+        # The generation is read before deciding: a change after this read bumps it again.
+        gen = access_generation()
+        decision = self.decide(user)
+        if decision and watch:
+            _watch(self.group_for(decision)[1])
+        return gen, decision
+
+    async def connect(self) -> None:
+        user = self._authenticated_user()
+        if user is None:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.checked_gen, self.decision = await self._decide(user, watch=True)
+        if not self.decision:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.checked_at = self.watched_at = time.monotonic()
+        await self.join(self.group_for(self.decision)[0])
+
+    async def live_metrics(self, message: dict) -> None:
+        if self.group is None:
+            return
+        now = time.monotonic()
+        if message["gen"] != self.checked_gen or now - self.checked_at > RECHECK_SECONDS:
+            watch = now - self.watched_at > WATCH_LEASE_SECONDS / 2
+            _, self.decision = await self._decide(self.scope["user"], watch=watch)
+            self.checked_gen, self.checked_at = message["gen"], now
+            if watch:
+                self.watched_at = now
+            if not self.decision:
+                await self.stop()
+                return
+        await self.send_json(self.shape(message["payload"]))
+
+
+class LiveMetricsConsumer(LiveNumbersSocket):
+    """/ws/tenants/<slug>/metrics/: per-second numbers of the tenant's adapter versions, at most
+    one message a second, filtered to the adapters the user may see."""
+
+    decision: LiveScope | None = None
+
+    def decide(self, user: Any) -> LiveScope | None:
+        return tenant_scope(user=user, tenant=self.scope["url_route"]["kwargs"]["tenant"])
+
+    def group_for(self, decision: LiveScope) -> tuple[str, str]:
+        return (
+            metrics_group(decision.tenant_id),
+            watched_member(tenant_id=decision.tenant_id, tenant=decision.tenant),
+        )
+
+    def shape(self, payload: dict[str, Any]) -> dict[str, Any]:
+        assert self.decision is not None
+        if self.decision.adapters is None:
+            return payload
+        allows = self.decision.allows
+        points = [
+            {
+                "t": p["t"],
+                "versions": {
+                    v: sums for v, sums in p["versions"].items() if allows(v.rpartition("@")[0])
+                },
+            }
+            for p in payload["points"]
+        ]
+        return {**payload, "points": points}
+
+
+class FleetMetricsConsumer(LiveNumbersSocket):
+    """/ws/fleet/metrics/: the whole fleet's numbers (every tenant added up), for operators."""
+
+    def decide(self, user: Any) -> bool:
+        return may_watch_fleet(user=user)
+
+    def group_for(self, decision: bool) -> tuple[str, str]:
+        return FLEET_GROUP, FLEET_GROUP

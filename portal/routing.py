@@ -2,8 +2,10 @@
 
 from django.urls import path
 
-from portal.consumers import TenantEventsConsumer
+from portal.consumers import FleetMetricsConsumer, LiveMetricsConsumer, TenantEventsConsumer
 
 websocket_urlpatterns = [
     path("ws/tenants/<slug:tenant>/events/", TenantEventsConsumer.as_asgi()),
+    path("ws/tenants/<slug:tenant>/metrics/", LiveMetricsConsumer.as_asgi()),
+    path("ws/fleet/metrics/", FleetMetricsConsumer.as_asgi()),
 ]

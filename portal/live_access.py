@@ -1,0 +1,117 @@
+"""What a live socket may receive, and a generation that tells sockets to ask again.
+
+The decision comes from tenants.access (AccessContext); this module only shapes it for sockets.
+Re-checking the database for every socket on every 1 Hz tick would cost the fleet's sockets x 1
+queries a second, so the publisher reads one Redis counter per tick (`access_generation`) and
+sends it with the numbers; a socket decides again whenever the counter moved, and at least every
+RECHECK_SECONDS whatever it says (a change made without signals still stops a stream in time).
+The counter moves after commit on every change to memberships, adapter grants, users and their
+platform groups.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models.signals import m2m_changed, post_delete, post_save
+
+from portal.errors import NotFound
+from tenants.access import AccessContext
+from workers import shared_state
+
+log = logging.getLogger(__name__)
+ACCESS_GENERATION_KEY = "lp:live:access-gen"
+RECHECK_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class LiveScope:
+    """One socket's reach in one tenant: every adapter (members, and platform roles that may
+    view tenants), or only the adapters granted to the user one by one."""
+
+    tenant_id: int
+    tenant: str  # slug, as the gateway's series key it
+    adapters: frozenset[str] | None  # None: all of the tenant's adapters
+
+    def allows(self, adapter: str) -> bool:
+        return self.adapters is None or adapter in self.adapters
+
+
+def _current_user(user: Any) -> Any | None:
+    """The user as the database has it now (the socket's scope holds the one from connect)."""
+    return get_user_model().objects.filter(pk=user.pk, is_active=True).first()
+
+
+def tenant_scope(*, user: Any, tenant: str) -> LiveScope | None:
+    """None when the user may see nothing of the tenant (the socket is refused or closed)."""
+    if user is None or not user.is_authenticated:
+        return None
+    current = _current_user(user)
+    if current is None:
+        return None
+    access = AccessContext.for_user(current)
+    try:
+        found = access.get_tenant(tenant)
+    except NotFound:
+        return None
+    if access.tenant_can(found, "view"):
+        return LiveScope(tenant_id=found.id, tenant=found.slug, adapters=None)
+    names = frozenset(access.visible_adapters(found).values_list("name", flat=True))
+    if not names:
+        return None
+    return LiveScope(tenant_id=found.id, tenant=found.slug, adapters=names)
+
+
+def may_watch_fleet(*, user: Any) -> bool:
+    """The fleet-wide numbers (all tenants added up) are for operators and platform admins."""
+    if user is None or not user.is_authenticated:
+        return False
+    current = _current_user(user)
+    return current is not None and AccessContext.for_user(current).is_operator
+
+
+# --- the generation ---
+
+
+def access_generation(client: Any | None = None) -> int:
+    raw = (client or shared_state.client()).get(ACCESS_GENERATION_KEY)
+    return int(raw or 0)
+
+
+def _bump() -> None:
+    try:
+        shared_state.client().incr(ACCESS_GENERATION_KEY)
+    except Exception:  # noqa: BLE001 - sockets still re-check every RECHECK_SECONDS
+        log.warning("could not bump %s", ACCESS_GENERATION_KEY, exc_info=True)
+
+
+def access_changed(**kwargs: Any) -> None:
+    # A login only stamps last_login: not a change of access.
+    fields = kwargs.get("update_fields")
+    if fields is not None and set(fields) <= {"last_login"}:
+        return
+    transaction.on_commit(_bump)
+
+
+def connect() -> None:
+    from adapters.models import AdapterGroupObjectPermission, AdapterUserObjectPermission
+    from tenants.models import Membership, Tenant
+
+    user_model = get_user_model()
+    for model in (
+        Membership,
+        AdapterUserObjectPermission,
+        AdapterGroupObjectPermission,
+        Tenant,
+        user_model,
+    ):
+        uid = f"portal.live_access.{model._meta.label}"
+        post_save.connect(access_changed, sender=model, dispatch_uid=uid + ".save")
+        post_delete.connect(access_changed, sender=model, dispatch_uid=uid + ".delete")
+    m2m_changed.connect(
+        access_changed, sender=user_model.groups.through, dispatch_uid="portal.live_access.groups"
+    )

@@ -1,0 +1,166 @@
+"""The live pages' numbers: the gateway's per-second and per-minute hashes, grouped for charts.
+
+gateway.recorder writes `lp:gwm:sec:<s>` (kept 10 minutes) and `lp:gwm:min:<m>` (2 days) with
+fields `tenant|adapter|version|what`. Here they become raw sums per version (never ratios, so
+seconds fold into minutes and versions into fleets by adding); the browser derives the ratios.
+Evictions come from the fleet's action log (workers.FleetAction), the same rows /metrics counts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from workers import shared_state
+
+SECOND_PREFIX = "lp:gwm:sec:"
+MINUTE_PREFIX = "lp:gwm:min:"
+# Sums the charts need, per version and period (gateway.recorder.Recorder.add writes them).
+CHART_FIELDS = (
+    "requests",
+    "errors",
+    "gpu",
+    "cpu",
+    "cold",
+    "ttft_ms_sum",
+    "ttft_count",
+    "load_ms_sum",
+)
+HISTORY_MINUTES = 60
+HISTORY_SECONDS = 120
+
+Sums = dict[str, float]
+TenantSums = dict[str, dict[str, Sums]]  # tenant slug -> version label ("support@3") -> sums
+
+
+def _number(raw: bytes | str) -> float:
+    value = float(raw)
+    return int(value) if value.is_integer() else round(value, 3)
+
+
+def parse_period(raw: dict[bytes, bytes]) -> TenantSums:
+    """One period's hash -> sums per tenant and adapter version. The base model's own requests
+    (empty adapter) and fields the charts do not draw are left out."""
+    out: TenantSums = defaultdict(lambda: defaultdict(dict))
+    for name, value in raw.items():
+        parts = (name.decode() if isinstance(name, bytes) else name).split("|")
+        if len(parts) != 4 or not parts[1] or parts[3] not in CHART_FIELDS:
+            continue
+        tenant, _adapter, version, what = parts
+        out[tenant][version][what] = _number(value)
+    return {tenant: dict(versions) for tenant, versions in out.items()}
+
+
+def add_sums(into: Sums, more: Sums) -> Sums:
+    for what, value in more.items():
+        into[what] = into.get(what, 0) + value
+    return into
+
+
+def fleet_total(tenants: TenantSums) -> Sums:
+    total: Sums = {}
+    for versions in tenants.values():
+        for sums in versions.values():
+            add_sums(total, sums)
+    return total
+
+
+def adapter_of(version_label: str) -> str:
+    return version_label.rpartition("@")[0]
+
+
+# --- history for a page's first paint (sync; the publisher reads the same keys async) ---
+
+
+def _periods(now: float, *, step: int, count: int, include_current: bool) -> list[int]:
+    last = int(now) // step - (0 if include_current else 1)
+    return list(range(last - count + 1, last + 1))
+
+
+def version_history(
+    *,
+    tenant: str,
+    version_label: str,
+    now: float,
+    minutes: int = HISTORY_MINUTES,
+    seconds: int = HISTORY_SECONDS,
+    client: redis.Redis | None = None,
+) -> dict[str, Any]:
+    """Completed minutes and recent seconds of one version, oldest first; one pipelined round
+    trip of HMGETs naming only this version's fields, so the cost does not grow with the fleet."""
+    adapter = adapter_of(version_label)
+    fields = [f"{tenant}|{adapter}|{version_label}|{what}" for what in CHART_FIELDS]
+    minute_ids = _periods(now, step=60, count=minutes, include_current=False)
+    second_ids = _periods(now, step=1, count=seconds, include_current=False)
+    pipe = (client or shared_state.client()).pipeline(transaction=False)
+    for m in minute_ids:
+        pipe.hmget(f"{MINUTE_PREFIX}{m}", fields)
+    for s in second_ids:
+        pipe.hmget(f"{SECOND_PREFIX}{s}", fields)
+    rows = pipe.execute()
+
+    def point(t: int, values: list[Any]) -> dict[str, Any]:
+        sums = {w: _number(v) for w, v in zip(CHART_FIELDS, values, strict=True) if v is not None}
+        return {"t": t, "sums": sums}
+
+    return {
+        "minutes": [
+            point(m * 60, r) for m, r in zip(minute_ids, rows[: len(minute_ids)], strict=True)
+        ],
+        "seconds": [point(s, r) for s, r in zip(second_ids, rows[len(minute_ids) :], strict=True)],
+    }
+
+
+def fleet_history(
+    *,
+    now: float,
+    minutes: int = HISTORY_MINUTES,
+    seconds: int = HISTORY_SECONDS,
+    client: redis.Redis | None = None,
+) -> dict[str, Any]:
+    """The whole fleet's completed minutes and recent seconds (all tenants added up), with the
+    evictions of each period; for operators' dashboard."""
+    minute_ids = _periods(now, step=60, count=minutes, include_current=False)
+    second_ids = _periods(now, step=1, count=seconds, include_current=False)
+    pipe = (client or shared_state.client()).pipeline(transaction=False)
+    for m in minute_ids:
+        pipe.hgetall(f"{MINUTE_PREFIX}{m}")
+    for s in second_ids:
+        pipe.hgetall(f"{SECOND_PREFIX}{s}")
+    rows = pipe.execute()
+    evicted = evictions_by_period(since=minute_ids[0] * 60, until=now)
+
+    def point(t: int, raw: dict[bytes, bytes], step: int) -> dict[str, Any]:
+        sums = fleet_total(parse_period(raw))
+        sums["evictions"] = sum(evicted.get(second, 0) for second in range(t, t + step))
+        return {"t": t, "sums": sums}
+
+    return {
+        "minutes": [
+            point(m * 60, r, 60) for m, r in zip(minute_ids, rows[: len(minute_ids)], strict=True)
+        ],
+        "seconds": [
+            point(s, r, 1) for s, r in zip(second_ids, rows[len(minute_ids) :], strict=True)
+        ],
+    }
+
+
+def evictions_by_period(*, since: float, until: float) -> dict[int, int]:
+    """Evictions and unloads the controller carried out, per epoch second; one query."""
+    from workers.metrics import EVICTING
+    from workers.models import FleetAction
+
+    times: Iterable[datetime] = FleetAction.objects.filter(
+        kind__in=EVICTING,
+        ok=True,
+        created_at__gte=datetime.fromtimestamp(since, UTC),
+        created_at__lt=datetime.fromtimestamp(until, UTC),
+    ).values_list("created_at", flat=True)
+    counts: dict[int, int] = defaultdict(int)
+    for at in times:
+        counts[int(at.timestamp())] += 1
+    return dict(counts)

@@ -1,0 +1,297 @@
+"""Live metrics over Channels: who may open the sockets, what each user receives, and the
+publisher's one message per second per group with the numbers the gateway's recorder wrote.
+Real Redis channel layer, the full ASGI stack (origin check, session auth, routing)."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+
+from adapters.models import Adapter
+from gateway.recorder import Measurement, Recorder
+from tenants.services import adapter_grant, adapter_revoke_grants, membership_remove
+from tests.portal.live_helpers import open_socket, past_second, publisher, session_headers
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+METRICS = "/ws/tenants/acme/metrics/"
+FLEET = "/ws/fleet/metrics/"
+
+
+def measurement(tenant: str, version: str, *, at: float, **kw) -> Measurement:
+    fields = dict(
+        tenant=tenant,
+        tenant_id=1,
+        adapter=version.rpartition("@")[0],
+        version=version,
+        version_id=None,
+        pool="",
+        served_name="",
+        engine="e",
+        served_from="gpu",
+        ok=True,
+        ttft_ms=10.0,
+        e2e_ms=20.0,
+        prompt_tokens=1,
+        completion_tokens=1,
+        at=at,
+    )
+    fields.update(kw)
+    return Measurement(**fields)
+
+
+async def headers_for(world, name: str, **kw):
+    return await sync_to_async(session_headers)(world.users[name], **kw)
+
+
+@pytest.fixture
+def code_style(world):
+    return Adapter.objects.create(
+        tenant=world.acme, name="code-style", base_model=world.base, created_by=world.users["alice"]
+    )
+
+
+@pytest.fixture
+def grantee(world):
+    """nora: no membership, a grant on acme/support only."""
+    adapter_grant(
+        actor=world.users["alice"], adapter=world.support, username="nora", perms=["view_adapter"]
+    )
+    return world.users["nora"]
+
+
+# --- refusals before accept ---
+
+
+async def test_anonymous_sockets_are_refused(world):
+    for path in (METRICS, FLEET):
+        _, connected, code = await open_socket(path, [(b"origin", b"http://testserver")])
+        assert not connected and code == 4401, path
+
+
+async def test_a_foreign_origin_is_refused(world):
+    headers = await headers_for(world, "alice", origin=(b"origin", b"https://evil.example"))
+    _, connected, _ = await open_socket(METRICS, headers)
+    assert not connected
+    headers = await headers_for(world, "olga", origin=(b"origin", b"https://evil.example"))
+    _, connected, _ = await open_socket(FLEET, headers)
+    assert not connected
+
+
+async def test_another_tenants_member_is_not_found(world):
+    _, connected, code = await open_socket(METRICS, await headers_for(world, "charlie"))
+    assert not connected and code == 4404
+
+
+async def test_the_fleet_socket_is_for_operators(world):
+    for name in ("alice", "vera", "charlie"):
+        _, connected, code = await open_socket(FLEET, await headers_for(world, name))
+        assert not connected and code == 4404, name
+    socket, connected, _ = await open_socket(FLEET, await headers_for(world, "olga"))
+    assert connected
+    await socket.disconnect()
+
+
+async def test_a_grantee_reaches_nothing_beyond_the_grant(world, grantee):
+    _, connected, code = await open_socket(
+        "/ws/tenants/globex/metrics/", await headers_for(world, "nora")
+    )
+    assert not connected and code == 4404
+    _, connected, code = await open_socket(FLEET, await headers_for(world, "nora"))
+    assert not connected and code == 4404
+
+
+# --- what arrives ---
+
+
+async def record(*measurements: Measurement) -> None:
+    pub, redis = publisher()
+    recorder = Recorder(redis)
+    for m in measurements:
+        recorder.add(m)
+    await recorder.flush()
+    await redis.aclose()
+
+
+async def test_the_publisher_sends_each_group_once_a_second_with_the_recorded_numbers(
+    world, code_style
+):
+    t = past_second()
+    await record(
+        measurement("acme", "support@1", at=t - 2 + 0.1, served_from="gpu", ttft_ms=12.0),
+        measurement(
+            "acme", "support@1", at=t - 2 + 0.5, served_from="cold", ttft_ms=30.0, load_ms=250.0
+        ),
+        measurement("acme", "support@1", at=t - 1 + 0.2, served_from="cpu", ok=False, ttft_ms=None),
+        measurement("acme", "code-style@2", at=t - 1 + 0.3, served_from="gpu", ttft_ms=8.0),
+        measurement("globex", "legal@1", at=t - 1 + 0.3, served_from="gpu", ttft_ms=9.0),
+    )
+    socket, connected, _ = await open_socket(METRICS, await headers_for(world, "vera"))
+    assert connected
+    pub, redis = publisher()
+    first = await pub.tick(now=t + 0.05)
+    again = await pub.tick(now=t + 0.6)  # same second: nothing more, from any publisher
+    await redis.aclose()
+    assert first is not None and again is None
+    payload = await socket.receive_json_from(timeout=5)
+    assert await socket.receive_nothing(timeout=0.5)
+    assert payload["kind"] == "metrics" and payload["step"] == 1
+    points = {p["t"]: p["versions"] for p in payload["points"]}
+    assert sorted(points) == [t - 3, t - 2, t - 1]
+    assert points[t - 3] == {}
+    assert points[t - 2] == {
+        "support@1": {
+            "requests": 2,
+            "gpu": 1,
+            "cold": 1,
+            "ttft_ms_sum": 42,
+            "ttft_count": 2,
+            "load_ms_sum": 250,
+        }
+    }
+    assert points[t - 1] == {
+        "support@1": {"requests": 1, "cpu": 1, "errors": 1},
+        "code-style@2": {"requests": 1, "gpu": 1, "ttft_ms_sum": 8, "ttft_count": 1},
+    }  # globex's numbers never reach acme's group
+    await socket.disconnect()
+
+
+async def test_a_grantee_receives_only_the_granted_adapters_series(world, code_style, grantee):
+    t = past_second()
+    await record(
+        measurement("acme", "support@1", at=t - 1 + 0.1),
+        measurement("acme", "code-style@1", at=t - 1 + 0.2),
+    )
+    socket, connected, _ = await open_socket(METRICS, await headers_for(world, "nora"))
+    assert connected
+    pub, redis = publisher()
+    await pub.tick(now=t + 0.05)
+    await redis.aclose()
+    payload = await socket.receive_json_from(timeout=5)
+    last = payload["points"][-1]["versions"]
+    assert list(last) == ["support@1"]
+    await socket.disconnect()
+
+
+async def test_the_fleet_socket_adds_up_every_tenant(world):
+    t = past_second()
+    await record(
+        measurement("acme", "support@1", at=t - 1 + 0.1, served_from="cold", load_ms=100.0),
+        measurement("globex", "legal@1", at=t - 1 + 0.2, served_from="gpu"),
+    )
+    socket, connected, _ = await open_socket(FLEET, await headers_for(world, "olga"))
+    assert connected
+    pub, redis = publisher()
+    await pub.tick(now=t + 0.05)
+    await redis.aclose()
+    payload = await socket.receive_json_from(timeout=5)
+    assert payload["kind"] == "fleet-metrics"
+    sums = payload["points"][-1]["sums"]
+    # Other test runs may share the Redis database but not this second.
+    assert sums == {
+        "requests": 2,
+        "gpu": 1,
+        "cold": 1,
+        "load_ms_sum": 100,
+        "ttft_ms_sum": 20,
+        "ttft_count": 2,
+        "evictions": 0,
+    }
+    await socket.disconnect()
+
+
+# --- revocation stops the stream ---
+
+
+async def assert_closed_without_data(socket) -> None:
+    out = await socket.receive_output(timeout=5)
+    assert out == {"type": "websocket.close", "code": 4403}
+
+
+async def test_a_revoked_membership_stops_the_stream(world):
+    socket, connected, _ = await open_socket(METRICS, await headers_for(world, "vera"))
+    assert connected
+    pub, redis = publisher()
+    t = past_second()
+    await pub.tick(now=t)
+    assert (await socket.receive_json_from(timeout=5))["kind"] == "metrics"
+
+    def revoke():
+        membership = world.users["vera"].memberships.get(tenant=world.acme)
+        membership_remove(actor=world.users["alice"], membership=membership)
+
+    await sync_to_async(revoke)()
+    await pub.tick(now=t + 1)
+    await redis.aclose()
+    await assert_closed_without_data(socket)
+
+
+async def test_a_revoked_grant_stops_the_stream(world, grantee):
+    socket, connected, _ = await open_socket(METRICS, await headers_for(world, "nora"))
+    assert connected
+    pub, redis = publisher()
+    t = past_second()
+    await pub.tick(now=t)
+    assert (await socket.receive_json_from(timeout=5))["kind"] == "metrics"
+    await sync_to_async(adapter_revoke_grants)(
+        actor=world.users["alice"], adapter=world.support, username="nora"
+    )
+    await pub.tick(now=t + 1)
+    await redis.aclose()
+    await assert_closed_without_data(socket)
+
+
+async def test_a_deactivated_operator_stops_receiving_the_fleet(world):
+    socket, connected, _ = await open_socket(FLEET, await headers_for(world, "olga"))
+    assert connected
+    olga = world.users["olga"]
+    olga.is_active = False
+    await sync_to_async(olga.save)()
+    pub, redis = publisher()
+    await pub.tick(now=past_second())
+    await redis.aclose()
+    await assert_closed_without_data(socket)
+
+
+# --- lifecycle events: one mechanism, same reach ---
+
+
+async def test_a_grantee_gets_lifecycle_events_of_the_granted_adapter_only(
+    world, code_style, grantee
+):
+    socket, connected, _ = await open_socket(
+        "/ws/tenants/acme/events/", await headers_for(world, "nora")
+    )
+    assert connected
+    layer = get_channel_layer()
+    group = f"tenant-{world.acme.id}.events"
+    for version in ("code-style@1", "support@1"):
+        event = {
+            "kind": "version.status",
+            "version": version,
+            "from": "validating",
+            "to": "validated",
+        }
+        await layer.group_send(group, {"type": "portal.event", "event": event})
+    assert (await socket.receive_json_from(timeout=5))["version"] == "support@1"
+    assert await socket.receive_nothing(timeout=0.5)
+    await socket.disconnect()
+
+
+async def test_events_stop_once_the_membership_is_revoked(world):
+    socket, connected, _ = await open_socket(
+        "/ws/tenants/acme/events/", await headers_for(world, "vera")
+    )
+    assert connected
+
+    def revoke():
+        membership = world.users["vera"].memberships.get(tenant=world.acme)
+        membership_remove(actor=world.users["alice"], membership=membership)
+
+    await sync_to_async(revoke)()
+    event = {"kind": "version.status", "version": "support@1", "from": "a", "to": "b"}
+    await get_channel_layer().group_send(
+        f"tenant-{world.acme.id}.events", {"type": "portal.event", "event": event}
+    )
+    await assert_closed_without_data(socket)
