@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -58,6 +59,7 @@ INSTALLED_APPS = [
     "guardian",
     "channels",
     "django_celery_beat",
+    "axes",
     "portal",
     "tenants",
     "adapters",
@@ -75,6 +77,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: turns a lockout into portal.login_guard's 429.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -126,6 +130,8 @@ CACHES = {
 }
 
 AUTHENTICATION_BACKENDS = [
+    # First: refuses authentication for a locked-out client before any password is checked.
+    "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
@@ -138,6 +144,22 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# --- sign-ins: throttled per client address (portal.login_guard, portal.client_ip) ---
+# Reverse proxies in front of the portal that append to X-Forwarded-For; 0 uses REMOTE_ADDR.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+LOGIN_FAILED_AUDIT_WINDOW_SECONDS = env_int("LOGIN_FAILED_AUDIT_WINDOW_SECONDS", 300, minimum=1)
+LOGIN_FAILED_AUDIT_PER_MINUTE = env_int("LOGIN_FAILED_AUDIT_PER_MINUTE", 60, minimum=1)
+# django-axes counts failures in the default cache (Redis), so every replica sees them.
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_CACHE = "default"
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_LOCKOUT_SECONDS)
+AXES_CLIENT_IP_CALLABLE = "portal.client_ip.client_ip"
+AXES_LOCKOUT_CALLABLE = "portal.login_guard.lockout_response"
+AXES_ENABLE_ADMIN = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"

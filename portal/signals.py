@@ -6,6 +6,7 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.dispatch import receiver
 
 from portal.audit import record_event
+from portal.login_guard import record_login_failure
 
 
 def _request_id(request) -> str:
@@ -25,11 +26,5 @@ def audit_login(sender, request, user, **kwargs):
 
 @receiver(user_login_failed)
 def audit_login_failed(sender, credentials, request=None, **kwargs):
-    username = str(credentials.get("username", ""))[:150]
-    record_event(
-        action="auth.login_failed",
-        actor="anonymous",
-        object_type="auth.user",
-        object_id=username,
-        request_id=_request_id(request),
-    )
+    # Counted, and audited at most once per address, username and window (portal.login_guard).
+    record_login_failure(username=str(credentials.get("username", ""))[:150], request=request)

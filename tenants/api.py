@@ -13,7 +13,9 @@ from rest_framework.views import APIView
 
 from portal.api.base import PlatformViewSet, TenantScopedViewSet
 from portal.audit import record_event
+from portal.client_ip import client_ip
 from portal.errors import ApplicationError
+from portal.login_guard import locked_out_error
 from tenants import serializers as s
 from tenants.access import AccessContext
 from tenants.models import ApiToken, Membership, Tenant
@@ -31,8 +33,13 @@ User = get_user_model()
 
 
 class LoginThrottle(AnonRateThrottle):
+    """Every attempt, failed or not; failures alone also count towards django-axes' lockout."""
+
     scope = "login"
     rate = "30/min"
+
+    def get_ident(self, request):
+        return client_ip(request)
 
 
 class TokenObtainView(APIView):
@@ -49,6 +56,8 @@ class TokenObtainView(APIView):
         v = data.validated_data
         user = authenticate(request, username=v["username"], password=v["password"])
         if user is None:
+            if getattr(request, "axes_locked_out", False):
+                raise locked_out_error()
             raise ApplicationError(
                 "auth.invalid_credentials", "Wrong username or password.", status=401
             )
