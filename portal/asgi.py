@@ -13,14 +13,18 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from gateway.app import gateway_app  # noqa: E402
+from portal.body_limits import limit_request_bodies  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
+
+# Bodies are capped before Django spools or parses them (portal.body_limits).
+django_http_app = limit_request_bodies(django_asgi_app)
 
 
 async def http_router(scope, receive, send):
     if scope["path"].startswith("/v1/"):
         await gateway_app(scope, receive, send)
     else:
-        await django_asgi_app(scope, receive, send)
+        await django_http_app(scope, receive, send)
 
 
 application = ProtocolTypeRouter(

@@ -188,6 +188,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = env_int("FILE_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads-tmp")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# Every non-multipart body (JSON API calls, forms, the token endpoint) is refused with 413 past
+# this, before it is read (portal.body_limits); 10,000 direct-upload parts fit in well under it.
+REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024, minimum=64 * 1024)
 
 # --- security (production-like when DEBUG is off) ---
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
