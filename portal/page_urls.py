@@ -8,4 +8,5 @@ urlpatterns = [
     path("audit/", pages.audit_log, name="audit"),
     path("audit/verify/", pages.audit_verify, name="audit-verify"),
     path("", include("workers.page_urls")),
+    path("", include("gateway.page_urls")),
 ]

@@ -252,3 +252,25 @@ class AccessContext:
             raise PermissionDenied(
                 "permission.denied", f"You may not '{perm}' on adapter '{adapter.name}'."
             )
+
+    # --- playground ---
+    def playground_may_use(self, tenant: Tenant, version: Any | None = None) -> bool:
+        """Whether this user may chat with `version` (None: the tenant's base models) in the
+        playground. Members with the playground (maintainers, owners) may use the tenant's active
+        versions, its base models, and staged versions, to try them before release; a grantee who
+        may upload to one adapter may use that adapter's active versions only. Nobody else, and
+        the gateway's API never serves a staged version at all."""
+        from adapters.models import VersionStatus
+
+        if version is not None and version.tenant_id != tenant.id:
+            return False
+        if self.tenant_can(tenant, "use_playground"):
+            return version is None or version.status in (
+                VersionStatus.ACTIVE,
+                VersionStatus.STAGED,
+            )
+        return (
+            version is not None
+            and version.status == VersionStatus.ACTIVE
+            and self.adapter_can(version.adapter, "upload_version")
+        )

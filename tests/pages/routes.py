@@ -139,6 +139,21 @@ PAGE_ROUTES: list[PageRoute] = [
         expect={"charlie": 404, "nora": 404, "bob": 403, "vera": 403, "alice": 302},
     ),
     PageRoute("tenant-aliases", _acme, expect={"charlie": 404, "nora": 404, "vera": 200}),
+    # Maintainers and owners; a viewer or a platform role sees the tenant but has nothing to try.
+    PageRoute(
+        "tenant-playground",
+        _acme,
+        expect={
+            "charlie": 404,
+            "nora": 404,
+            "olga": 404,
+            "vera": 403,
+            "rita": 403,
+            "adam": 403,
+            "bob": 200,
+            "alice": 200,
+        },
+    ),
     PageRoute(
         "tenant-aliases",
         _acme,

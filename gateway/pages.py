@@ -1,0 +1,26 @@
+"""The playground page: the picker of what this user may chat with, and the socket's address."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from gateway.playground import MAX_TOKENS
+from gateway.playground_choices import playground_choices, playground_tenant
+from portal.pagekit import page_view
+
+
+@page_view
+def playground(request: HttpRequest, tenant: str) -> HttpResponse:
+    access, found = playground_tenant(user=request.user, tenant_slug=tenant)
+    choices = playground_choices(access=access, tenant=found)
+    return render(
+        request,
+        "gateway/playground.html",
+        {
+            "tenant": found,
+            "choices": choices,
+            "versions": [c for c in choices if c.status != "base"],
+            "max_tokens_limit": MAX_TOKENS,
+        },
+    )

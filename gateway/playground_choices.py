@@ -1,0 +1,108 @@
+"""What a signed-in user may chat with in a tenant's playground, read fresh from the database on
+every prompt (a revoked membership or grant counts at once); the rule is tenants/access.py's
+`playground_may_use`. Builds the gateway's own Route/Target, so the request path is the API's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from adapters.models import AdapterVersion, BaseModel, VersionStatus
+from gateway.routes import Route, Target
+from gateway.routes import _target as target_of  # the table's own builder: same pool, rank, caps
+from portal.errors import NotFound, PermissionDenied
+from tenants.access import AccessContext
+from tenants.models import Tenant
+
+BASE_PREFIX = "base:"
+PLAYABLE_STATUSES = (VersionStatus.ACTIVE, VersionStatus.STAGED)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One entry of the playground's picker: `key` is what the socket sends back."""
+
+    key: str
+    label: str
+    status: str  # "active", "staged" or "base"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A choice the user may use now, as the gateway's request path takes it."""
+
+    key: str
+    tenant_id: int
+    route: Route
+    target: Target | None  # None for the base model
+
+
+def _base_models(tenant: Tenant) -> list[BaseModel]:
+    return list(BaseModel.objects.filter(adapters__tenant=tenant).distinct().order_by("name"))
+
+
+def playground_choices(*, access: AccessContext, tenant: Tenant) -> list[Choice]:
+    """Versions (newest first per adapter) and base models this user may chat with here."""
+    versions = (
+        AdapterVersion.objects.filter(tenant=tenant, status__in=PLAYABLE_STATUSES)
+        .select_related("adapter__tenant", "tenant")
+        .order_by("adapter__name", "-number")
+    )
+    out = [
+        Choice(f"{v.adapter.name}@{v.number}", f"{v.adapter.name}@{v.number}", v.status)
+        for v in versions
+        if access.playground_may_use(tenant, v)
+    ]
+    if access.playground_may_use(tenant):
+        out += [
+            Choice(BASE_PREFIX + b.name, f"{b.name} (base model)", "base")
+            for b in _base_models(tenant)
+        ]
+    return out
+
+
+def playground_tenant(*, user: Any, tenant_slug: str) -> tuple[AccessContext, Tenant]:
+    """The tenant, if this user may use its playground at all: 404 when the tenant is out of
+    reach, 403 when it is visible but offers this user nothing to chat with."""
+    if not get_user_model().objects.filter(pk=user.pk, is_active=True).exists():
+        raise NotFound("tenant.not_found", f"No tenant '{tenant_slug}' is visible to you.")
+    access = AccessContext.for_user(user)  # fresh on every call: no stale memberships
+    tenant = access.get_tenant(tenant_slug)
+    if not playground_choices(access=access, tenant=tenant):
+        raise PermissionDenied(
+            "playground.denied",
+            f"Your role in tenant '{tenant.slug}' gives you nothing to try in the playground; "
+            "maintainers and owners may use it.",
+        )
+    return access, tenant
+
+
+def resolve_choice(*, user: Any, tenant_slug: str, key: object) -> Resolved:
+    """One picker key, checked against what the user may use right now."""
+    access, tenant = playground_tenant(user=user, tenant_slug=tenant_slug)
+    if not isinstance(key, str) or not key:
+        raise NotFound("playground.not_found", "Pick a version or a base model.")
+    refused = NotFound(
+        "playground.not_found",
+        f"'{key[:80]}' is not a version or base model you may use in {tenant.slug}'s playground.",
+    )
+    if key.startswith(BASE_PREFIX):
+        name = key[len(BASE_PREFIX) :]
+        base = next((b for b in _base_models(tenant) if b.name == name), None)
+        if base is None or not access.playground_may_use(tenant):
+            raise refused
+        return Resolved(key, tenant.id, Route(base.name, base_model_id=base.pk), None)
+    adapter, sep, number = key.partition("@")
+    if not sep or not number.isdigit():
+        raise refused
+    version = (
+        AdapterVersion.objects.filter(tenant=tenant, adapter__name=adapter, number=int(number))
+        .select_related("adapter__tenant", "tenant")
+        .first()
+    )
+    if version is None or not access.playground_may_use(tenant, version):
+        raise refused
+    target = target_of(version)
+    return Resolved(key, tenant.id, Route(target.label, (target,)), target)

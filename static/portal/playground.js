@@ -1,0 +1,87 @@
+// The playground: one websocket per page; a prompt goes out, token frames come back per pane.
+(function () {
+  "use strict";
+  const root = document.getElementById("playground");
+  if (!root) return;
+  const form = document.getElementById("playground-form");
+  const state = document.getElementById("playground-state");
+  const banner = document.getElementById("playground-error");
+  const send = document.getElementById("playground-send");
+  const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+  const socket = new WebSocket(scheme + location.host + root.dataset.socket);
+  const busy = new Set();
+
+  function pane(i) {
+    const el = document.getElementById("pane-" + i);
+    const part = (name) => el.querySelector('[data-testid="pane-' + i + "-" + name + '"]');
+    return { el, part };
+  }
+  function setBusy(on) { send.disabled = on || socket.readyState !== WebSocket.OPEN; }
+  function showError(box, frame) {
+    box.textContent = frame.code + ": " + frame.message;
+    box.hidden = false;
+  }
+  function fmt(value, digits) { return value === null || value === undefined ? "–" : value.toFixed(digits); }
+
+  socket.addEventListener("open", () => { state.textContent = "connected"; setBusy(false); });
+  socket.addEventListener("close", (e) => {
+    state.textContent = "disconnected (" + e.code + ")";
+    setBusy(true);
+  });
+  socket.addEventListener("message", (event) => {
+    const frame = JSON.parse(event.data);
+    if (frame.pane === null || frame.pane === undefined) {
+      if (frame.type === "error") showError(banner, frame);
+      return;
+    }
+    const p = pane(frame.pane);
+    if (frame.type === "start") {
+      p.el.hidden = false;
+      p.part("model").textContent = frame.model;
+    } else if (frame.type === "token") {
+      const reply = p.part("reply");
+      reply.textContent += frame.text;
+      reply.dataset.frames = String(Number(reply.dataset.frames || 0) + 1);
+      p.part("tokens").textContent = reply.dataset.frames;
+    } else if (frame.type === "done") {
+      p.part("ttft").textContent = fmt(frame.ttft_ms, 1);
+      p.part("tps").textContent = fmt(frame.tokens_per_s, 1);
+      p.part("tokens").textContent = String(frame.tokens);
+      p.el.dataset.done = "true";
+    } else if (frame.type === "error") {
+      showError(p.part("error"), frame);
+      p.el.dataset.done = "true";
+    }
+    if (frame.type === "done" || frame.type === "error") {
+      busy.delete(frame.pane);
+      if (busy.size === 0) setBusy(false);
+    }
+  });
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const models = [data.get("model")];
+    if (data.get("compare")) models.push(data.get("compare"));
+    banner.hidden = true;
+    [0, 1].forEach((i) => {
+      const p = pane(i);
+      p.el.hidden = i >= models.length;
+      delete p.el.dataset.done;
+      const reply = p.part("reply");
+      reply.textContent = "";
+      reply.dataset.frames = "0";
+      ["ttft", "tps"].forEach((n) => { p.part(n).textContent = "–"; });
+      p.part("tokens").textContent = "0";
+      p.part("error").hidden = true;
+      if (i < models.length) busy.add(i);
+    });
+    setBusy(true);
+    socket.send(JSON.stringify({
+      prompt: data.get("prompt"),
+      models: models,
+      max_tokens: Number(data.get("max_tokens") || 64),
+    }));
+  });
+  setBusy(true);
+})();

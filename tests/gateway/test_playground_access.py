@@ -1,0 +1,118 @@
+"""Who may chat with what in the playground (tenants/access.py's playground_may_use), and the
+picker and resolution built on it (gateway/playground_choices.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.sample_adapters import TINY_BASE_MODEL_NAME
+from gateway.playground_choices import playground_choices, playground_tenant, resolve_choice
+from portal.errors import NotFound, PermissionDenied
+from tenants.access import AccessContext
+from tests.gateway.playground_world import build_playground_world
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def pw(world):
+    return build_playground_world(world)
+
+
+def keys(pw, who: str, tenant=None) -> list[str]:
+    access = AccessContext.for_user(pw.world.users[who])
+    return [c.key for c in playground_choices(access=access, tenant=tenant or pw.world.acme)]
+
+
+def test_it_offers_maintainers_and_owners_active_staged_and_base(pw):
+    expected = ["other@1", "support@2", "support@1", f"base:{pw.world.base.name}"]
+    assert keys(pw, "bob") == expected
+    assert keys(pw, "alice") == expected
+
+
+def test_it_offers_an_upload_grantee_the_granted_adapters_active_versions_only(pw):
+    assert keys(pw, "nora") == ["support@1"]
+
+
+@pytest.mark.parametrize("who", ["vera", "vic", "rita", "adam", "olga", "charlie"])
+def test_it_offers_nothing_to_viewers_view_grantees_platform_roles_and_outsiders(pw, who):
+    assert keys(pw, who) == []
+
+
+def test_a_staged_version_is_for_members_with_the_playground_only(pw):
+    acme = pw.world.acme
+    may = {
+        who: AccessContext.for_user(pw.world.users[who]).playground_may_use(acme, pw.staged)
+        for who in ("alice", "bob", "vera", "nora", "vic", "rita", "adam")
+    }
+    assert may == {
+        "alice": True,
+        "bob": True,
+        "vera": False,
+        "nora": False,
+        "vic": False,
+        "rita": False,
+        "adam": False,
+    }
+
+
+def test_another_tenants_version_is_never_usable_through_this_tenant(pw):
+    access = AccessContext.for_user(pw.world.users["bob"])
+    assert not access.playground_may_use(pw.world.acme, pw.foreign)
+
+
+@pytest.mark.parametrize(
+    ("who", "error"),
+    [
+        ("charlie", NotFound),
+        ("olga", NotFound),
+        ("vera", PermissionDenied),
+        ("rita", PermissionDenied),
+    ],
+)
+def test_entering_the_playground_is_refused(pw, who, error):
+    with pytest.raises(error):
+        playground_tenant(user=pw.world.users[who], tenant_slug="acme")
+
+
+def test_a_deactivated_user_is_refused(pw):
+    bob = pw.world.users["bob"]
+    bob.is_active = False
+    bob.save()
+    with pytest.raises(NotFound):
+        playground_tenant(user=bob, tenant_slug="acme")
+
+
+def test_it_resolves_a_staged_version_to_the_gateways_own_target(pw):
+    resolved = resolve_choice(user=pw.world.users["bob"], tenant_slug="acme", key="support@2")
+    assert resolved.target is not None
+    assert resolved.target.served_name == pw.staged.served_name
+    assert resolved.route.targets == (resolved.target,)
+    assert resolved.tenant_id == pw.world.acme.id
+
+
+def test_it_resolves_the_base_model_without_a_target(pw):
+    base = pw.world.base
+    resolved = resolve_choice(
+        user=pw.world.users["bob"], tenant_slug="acme", key=f"base:{base.name}"
+    )
+    assert resolved.target is None and resolved.route.base_model_id == base.pk
+
+
+@pytest.mark.parametrize(
+    ("who", "key"),
+    [
+        ("nora", "other@1"),  # beyond the grant
+        ("nora", "support@2"),  # staged: members only
+        ("nora", f"base:{TINY_BASE_MODEL_NAME}"),  # the base model: members only
+        ("bob", "support@3"),  # validated: not servable
+        ("bob", "legal@1"),  # globex's name does not exist in acme
+        ("bob", "support@99"),
+        ("bob", "support"),
+        ("bob", ""),
+    ],
+)
+def test_it_refuses_what_the_user_may_not_use(pw, who, key):
+    with pytest.raises(NotFound) as caught:
+        resolve_choice(user=pw.world.users[who], tenant_slug="acme", key=key)
+    assert caught.value.code == "playground.not_found"
