@@ -78,6 +78,12 @@ class Adapter(models.Model):
     def effective_slo_class(self) -> str:
         return self.slo_class or self.tenant.slo_class
 
+    @property
+    def effective_max_concurrent_requests(self) -> int:
+        """What the gateway admits: the adapter's own cap within its tenant's plan, so a plan a
+        platform admin lowers binds adapters that asked for more before."""
+        return min(self.max_concurrent_requests, self.tenant.max_adapter_concurrency)
+
 
 class AdapterUserObjectPermission(UserObjectPermissionBase):
     """Direct foreign key: a grant dies with its adapter."""

@@ -145,7 +145,7 @@ def _target(
         pool=pool_of(adapter),
         base_model_id=adapter.base_model_id,
         rank=version.rank or 0,
-        max_concurrent=adapter.max_concurrent_requests,
+        max_concurrent=adapter.effective_max_concurrent_requests,
         weight=weight,
         alias_max_concurrent=alias_max_concurrent,
     )

@@ -25,6 +25,8 @@ TENANT_FIELDS = (
     "quota_requests_per_minute",
     "require_signatures",
     "pool",
+    "quota_warm_slots",
+    "max_adapter_concurrency",
 )
 GRANTABLE_ADAPTER_PERMS = ("view_adapter", "change_adapter", "upload_version")
 

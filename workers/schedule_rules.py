@@ -256,6 +256,8 @@ def warmup_problems(
     own = _Kept(str(adapter), policy, _slots(active))
     if policy == WarmupPolicy.PINNED:
         out += _pin_quota_problems(adapter, own)
+    else:
+        out += _warm_quota_problems(adapter, own)
     engines = pool_engines(adapter, min_rank=rank)
     pool = pool_of(adapter)
     if not engines:
@@ -297,6 +299,28 @@ def _pin_quota_problems(adapter: Adapter, own: _Kept) -> list[Problem]:
             f"(quota_pinned_slots); pinning {adapter} needs {own.slots} more while {holders} "
             f"already hold {needed - own.slots}. Unpin another adapter, use always_warm, or ask "
             "a platform admin to raise the quota.",
+            "warmup_policy",
+        )
+    ]
+
+
+def _warm_quota_problems(adapter: Adapter, own: _Kept) -> list[Problem]:
+    """Always-warm and business-hours adapters hold an engine-cache slot on every engine of
+    their pool: a tenant keeps at most its plan's quota_warm_slots of them, whatever room the
+    pool has, so it cannot crowd out the long tail of other tenants."""
+    tenant = adapter.tenant
+    kept = _kept(_others(adapter).filter(tenant_id=tenant.pk, warmup_policy__in=WARM_POLICIES))
+    needed = sum(k.slots for k in kept) + own.slots
+    if needed <= tenant.quota_warm_slots:
+        return []
+    holders = ", ".join(k.label for k in kept) or "none"
+    return [
+        Problem(
+            "schedule.warm_quota",
+            f"Tenant '{tenant.slug}' may keep {tenant.quota_warm_slots} version(s) warm "
+            f"(quota_warm_slots); keeping {adapter} warm needs {own.slots} more while {holders} "
+            f"already hold {needed - own.slots}. Use on_demand for another adapter, or ask a "
+            "platform admin to raise the quota.",
             "warmup_policy",
         )
     ]

@@ -133,6 +133,21 @@ def _require_platform_fields(access: AccessContext, fields: list[str]) -> None:
     access.require_scope("admin")
 
 
+def _refuse_beyond_plan(adapter: Adapter) -> None:
+    """A tenant's own adapters stay within the plan its platform admin set: a higher
+    max_concurrent_requests would take engine slots from every other tenant."""
+    limit = adapter.tenant.max_adapter_concurrency
+    if adapter.max_concurrent_requests > limit:
+        raise ApplicationError(
+            "plan.adapter_concurrency",
+            f"max_concurrent_requests {adapter.max_concurrent_requests} is above what tenant "
+            f"'{adapter.tenant.slug}' may give one adapter ({limit}, max_adapter_concurrency). "
+            "Use a lower value, or ask a platform admin to raise the tenant's limit.",
+            status=409,
+            limit=limit,
+        )
+
+
 def _changed(adapter: Adapter, changes: dict[str, Any], fields: tuple[str, ...]) -> list[str]:
     return [k for k in fields if k in changes and changes[k] != getattr(adapter, k)]
 
@@ -185,6 +200,7 @@ def adapter_create(
                     status=409,
                 )
             adapter.tenant = locked_tenant  # the rules read its pool and pin quota as locked
+            _refuse_beyond_plan(adapter)
             _refuse_problems(adapter)
             adapter.save()
             record_event(
@@ -236,6 +252,8 @@ def adapter_update(
         for key, value in changes.items():
             setattr(locked, key, value)
         clean_or_raise(locked, validate_unique=False)
+        if _changed_since(before, locked, ("max_concurrent_requests",)):
+            _refuse_beyond_plan(locked)
         schedule_changed = bool(_changed_since(before, locked, SCHEDULE_FIELDS))
         if schedule_changed:
             _refuse_problems(locked)

@@ -208,6 +208,8 @@ def test_pin_budget_is_the_pools_max_pins(world):
 
 
 def test_last_free_slot_keeps_one_cpu_cache_slot_free_on_every_engine(world):
+    world.acme.quota_warm_slots = 10  # the pool's room decides here, not the tenant's plan
+    world.acme.save()
     make_engine(world, "e1", gpu=2, cpu=3)  # keeps at most 2 warm versions
     make_engine(world, "e2", gpu=2, cpu=8)
     make_adapter(world, "billing", WarmupPolicy.ALWAYS_WARM)
