@@ -23,3 +23,6 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
+# Tests that serve portal.asgi under uvicorn (browser, live pages, playground) get the static files
+# straight from static/, with no collectstatic step (WhiteNoise reads them once at start-up).
+WHITENOISE_USE_FINDERS = True
