@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-validation bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-validation bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -48,7 +48,7 @@ lint: venv
 	@.venv/bin/ruff format --check .
 
 # Every benchmark; each rewrites only its own section of docs/benchmarks.md.
-bench: bench-validation bench-upload bench-list bench-cache bench-fleet-scale bench-fleet-real bench-gateway
+bench: bench-validation bench-upload bench-list bench-cache bench-fleet-scale bench-fleet-real bench-gateway bench-playground
 
 bench-validation: venv
 	@$(PY) -m bench.validation_throughput --sizes-mib 1024,256 --repeat 5 --write-docs
@@ -86,3 +86,8 @@ bench-gateway-overhead: venv services engine-venv tiny-model litellm-venv
 
 bench-gateway-routing: venv services engine-venv tiny-model
 	@$(PY) -m bench.gateway_routing --requests 300 --rates 1.5,4 --adapters 16 --zipf 1.1 --seed 1 --write-docs
+
+# The playground: prompt on its websocket -> first token frame, against the engine's own TTFT
+# and the gateway's API, same prompt (one engine, a few minutes).
+bench-playground: venv services engine-venv tiny-model
+	@$(PY) -m bench.playground_latency --rounds 200 --warmup 20 --max-tokens 4 --write-docs
