@@ -16,7 +16,8 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     roles = list(user.memberships.order_by("tenant__slug").values_list("tenant__slug", "role"))
     return {
         "nav_is_reviewer": access.is_reviewer,
-        "nav_is_operator": access.is_operator,
+        "nav_is_platform_admin": access.is_platform_admin,
+        "nav_is_operator": access.sees_engines,
         "nav_tenants": [slug for slug, _ in roles],
-        "nav_can_audit": access.is_platform_admin or any(role == "owner" for _, role in roles),
+        "nav_can_audit": access.may_read_audit(),
     }

@@ -51,14 +51,14 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         {
             "page": page,
             "filters": filters,
-            "can_verify": access.is_platform_admin,
+            "can_verify": access.may_verify_audit(),
         },
     )
 
 
 @page_view
 def audit_verify(request: HttpRequest) -> HttpResponse:
-    if not access_for(request).is_platform_admin:
+    if not access_for(request).may_verify_audit():
         raise PermissionDenied(
             "audit.not_platform_admin", "Only platform admins may verify the audit chain."
         )

@@ -28,25 +28,21 @@ def audit_events_for(
     since: Any = None,
     until: Any = None,
 ) -> Any:
-    """Audit events the caller may read, newest first: all for platform admins, else the tenants
-    they own. A tenant filter outside that reach is not found; no reach at all is forbidden."""
+    """Audit events the caller may read, newest first (the reach is tenants/access.py's
+    `audit_tenant_ids`). A tenant filter outside that reach is not found; no reach at all is
+    forbidden. Pages and the API both list through here."""
     from django.db.models import Q
 
-    from portal.errors import NotFound, PermissionDenied
+    from portal.errors import NotFound
     from portal.models import AuditEvent
+    from tenants.models import Tenant
 
     qs = AuditEvent.objects.order_by("-id")
-    if not (access.is_platform_admin and access.bound_tenant_id is None):
-        owned = access.visible_tenants().filter(
-            id__in=[t for t, role in access.memberships.items() if role == "owner"]
-        )
-        if not owned.exists():
-            raise PermissionDenied(
-                "audit.not_allowed", "Only platform admins and tenant owners may read the audit."
-            )
-        if tenant and not owned.filter(slug=tenant).exists():
+    reach = access.require_audit_reader()
+    if reach is not None:
+        if tenant and not Tenant.objects.filter(id__in=reach, slug=tenant).exists():
             raise NotFound("tenant.not_found", f"No tenant '{tenant}' whose audit you may read.")
-        qs = qs.filter(tenant_id__in=owned.values("id"))
+        qs = qs.filter(tenant_id__in=reach)
     if tenant:
         qs = qs.filter(tenant_label=tenant)
     if actor:

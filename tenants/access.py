@@ -3,11 +3,23 @@
 Every view, API endpoint and consumer asks an AccessContext; none of them filters by tenant on
 its own. Objects outside the caller's reach are not found (404); objects in reach but beyond the
 caller's role are forbidden (403).
+
+Three rules shape everything below (docs/security.md, classes 6, 7 and 12):
+- A grant is only a grant: a per-object grant on one adapter shows that adapter and nothing else
+  of its tenant (no tenant-wide reads, no tenant-wide live events).
+- Platform roles stay out of tenants: platform admins, reviewers and operators read across
+  tenants where their job needs it, but act inside a tenant only through a membership (which a
+  platform admin may give themselves: explicit and audited as `membership.set`). A superuser is a
+  platform admin and nothing more: guardian's "a superuser has every object permission" is not used.
+- Each decision (audit reach, the reviewer check, who may disable, who sees engines, which live
+  event a socket may receive) is made here once and asked by pages, API and sockets alike.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cached_property
 from typing import Any
 
@@ -95,6 +107,7 @@ class AccessContext:
             return frozenset()
         names = set(self.user.groups.values_list("name", flat=True)) & set(PlatformRole.values)
         if self.user.is_superuser:
+            # Explicit: a superuser is a platform admin, with no tenant powers of its own.
             names.add(PlatformRole.PLATFORM_ADMIN)
         return frozenset(names)
 
@@ -109,6 +122,20 @@ class AccessContext:
     @property
     def is_operator(self) -> bool:
         return bool({PlatformRole.OPERATOR, PlatformRole.PLATFORM_ADMIN} & self.platform_roles)
+
+    @property
+    def sees_engines(self) -> bool:
+        """Engines, their state, residency and actions: operators and platform admins. Members
+        see only the names of the engines their own versions are placed on (never their pages)."""
+        return self.is_operator
+
+    def require_reviewer(self, action: str) -> None:
+        """The reviewer check: a platform reviewer, acting with the `approve` scope."""
+        if not self.is_reviewer:
+            raise PermissionDenied(
+                "approval.not_reviewer", f"Only a platform reviewer may {action}."
+            )
+        self.require_scope(TokenScope.APPROVE)
 
     @cached_property
     def memberships(self) -> dict[int, str]:
@@ -193,6 +220,37 @@ class AccessContext:
                 f"Your role in tenant '{tenant.slug}' does not allow '{capability}'.",
             )
 
+    def sees_tenant_details(self, tenant: Tenant) -> bool:
+        """Quotas, plan and the rest of a tenant row: members and cross-tenant platform roles.
+        Someone who only holds a grant in it sees its slug and name, to address the adapter."""
+        return self.tenant_can(tenant, "view")
+
+    # --- audit ---
+    def audit_tenant_ids(self) -> list[int] | None:
+        """Tenants whose audit events the caller may read; None means every event (a platform
+        admin not confined by a tenant-bound token)."""
+        if self.is_platform_admin and self.bound_tenant_id is None:
+            return None
+        return sorted(
+            tenant_id
+            for tenant_id, role in self.memberships.items()
+            if role == TenantRole.OWNER and self._in_token_reach(tenant_id)
+        )
+
+    def may_read_audit(self) -> bool:
+        return self.audit_tenant_ids() != []
+
+    def require_audit_reader(self) -> list[int] | None:
+        reach = self.audit_tenant_ids()
+        if reach == []:
+            raise PermissionDenied(
+                "audit.not_allowed", "Only platform admins and tenant owners may read the audit."
+            )
+        return reach
+
+    def may_verify_audit(self) -> bool:
+        return self.is_platform_admin and self.bound_tenant_id is None
+
     # --- adapters ---
     def visible_adapters(self, tenant: Tenant) -> QuerySet:
         from adapters.models import Adapter
@@ -236,16 +294,34 @@ class AccessContext:
             return True
         if perm == "view_adapter" and self.sees_all_tenants():
             return True
-        return self._object_perms(adapter).__contains__(perm)
+        return perm in self._granted_perms(adapter)
 
-    def _object_perms(self, adapter: Any) -> frozenset[str]:
+    def _granted_perms(self, adapter: Any) -> frozenset[str]:
+        """The per-object grants on `adapter` (the user's own and their groups'), read from the
+        grant tables: guardian's get_perms() answers "all of them" for a superuser, which would
+        let platform powers act inside a tenant (class 7)."""
         from guardian.core import ObjectPermissionChecker
 
-        checker = getattr(self, "_checker", None)
-        if checker is None:
+        if not self.is_authenticated:
+            return frozenset()
+        cache: dict[int, frozenset[str]] = self.__dict__.setdefault("_grants", {})
+        if adapter.pk not in cache:
             checker = ObjectPermissionChecker(self.user)
-            self._checker = checker
-        return frozenset(checker.get_perms(adapter))
+            cache[adapter.pk] = frozenset(checker.get_user_perms(adapter)) | frozenset(
+                checker.get_group_perms(adapter)
+            )
+        return cache[adapter.pk]
+
+    def may_disable(self, adapter: Any) -> bool:
+        """Who may disable a version: whoever may release it (a tenant owner). A platform admin
+        joins the tenant first (class 7): disabling is acting inside it."""
+        return self.adapter_can(adapter, "release_version")
+
+    def require_disable(self, adapter: Any) -> None:
+        if not self.may_disable(adapter):
+            raise PermissionDenied(
+                "disable.not_allowed", "Only an owner of the tenant may disable a version."
+            )
 
     def require_adapter(self, adapter: Any, perm: str) -> None:
         if not self.adapter_can(adapter, perm):
@@ -274,3 +350,53 @@ class AccessContext:
             and version.status == VersionStatus.ACTIVE
             and self.adapter_can(version.adapter, "upload_version")
         )
+
+
+# --- live events (sockets) ---
+
+
+class Delivery(Enum):
+    SEND = "send"  # the socket may receive this event
+    SKIP = "skip"  # not this one (an adapter beyond the caller's grant); keep the stream
+    STOP = "stop"  # the caller lost the tenant (membership or grant revoked, user disabled)
+
+
+def event_adapter_name(event: Mapping[str, Any]) -> str | None:
+    """The adapter an event is about: its `adapter` key, else the name in `version` ("name@N");
+    None for a tenant-wide event."""
+    name = event.get("adapter")
+    if isinstance(name, str) and name:
+        return name
+    version = event.get("version")
+    if isinstance(version, str) and "@" in version:
+        return version.rsplit("@", 1)[0].rsplit("/", 1)[-1]
+    return None
+
+
+def event_delivery(user: Any, *, tenant_id: int, event: Mapping[str, Any]) -> Delivery:
+    """Whether a socket of `user` following tenant `tenant_id` gets `event`, decided afresh from
+    the database on every event, so a revoked membership or grant stops the stream at once.
+
+    Tenant-wide events go to those who see the tenant (members, cross-tenant platform roles);
+    an event about one adapter also goes to a holder of a grant on that adapter, and only that
+    adapter's events do.
+    """
+    from django.contrib.auth import get_user_model
+
+    fresh = get_user_model().objects.filter(pk=getattr(user, "pk", None), is_active=True).first()
+    if fresh is None:
+        return Delivery.STOP
+    access = AccessContext.for_user(fresh)
+    tenant = access.visible_tenants().filter(id=tenant_id).first()
+    if tenant is None:
+        return Delivery.STOP
+    if access.tenant_can(tenant, "view"):
+        return Delivery.SEND
+    name = event_adapter_name(event)
+    if name is not None and access.visible_adapters(tenant).filter(name=name).exists():
+        return Delivery.SEND
+    return Delivery.SKIP
+
+
+def may_receive(user: Any, *, tenant_id: int, event: Mapping[str, Any]) -> bool:
+    return event_delivery(user, tenant_id=tenant_id, event=event) is Delivery.SEND

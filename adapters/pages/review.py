@@ -11,7 +11,7 @@ from adapters.models import AdapterVersion, VersionStatus
 from adapters.pages.lookup import version_in_scope
 from adapters.selectors import versions_visible
 from adapters.services.lifecycle import version_approve, version_reject
-from portal.errors import ApplicationError, PermissionDenied
+from portal.errors import ApplicationError
 from portal.pagekit import access_for, is_htmx, page_view, post_text, render_page
 from tenants.access import AccessContext
 
@@ -19,10 +19,7 @@ QUEUE_LIMIT = 200
 
 
 def _require_reviewer(access: AccessContext) -> None:
-    if not access.is_reviewer:
-        raise PermissionDenied(
-            "review.not_reviewer", "Only platform reviewers may open the review queue."
-        )
+    access.require_reviewer("open the review queue")
 
 
 def _queue_page(

@@ -113,11 +113,7 @@ def version_record_validation(
 
 def _reviewer_access(reviewer: Any, access: AccessContext | None, verb: str) -> AccessContext:
     access = access or AccessContext.for_user(reviewer)
-    if not access.is_reviewer:
-        raise PermissionDenied(
-            "approval.not_reviewer", f"Only a platform reviewer may {verb} a version."
-        )
-    access.require_scope("approve")
+    access.require_reviewer(f"{verb} a version")
     return access
 
 
@@ -251,11 +247,7 @@ def version_disable(
     access.require_scope("write")
     with transaction.atomic():
         locked = _locked(version)
-        if not (access.adapter_can(locked.adapter, "release_version") or access.is_platform_admin):
-            raise PermissionDenied(
-                "disable.not_allowed",
-                "Only a tenant owner or a platform admin may disable a version.",
-            )
+        access.require_disable(locked.adapter)
         _require_status(locked, (S.ACTIVE, S.STAGED), "disable")
         _decide(locked, DecisionKind.DISABLE, actor, reason)
         _transition(locked, to=S.DISABLED, actor=actor, action="disable", request_id=request_id)

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from portal.api.base import PlatformViewSet
 from portal.audit import verify_chain
 from portal.models import AuditEvent
+from portal.selectors import audit_events_for
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
@@ -55,15 +56,7 @@ class AuditViewSet(mixins.ListModelMixin, PlatformViewSet):
     platform_roles = {"list": (), "verify": ("is_platform_admin",)}
 
     def get_queryset(self):
-        qs = AuditEvent.objects.order_by("-id")
-        if self.access.is_platform_admin and self.access.bound_tenant_id is None:
-            return qs
-        owned = [
-            t
-            for t, role in self.access.memberships.items()
-            if role == "owner" and self.access.bound_tenant_id in (None, t)
-        ]
-        return qs.filter(tenant_id__in=owned)
+        return audit_events_for(access=self.access)
 
     @action(detail=False, methods=["get"])
     def verify(self, request):

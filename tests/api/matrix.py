@@ -11,6 +11,8 @@ who succeeds (the *actor*, whose tokens the token columns use) and one cell per 
     gno   gus again, asking about acme/billing (no grant): not found
     nora  a user with no membership and no role
     bnd   the actor's token (needed scope) bound to globex, asking about acme
+    su    sue, a superuser with no membership: exactly the adm column (DERIVED_COLUMNS), since a
+          superuser is a platform admin and nothing more inside tenants (docs/security.md, 7)
 
 The token columns are the same for every endpoint, so they are not written out (TOKEN_COLUMNS):
 the actor's token holding only the needed scope succeeds (bound to acme on tenant routes); a token
@@ -60,7 +62,10 @@ SESSION_USERS = {
     "gnt": "gus",
     "gno": "gus",
     "nora": "nora",
+    "su": "sue",
 }
+# A column that is not written out: it gets, cell for cell, the column it names.
+DERIVED_COLUMNS = {"su": "adm"}
 
 CELLS: dict[str, tuple[int, str]] = {
     "401": (401, "not_authenticated"),
@@ -74,6 +79,7 @@ CELLS: dict[str, tuple[int, str]] = {
     "404t": (404, "tenant.not_found"),
     "404a": (404, "adapter.not_found"),
     "404u": (404, "upload.not_found"),
+    "403a": (403, "audit.not_allowed"),
 }
 
 
@@ -114,7 +120,7 @@ class Endpoint:
                 "exp": CELLS["401"],
                 "rvk": CELLS["401"],
             }[column]
-        cell = self.cells[column]
+        cell = self.cells[DERIVED_COLUMNS.get(column, column)]
         if cell == "-":
             return None
         return (self.ok, None) if cell == "ok" else CELLS[cell]
@@ -324,7 +330,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       "401 ok   403o 403o 403o 403o 404t 404t 403o 404a 404t 404t", params={"number": "3"},
       audit="version.release", then=_version_status(3, "active")),
     E("POST", VER + "{number}/disable/", 200, "write", "alice",
-      "401 ok   403d 403d ok   403d 404t 404t 403d 404a 404t 404t", params={"number": "1"},
+      "401 ok   403d 403d 403d 403d 404t 404t 403d 404a 404t 404t", params={"number": "1"},
       body={"reason": "incident"}, audit="version.disable", then=_version_status(1, "disabled")),
     # direct-to-S3 uploads (bob starts one per case; only the starter completes, owners see all)
     E("POST", UPL, 201, "write", "bob", UPLOADERS, body=_direct_start_body, s3=True,
@@ -411,7 +417,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E("GET", "engines/{engine}/advice/", 200, "read", "olga", OPERATORS),
     E("GET", "engines/{engine}/launch-config/", 200, "read", "olga", OPERATORS),
     E("GET", "versions/", 200, "read", "alice", EVERYONE),
-    E("GET", "audit/", 200, "read", "alice", EVERYONE),
+    E("GET", "audit/", 200, "read", "alice",
+      "401 ok   403a 403a ok   403a 403a ok   403a -    403a 403a"),
     E("GET", "audit/verify/", 200, "read", "adam", PLATFORM_ADMIN),
     # gateway numbers: an adapter's time series (whoever views it), usage (owners, admins)
     E("GET", "tenants/{tenant}/adapters/{adapter}/metrics/", 200, "read", "alice", ADAPTER_READ),
@@ -441,6 +448,9 @@ LIST_VISIBILITY: dict[str, dict[str, set[str]]] = {
                   "bnd": {"globex/legal@1"}},
     "base-models/": {"own": {TINY}, "oth": {TINY}, "nora": {TINY}},
 }
+for _route in LIST_VISIBILITY.values():
+    if "adm" in _route:
+        _route["su"] = _route["adm"]
 
 # fmt: on
 

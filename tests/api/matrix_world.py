@@ -36,7 +36,14 @@ from tenants.services import adapter_grant
 from tenants.signing_keys import signing_key_add
 from tenants.tokens import token_issue, token_revoke
 from tests.api.matrix import SESSION_USERS, Endpoint, expire, is_tenant_route, scopes_lacking
-from tests.factories import TINY_HF_CONFIG, World, adapter_files, build_world, make_user
+from tests.factories import (
+    PASSWORD,
+    TINY_HF_CONFIG,
+    World,
+    adapter_files,
+    build_world,
+    make_user,
+)
 from workers.models import Engine, Residency
 
 User = get_user_model()
@@ -143,6 +150,7 @@ def build_state(tmp_path: Path) -> State:
     world = build_world()
     users = world.users
     users["gus"] = make_user("gus")
+    users["sue"] = User.objects.create_superuser("sue", password=PASSWORD)
     adapter_grant(
         actor=users["alice"],
         adapter=world.support,

@@ -20,6 +20,7 @@ from portal.models import AuditEvent
 from tests.api.matrix import (
     API_PREFIX,
     CELLS,
+    DERIVED_COLUMNS,
     ENDPOINTS,
     HTTP_METHODS,
     LIST_KEYS,
@@ -82,7 +83,7 @@ AUTH_TOKEN_CASES: dict[str, tuple[dict[str, Any], int, str | None, str | None]] 
 def _cases() -> list[Any]:
     cases = []
     for endpoint in ENDPOINTS:
-        for column in (*ROLE_COLUMNS, *TOKEN_COLUMNS):
+        for column in (*ROLE_COLUMNS, *DERIVED_COLUMNS, *TOKEN_COLUMNS):
             if endpoint.expected(column) is not None:
                 marks = [pytest.mark.s3] if endpoint.s3 else []
                 case_id = f"{endpoint.method} {endpoint.route} {column}"
