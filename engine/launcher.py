@@ -135,7 +135,11 @@ class EngineConfig:
         )
         env.pop("VIRTUAL_ENV", None)  # the caller's venv (the portal's) must not leak in
         if self.engine_key:
+            # One key, two guards: the plugin's (every route but liveness, see the plugin's
+            # guard.py) and vLLM's own --api-key, given as VLLM_API_KEY so it stays out of the
+            # command line that `ps` shows every user of the node.
             env["PORTAL_ENGINE_KEY"] = self.engine_key
+            env["VLLM_API_KEY"] = self.engine_key
         if self.adapter_root is not None:
             # The plugin builds every adapter path under this root itself (POST /portal/load).
             env["PORTAL_ADAPTER_ROOT"] = str(Path(self.adapter_root).resolve())

@@ -185,7 +185,13 @@ class VLLMClient:
         engine_key: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        headers = {ENGINE_KEY_HEADER: engine_key} if engine_key else {}
+        # The bearer token is what vLLM's own --api-key checks (on /v1/...); the plugin's guard
+        # takes either (engine/plugin/portal_engine_plugin/guard.py).
+        headers = (
+            {ENGINE_KEY_HEADER: engine_key, "Authorization": f"Bearer {engine_key}"}
+            if engine_key
+            else {}
+        )
         self.base_url = base_url.rstrip("/")
         self._client = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, headers=headers, transport=transport

@@ -34,6 +34,8 @@ def test_it_starts_the_openai_server_with_lora_on_loopback(tmp_path: Path) -> No
     assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "true"
     assert env["VLLM_PLUGINS"] == "portal"
     assert env["PORTAL_ENGINE_KEY"] == "k"
+    # vLLM's --api-key, as its environment variable: the key stays off the command line.
+    assert env["VLLM_API_KEY"] == "k" and "k" not in cmd
 
 
 def test_it_gives_the_engine_its_adapter_root_and_the_plugin_worker_method(

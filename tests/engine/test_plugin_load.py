@@ -368,12 +368,12 @@ class Models:
     lora_requests = {}
 
 
+os.environ.pop("PORTAL_ADAPTER_ROOT", None)
+os.environ.pop("PORTAL_ENGINE_KEY", None)  # before attach: with a key every call would be a 401
 plugin = PortalEndpointPlugin()
 app = FastAPI()
 plugin.attach_router(app)
 app.state.openai_serving_models = Models()
-os.environ.pop("PORTAL_ADAPTER_ROOT", None)
-os.environ.pop("PORTAL_ENGINE_KEY", None)
 state = State()
 asyncio.run(plugin.init_state(Engine(), state, Namespace()))
 body = {"name": "acme--a--v1-1f2e3d4c",

@@ -131,6 +131,8 @@ async def test_it_sends_the_engine_key_and_absolute_paths_only() -> None:
     assert message.startswith("Success")
     assert len(seen) == 1
     assert seen[0].headers[ENGINE_KEY_HEADER] == "s3cret"
+    # vLLM's own --api-key (VLLM_API_KEY) reads the bearer token on /v1/... routes.
+    assert seen[0].headers["Authorization"] == "Bearer s3cret"
     assert json.loads(seen[0].content) == {"lora_name": "x", "lora_path": "/srv/adapters/x"}
 
 

@@ -48,11 +48,11 @@ from fastapi import FastAPI
 from starlette.datastructures import State
 
 from portal_engine_plugin.files import ADAPTER_ROOT_ENV, ManifestEntry, adapter_root_from
+from portal_engine_plugin.guard import ENGINE_KEY_ENV, EngineKeyGuard, engine_key_from_env
 from portal_engine_plugin.routes import router
 from portal_engine_plugin.worker import WORKER_EXTENSION
 
 PLUGIN_NAME = "portal"
-ENGINE_KEY_ENV = "PORTAL_ENGINE_KEY"
 
 logger = logging.getLogger("vllm.portal_engine_plugin")
 
@@ -106,13 +106,18 @@ class PortalEndpointPlugin:
 
     def attach_router(self, app: FastAPI) -> None:
         app.include_router(router)
+        engine_key = engine_key_from_env()
+        if engine_key is not None:
+            # Every route but liveness needs the key (guard.py says why vLLM's --api-key alone
+            # leaves runtime LoRA routes open). The app has not started, so middleware may be added.
+            app.add_middleware(EngineKeyGuard, key=engine_key)
 
     async def init_state(self, engine_client: Any, state: State, args: Namespace) -> None:
-        engine_key = os.environ.get(ENGINE_KEY_ENV) or None
+        engine_key = engine_key_from_env()
         if engine_key is None:
             logger.warning(
-                "%s is not set: /portal/ routes accept any caller. Keep the engine port on "
-                "a network only workers and the gateway reach.",
+                "%s is not set: every route of this engine (runtime LoRA loads, /portal/, "
+                "inference) accepts any caller. Only for development on a private network.",
                 ENGINE_KEY_ENV,
             )
         adapter_root = adapter_root_from(os.environ.get(ADAPTER_ROOT_ENV))

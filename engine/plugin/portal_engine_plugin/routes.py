@@ -9,10 +9,9 @@ from the worker (loading.gpu_slots). The handlers only translate; loading.py doe
 
 from __future__ import annotations
 
-import hmac
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
@@ -21,8 +20,6 @@ from portal_engine_plugin.loading import gpu_slots, load_verified, read_into_eng
 
 if TYPE_CHECKING:
     from portal_engine_plugin import PortalState
-
-ENGINE_KEY_HEADER = "X-Portal-Engine-Key"
 
 
 def _error(refused: Refused) -> JSONResponse:
@@ -41,21 +38,8 @@ def _portal(request: Request) -> PortalState:
     return state
 
 
-async def require_engine_key(request: Request) -> None:
-    """401 unless the caller sends the shared secret; open when PORTAL_ENGINE_KEY is unset.
-
-    HTTPException, because vLLM's own handler turns it into its error body shape.
-    """
-    state = getattr(request.app.state, "portal", None)
-    expected = getattr(state, "engine_key", None)
-    if expected is None:
-        return
-    given = request.headers.get(ENGINE_KEY_HEADER, "")
-    if not hmac.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(status_code=401, detail=f"missing or wrong {ENGINE_KEY_HEADER}")
-
-
-router = APIRouter(prefix="/portal", dependencies=[Depends(require_engine_key)])
+# The engine key is checked for these routes (and every other) by guard.EngineKeyGuard.
+router = APIRouter(prefix="/portal")
 
 
 def _registry(request: Request) -> dict[str, Any]:
