@@ -212,18 +212,12 @@ def _reading(r: OverheadResult) -> list[str]:
     ]
     if not all(met for *_, met in r.goals()[:2]):
         lines += [
-            "- The latency goals need the gateway's per-request CPU well under 2 ms and fewer "
-            "waits. Where it goes is in the profile below: the upstream call through httpx "
-            "(request building, URL parsing, the auth/redirect layers, anyio wrappers) is about "
-            "half; the 5-6 sequential Redis round trips per request (staleness MGET, the limits "
-            "pipeline, in-flight up, in-flight down + HDEL, concurrency DECR) about a quarter, "
-            "and each is also a wake-up, which on a loaded machine waits for a core: that is "
-            "most of the p99. Levers (gateway/app.py, gateway/limits.py, not changed here): a "
-            "leaner upstream client (httpcore directly or a small keep-alive pool); one Redis "
-            "round trip before the request (one pipeline or Lua script for staleness, RPM, "
-            "concurrency and in-flight) and one after it, off the response path; staleness "
-            "checked at most every ~0.1 s (GATEWAY_REFRESH_SECONDS) instead of per request.",
+            "- The latency goals need the gateway's per-request CPU well under 2 ms and few "
+            "waits. Where it still goes is in the profile below; each Redis round trip is also "
+            "a wake-up, which on a loaded machine waits for a core (most of the p99).",
         ]
+    return lines
+
     return lines
 
 
@@ -239,8 +233,9 @@ def render(r: OverheadResult, command: str) -> str:
         "(the tiny Llama, float32, `--max-loras 2 --max-cpu-loras 3`, ready after "
         f"{r.engine_start_s:.0f} s) with a rank-8 adapter loaded and resident. Gateway: "
         "portal.asgi under one uvicorn process (`--workers 1`, uvloop, httptools, no access "
-        "log), production settings (tests.settings: DEBUG off, GATEWAY_REFRESH_SECONDS 0 = one "
-        "Redis read per request for staleness), a tenant-bound inference token, the adapter "
+        "log), production settings (tests.settings: DEBUG off; tables re-read on a change message, "
+        "no Redis read per request for staleness), aiohttp to the engine, two Redis round trips "
+        "per request (one admission script, one release), a tenant-bound inference token, the adapter "
         f"called by its tenant name. LiteLLM {r.litellm_version} (`litellm --config`, one "
         "worker, a master key, no database; uvicorn's access log off like the gateway's; "
         "otherwise its defaults). Each proxy under `taskset -c 1`; the load generator (raw "
@@ -264,9 +259,9 @@ def render(r: OverheadResult, command: str) -> str:
         "per second per proxy core = requests / the proxy's CPU seconds (its whole process "
         "tree, from /proc) over the run. Against the stub engine (answers at once, pinned to "
         "core 0 with the load generator) the proxy on core 1 is the bottleneck: its achieved "
-        "rate at ~100% busy is its sustained rate on one core. The gateway's Redis round trips "
-        "(staleness check, limits, in-flight count up and down, concurrency release: 5-6 per "
-        "request) run on the Redis server, outside those CPU seconds.",
+        "rate at ~100% busy is its sustained rate on one core. The gateway's two Redis round "
+        "trips per request (the admission script before, the release after) run on the Redis "
+        "server, outside those CPU seconds.",
         "",
         *_throughput_table(r),
         "",
@@ -427,7 +422,9 @@ def litellm_env() -> dict[str, str]:
     return env
 
 
-def start_litellm(upstreams: dict[str, str], served: str, master_key: str) -> tuple[Any, str]:
+def start_litellm(
+    upstreams: dict[str, str], served: str, master_key: str, engine_key: str = "none"
+) -> tuple[Any, str]:
     """`litellm --config` with one model per upstream (model name -> base URL), all naming the
     adapter's served name through the `openai/` provider."""
     port = gs.free_port()
@@ -441,7 +438,7 @@ def start_litellm(upstreams: dict[str, str], served: str, master_key: str) -> tu
                         "litellm_params": {
                             "model": f"openai/{served}",
                             "api_base": f"{url}/v1",
-                            "api_key": "none",
+                            "api_key": engine_key,  # vLLM's --api-key (the stub ignores it)
                         },
                     }
                     for name, url in upstreams.items()
@@ -491,21 +488,21 @@ def litellm_version() -> str:
 PROFILE_PARTS = (
     ("whole request (uvicorn run_asgi)", "uvicorn/protocols/http/httptools_impl.py", "run_asgi"),
     ("gateway (Gateway.__call__)", "gateway/app.py", "__call__"),
-    ("- caller: token, table staleness (Redis MGET)", "gateway/app.py", "caller"),
+    ("- caller: token, tables (re-read only after a change)", "gateway/app.py", "caller"),
     ("- read_body + orjson", "gateway/app.py", "read_body"),
-    ("- limits.admitted: RPM, concurrency (Redis pipeline, DECR)", "gateway/limits.py", "admitted"),
     (
-        "- limits.inflight x2: engine in-flight (Redis HINCRBY, HDEL)",
+        "- limits admit: rate, concurrency, engine in-flight (one EVALSHA)",
         "gateway/limits.py",
-        "inflight",
+        "admit",
     ),
+    ("- limits release: all given back (one EVALSHA)", "gateway/limits.py", "release"),
     ("- choose: engine choice", "gateway/app.py", "choose"),
     ("- forward: engine round trip and relay", "gateway/app.py", "forward"),
-    ("-- httpx AsyncClient.send (request, reply head)", "httpx/_client.py", "send"),
-    ("-- httpx Response.aread (reply body)", "httpx/_models.py", "aread"),
+    ("-- aiohttp request (request, reply head)", "aiohttp/client.py", "_request"),
+    ("-- aiohttp read (reply body)", "aiohttp/client_reqrep.py", "read"),
     ("-- recorder.add (measurement)", "gateway/recorder.py", "add"),
     (
-        "Redis single commands (MGET, HINCRBY, HDEL, DECR; not pipelines)",
+        "Redis commands (EVALSHA, and MGET after a change)",
         "redis/asyncio/client.py",
         "execute_command",
     ),
@@ -641,11 +638,18 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
         {"bench-adapter": services.engine.base_url, "bench-stub": stub_url},
         version.served_name,
         master_key,
+        engine_key=key,
     )
     gateway_auth = {"authorization": f"Bearer {tenancy.token}"}
     litellm_auth = {"authorization": f"Bearer {master_key}"}
     targets = {
-        "direct": gs.Target("direct", services.engine.base_url, version.served_name, {}),
+        # The engine's key as a bearer token: engines run with vLLM's --api-key (VLLM_API_KEY).
+        "direct": gs.Target(
+            "direct",
+            services.engine.base_url,
+            version.served_name,
+            {"authorization": f"Bearer {key}"},
+        ),
         "gateway": gs.Target("gateway", gateway_url, "support", gateway_auth),
         "litellm": gs.Target("litellm", litellm_url, "bench-adapter", litellm_auth),
     }

@@ -107,6 +107,7 @@ class RoutingResult:
     seconds: float
     engine_start_s: list[float]
     notes: list[str] = field(default_factory=list)
+    auto_pins: bool = False
 
     def replay(self, choice: str, rate: float) -> Replay | None:
         return next((r for r in self.replays if r.choice == choice and r.rate == rate), None)
@@ -206,9 +207,14 @@ def render(r: RoutingResult, command: str) -> str:
         "portal plugin; ready after "
         + ", ".join(f"{s:.0f}" for s in r.engine_start_s)
         + " s), one Celery worker (threads, 4) on the shared and both node queues, no beat, "
-        "FLEET_AUTO_PINS off (with it on, both engines died in the first replay: see the note "
-        "below); "
-        "the gateway (portal.asgi, one uvicorn process) fresh for each replay; PostgreSQL and "
+        + (
+            "FLEET_AUTO_PINS on (as deployed; the gateway holds back a request that would put "
+            "more unpinned adapters in a batch than there are unpinned slots: see the note "
+            "below); "
+            if r.auto_pins
+            else "FLEET_AUTO_PINS off (see the note below); "
+        )
+        + "the gateway (portal.asgi, one uvicorn process) fresh for each replay; PostgreSQL and "
         f"Redis on loopback. Run took {r.seconds:.0f} s.",
         "",
         f"Trace (seed {r.seed}): {r.requests} streaming chat requests (max_tokens {MAX_TOKENS}) "
@@ -238,16 +244,16 @@ def render(r: RoutingResult, command: str) -> str:
 
 
 PIN_NOTE = [
-    "Why FLEET_AUTO_PINS is off: in the first try of this bench (auto-pins on, as deployed) "
-    "both engines' cores died within seconds of the first requests, `KeyError` in vLLM's "
-    "`punica_wrapper/utils.py convert_mapping`. Reproduced alone: `--max-loras 2`, three "
-    "adapters loaded, one pinned through the plugin (`POST /portal/pin`), then 16 concurrent "
-    "requests for the two others -> every request 500 and the engine gone; the same without "
-    "the pin -> all 200. vLLM's scheduler admits up to max_loras distinct adapters per batch "
-    "without counting pinned ones; activating the batch's second adapter evicts its first "
-    'from the only unpinned GPU slot. The hard rule "keep one GPU slot unpinned" does not '
-    "prevent it; any GPU pin with more unpinned adapters in demand than free slots can kill "
-    "the engine.",
+    "Pins and vLLM's batches: in the first try of this bench (auto-pins on, before the "
+    "gateway's guard) both engines' cores died within seconds of the first requests, "
+    "`KeyError` in vLLM's `punica_wrapper/utils.py convert_mapping`. Reproduced alone: "
+    "`--max-loras 2`, three adapters loaded, one pinned through the plugin (`POST "
+    "/portal/pin`), then 16 concurrent requests for the two others -> every request 500 and "
+    "the engine gone; the same without the pin -> all 200. vLLM's scheduler admits up to "
+    "max_loras distinct adapters per batch without counting pinned ones; activating the "
+    "batch's second adapter evicts its first from the only unpinned GPU slot. The gateway "
+    "now admits at most max_loras - pins distinct unpinned adapters on an engine with pins at "
+    "once (gateway.limits, atomic in Redis across replicas); the others wait at the gateway.",
 ]
 
 
@@ -456,9 +462,9 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Routin
     env.update({"CELERY_TASK_DEFAULT_QUEUE": QUEUE, "ENGINE_QUEUE_PREFIX": f"{QUEUE}.node."})
     # With --max-loras 2, one adapter pinned in a GPU slot and a batch holding two other
     # adapters, vLLM 0.32's engine core dies (KeyError in punica convert_mapping: activating the
-    # second evicts the first from the one unpinned slot). The controller's auto-pins do exactly
-    # that under this trace, so the bench runs without them (see the docs section).
-    env["FLEET_AUTO_PINS"] = "0"
+    # second evicts the first from the one unpinned slot). The gateway's admission now holds
+    # such requests back (gateway.limits), so auto-pins run as deployed unless --no-auto-pins.
+    env["FLEET_AUTO_PINS"] = "1" if args.auto_pins else "0"
     gs.django_setup(env, db_url)
     tenancy, names = seed_world(services, tiny, args.adapters)
     engine_start_s = [p.wait_ready(timeout=gs.READY_TIMEOUT_S) for p in services.engines.values()]
@@ -491,6 +497,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Routin
         seconds=time.time() - started,
         engine_start_s=engine_start_s,
         notes=list(args.note),
+        auto_pins=args.auto_pins,
     )
 
 
@@ -514,6 +521,12 @@ def main() -> None:
     parser.add_argument("--zipf", type=float, default=1.1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--choices", default="policy,round_robin")
+    parser.add_argument(
+        "--auto-pins",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the controller's auto-pins, as deployed (--no-auto-pins: off)",
+    )
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
     parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
     parser.add_argument("--note", action="append", default=[], help="a paragraph to add")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -25,7 +25,7 @@ from redis import asyncio as aioredis
 from gateway import limits
 from gateway.errors import GatewayError, model_not_found, unauthorized, unavailable
 from gateway.fairness import FairSlots
-from gateway.invalidation import RESIDENCY_KEY, ROUTES_KEY
+from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
 from gateway.recorder import Measurement, Recorder
 from gateway.routes import (
     Caller,
@@ -37,7 +37,7 @@ from gateway.routes import (
     parse_token,
     residency_map,
 )
-from gateway.upstream import EnginePool, StreamWatch, relay, usage_of
+from gateway.upstream import UPSTREAM_ERRORS, EnginePool, StreamWatch, relay, usage_of
 from portal.errors import ApplicationError
 from workers.cache_policy import EngineChoice, choose_engine
 
@@ -53,8 +53,12 @@ SENT, FAILED, STALE = "sent", "failed", "stale"
 class Gateway:
     def __init__(self) -> None:
         self.table = RouteTable()
-        self.redis = aioredis.Redis.from_url(settings.REDIS_URL)
+        # Named, so that an operator (and a test) can tell a replica's connections apart.
+        self.redis = aioredis.Redis.from_url(
+            settings.REDIS_URL, client_name=f"lp-gateway-{os.getpid()}"
+        )
         self.recorder = Recorder(self.redis)
+        self.scripts = limits.Scripts(self.redis)
         self.engines = EnginePool(settings.ENGINE_HTTP_TIMEOUT)
         self.in_flight: dict[str, int] = {}
         self.failed_until: dict[str, float] = {}
@@ -63,21 +67,31 @@ class Gateway:
         self._checked = 0.0
         self._refresh = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._listening = False  # subscribed to change messages (CHANGED_CHANNEL)
+        self._stale = True
         self._rr = 0
         self.fair = FairSlots()
 
     # --- tables ---------------------------------------------------------------------------
 
     async def fresh_table(self, *, force_check: bool = False) -> RouteTable:
-        now = time.monotonic()
-        if not force_check and now - self._checked < settings.GATEWAY_REFRESH_SECONDS:
+        """The tables, re-read when a change message came (see _listen_forever), when they are
+        older than GATEWAY_REFRESH_SECONDS, or on every request while no subscription is live."""
+        if (
+            not force_check
+            and not self._stale
+            and time.monotonic() - self._checked < settings.GATEWAY_REFRESH_SECONDS
+        ):
             return self.table
         async with self._refresh:
             if (
                 not force_check
+                and not self._stale
                 and time.monotonic() - self._checked < settings.GATEWAY_REFRESH_SECONDS
             ):
                 return self.table
+            self._stale = not self._listening  # a message from here on marks it stale again
             raw = await self.redis.mget(ROUTES_KEY, RESIDENCY_KEY)
             gens = (int(raw[0] or 0), int(raw[1] or 0))
             if gens[0] != self._gens[0] or self.table.generation < 0:
@@ -89,7 +103,31 @@ class Gateway:
             self._checked = time.monotonic()
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_forever())
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.create_task(self._listen_forever())
         return self.table
+
+    async def _listen_forever(self) -> None:
+        """Mark the tables stale when any replica's change message arrives. While subscribed,
+        a request reads nothing from Redis for staleness; when the subscription drops, every
+        request checks the counters until it is back."""
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                await pubsub.subscribe(CHANGED_CHANNEL)
+                async for message in pubsub.listen():
+                    if message["type"] == "subscribe":  # confirmed: from here no change is missed
+                        self._listening = True
+                    self._stale = True  # the confirmation too: a change may precede it
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - serving goes on, checking on every request
+                log.warning("gateway change subscription dropped", exc_info=True)
+            finally:
+                self._listening = False
+                self._stale = True
+                await pubsub.aclose()
+            await asyncio.sleep(1.0)
 
     async def _flush_forever(self) -> None:
         while True:
@@ -194,16 +232,19 @@ class Gateway:
         route, tenant_id = self.resolve(caller, table, payload.get("model"))
         target = pick(route.targets) if route.targets else None
         billed_tenant = target.tenant_id if target else (tenant_id or caller.bound_tenant_id or 0)
-        async with limits.admitted(
-            self.redis,
-            table,
+        admission = limits.Admission(
+            self.scripts,
             tenant_id=billed_tenant,
+            rpm_limit=table.rpm.get(billed_tenant, 0),
             target=target,
             requested=payload.get("model"),
-        ):
+        )
+        try:
             await self.serve(
-                scope, send, kind, payload, route, target, table, billed_tenant, started
+                scope, send, kind, payload, route, target, table, billed_tenant, started, admission
             )
+        finally:
+            await admission.release()
 
     async def serve(
         self,
@@ -216,6 +257,7 @@ class Gateway:
         table: RouteTable,
         tenant_id: int,
         started: float,
+        admission: limits.Admission,
     ) -> None:
         tried: set[str] = set()
         stream = bool(payload.get("stream"))
@@ -236,6 +278,7 @@ class Gateway:
                 ) from None
             load_ms = 0.0
             if target is not None and where == "none":
+                await admission.admit()  # limits first: a refused request loads nothing
                 try:
                     load_ms = await self.load(engine, target)
                 except GatewayError as err:
@@ -247,40 +290,35 @@ class Gateway:
                     continue
                 where = "cold"
             payload["model"] = target.served_name if target else engine.served_model_name
-            if target is not None:  # queued counts for the controller too: no eviction
-                await limits.engine_admit(
-                    self.redis,
-                    engine.name,
-                    target.served_name,
-                    pinned=table.pinned.get(engine.name, frozenset()),
-                    max_loras=engine.max_loras,
-                )
+            # Queued requests count in flight for the controller too: no eviction under them.
+            await admission.admit(
+                engine.name,
+                pinned=table.pinned.get(engine.name, frozenset()),
+                max_loras=engine.max_loras,
+            )
             capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
-            try:
-                async with self.fair.slot(engine.name, capacity, tenant_id):
-                    self.in_flight[engine.name] = self.in_flight.get(engine.name, 0) + 1
-                    try:
-                        sent = await self.forward(
-                            send,
-                            engine,
-                            kind,
-                            payload,
-                            stream,
-                            wants_usage,
-                            target,
-                            table,
-                            tenant_id,
-                            where if target else "base",
-                            load_ms,
-                            started,
-                        )
-                    finally:
-                        self.in_flight[engine.name] -= 1
-            finally:
-                if target is not None:
-                    await limits.inflight(self.redis, engine.name, target.served_name, -1)
+            async with self.fair.slot(engine.name, capacity, tenant_id):
+                self.in_flight[engine.name] = self.in_flight.get(engine.name, 0) + 1
+                try:
+                    sent = await self.forward(
+                        send,
+                        engine,
+                        kind,
+                        payload,
+                        stream,
+                        wants_usage,
+                        target,
+                        table,
+                        tenant_id,
+                        where if target else "base",
+                        load_ms,
+                        started,
+                    )
+                finally:
+                    self.in_flight[engine.name] -= 1
             if sent == SENT:
                 return
+            await admission.leave_engine()
             if sent == STALE and stale_retries < 2:
                 # The engine no longer held the adapter (evicted, or restarted): its entry is
                 # dropped, so the next choice loads it again (here or elsewhere) instead of failing.
@@ -375,31 +413,28 @@ class Gateway:
     ) -> str:
         """Send to one engine: SENT, or FAILED / STALE before anything reached the caller."""
         path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
-        client = self.engines.client(engine)
-        body = orjson.dumps(payload)
-        request = client.build_request("POST", path, content=body)
         try:
-            response = await client.send(request, stream=True)
-        except httpx.TransportError:
+            response = await self.engines.session(engine).post(path, data=orjson.dumps(payload))
+        except UPSTREAM_ERRORS:
             self.mark_failed(engine)
             return FAILED
         try:
-            if response.status_code >= 500:
-                await response.aread()
+            if response.status >= 500:
+                await response.read()
                 self.mark_failed(engine)
                 return FAILED
-            if response.status_code == 404 and target is not None:
+            if response.status == 404 and target is not None:
                 # The engine no longer holds the adapter: our residency was stale.
-                await response.aread()
+                await response.read()
                 table.residency.get(target.served_name, {}).pop(engine.name, None)
                 return STALE
             watch = StreamWatch(started=started, strip_usage=stream and not wants_usage)
-            ok = response.status_code < 400
+            ok = response.status < 400
             headers = [
                 (b"content-type", response.headers.get("content-type", "application/json").encode())
             ]
             await send(
-                {"type": "http.response.start", "status": response.status_code, "headers": headers}
+                {"type": "http.response.start", "status": response.status, "headers": headers}
             )
             if stream and ok:
                 async for piece in relay(response, watch):
@@ -407,18 +442,18 @@ class Gateway:
                 ok = watch.done and not watch.error
                 prompt, completion = watch.prompt_tokens, watch.completion_tokens
             else:
-                data = await response.aread()
+                data = await response.read()
                 if ok:
                     watch.first_token_at = time.perf_counter()
                 prompt, completion = usage_of(data) if ok else (0, 0)
                 await send({"type": "http.response.body", "body": data, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except httpx.TransportError:
+        except UPSTREAM_ERRORS:
             self.mark_failed(engine)
             ok, prompt, completion = False, 0, 0
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            await response.aclose()
+            response.release()
         done = time.perf_counter()
         self.recorder.add(
             Measurement(

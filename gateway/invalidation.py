@@ -1,7 +1,10 @@
-"""Tell every gateway replica that its tables are stale: Redis counters bumped after commit.
+"""Tell every gateway replica that its tables are stale: Redis counters bumped after commit, and
+a message on CHANGED_CHANNEL so that replicas need not read the counters on every request.
 
 Routes, tokens, tenants and engines share one generation; residency (written on every converge
-pass) has its own, so a busy controller only makes replicas re-read the residency map.
+pass) has its own, so a busy controller only makes replicas re-read the residency map. The
+counters stay the truth: a replica that missed messages (its subscription dropped) compares them
+on its next refresh.
 """
 
 from __future__ import annotations
@@ -17,16 +20,22 @@ from workers import shared_state
 log = logging.getLogger(__name__)
 ROUTES_KEY = "lp:gw:gen"
 RESIDENCY_KEY = "lp:gw:resgen"
+CHANGED_CHANNEL = "lp:gw:changed"
+
+
+def announce(key: str) -> None:
+    """Bump one generation and tell the replicas, in one round trip."""
+    try:
+        pipe = shared_state.client().pipeline(transaction=False)
+        pipe.incr(key)
+        pipe.publish(CHANGED_CHANNEL, key)
+        pipe.execute()
+    except Exception:  # noqa: BLE001 - replicas re-read on their own period anyway
+        log.warning("could not announce %s", key, exc_info=True)
 
 
 def _bump(key: str) -> None:
-    def go() -> None:
-        try:
-            shared_state.client().incr(key)
-        except Exception:  # noqa: BLE001 - replicas re-read on their own period anyway
-            log.warning("could not bump %s", key, exc_info=True)
-
-    transaction.on_commit(go)
+    transaction.on_commit(lambda: announce(key))
 
 
 def routes_changed(**_: Any) -> None:

