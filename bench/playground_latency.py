@@ -219,7 +219,10 @@ def measure(args: argparse.Namespace, procs: dict[str, Any], db_url: str) -> Res
     procs["portal"], portal_url = gs.start_gateway(env, VAR / "portal.log", cpus=PORTAL_CPUS)
     label = f"support@{version.number}"
     targets = {
-        "direct": gs.Target("direct", engine.base_url, version.served_name, {}),
+        # The engine's key as a bearer token: engines run with vLLM's --api-key (VLLM_API_KEY).
+        "direct": gs.Target(
+            "direct", engine.base_url, version.served_name, {"authorization": f"Bearer {key}"}
+        ),
         "gateway": gs.Target(
             "gateway", portal_url, label, {"authorization": f"Bearer {tenancy.token}"}
         ),
