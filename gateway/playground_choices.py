@@ -63,46 +63,66 @@ def playground_choices(*, access: AccessContext, tenant: Tenant) -> list[Choice]
     return out
 
 
+def _fresh_access(user: Any, tenant_slug: str) -> tuple[AccessContext, Tenant]:
+    """A new AccessContext (no stale memberships) and the tenant, if still in reach (else 404)."""
+    if not get_user_model().objects.filter(pk=user.pk, is_active=True).exists():
+        raise NotFound("tenant.not_found", f"No tenant '{tenant_slug}' is visible to you.")
+    access = AccessContext.for_user(user)
+    return access, access.get_tenant(tenant_slug)
+
+
+def _denied(tenant: Tenant) -> PermissionDenied:
+    return PermissionDenied(
+        "playground.denied",
+        f"Your role in tenant '{tenant.slug}' gives you nothing to try in the playground; "
+        "maintainers and owners may use it.",
+    )
+
+
 def playground_tenant(*, user: Any, tenant_slug: str) -> tuple[AccessContext, Tenant]:
     """The tenant, if this user may use its playground at all: 404 when the tenant is out of
     reach, 403 when it is visible but offers this user nothing to chat with."""
-    if not get_user_model().objects.filter(pk=user.pk, is_active=True).exists():
-        raise NotFound("tenant.not_found", f"No tenant '{tenant_slug}' is visible to you.")
-    access = AccessContext.for_user(user)  # fresh on every call: no stale memberships
-    tenant = access.get_tenant(tenant_slug)
+    access, tenant = _fresh_access(user, tenant_slug)
     if not playground_choices(access=access, tenant=tenant):
-        raise PermissionDenied(
-            "playground.denied",
-            f"Your role in tenant '{tenant.slug}' gives you nothing to try in the playground; "
-            "maintainers and owners may use it.",
-        )
+        raise _denied(tenant)
     return access, tenant
 
 
 def resolve_choice(*, user: Any, tenant_slug: str, key: object) -> Resolved:
-    """One picker key, checked against what the user may use right now."""
-    access, tenant = playground_tenant(user=user, tenant_slug=tenant_slug)
-    if not isinstance(key, str) or not key:
-        raise NotFound("playground.not_found", "Pick a version or a base model.")
-    refused = NotFound(
+    """One picker key, checked against what the user may use right now. A user who lost the
+    tenant gets tenant.not_found and one who lost the playground there playground.denied (the
+    socket closes on both); anything else out of reach is playground.not_found."""
+    access, tenant = _fresh_access(user, tenant_slug)
+    resolved = _resolve(access, tenant, key)
+    if resolved is not None:
+        return resolved
+    if not playground_choices(access=access, tenant=tenant):
+        raise _denied(tenant)
+    shown = key[:80] if isinstance(key, str) else ""
+    raise NotFound(
         "playground.not_found",
-        f"'{key[:80]}' is not a version or base model you may use in {tenant.slug}'s playground.",
+        f"'{shown}' is not a version or base model you may use in {tenant.slug}'s playground.",
     )
+
+
+def _resolve(access: AccessContext, tenant: Tenant, key: object) -> Resolved | None:
+    if not isinstance(key, str) or not key:
+        return None
     if key.startswith(BASE_PREFIX):
         name = key[len(BASE_PREFIX) :]
         base = next((b for b in _base_models(tenant) if b.name == name), None)
         if base is None or not access.playground_may_use(tenant):
-            raise refused
+            return None
         return Resolved(key, tenant.id, Route(base.name, base_model_id=base.pk), None)
     adapter, sep, number = key.partition("@")
     if not sep or not number.isdigit():
-        raise refused
+        return None
     version = (
         AdapterVersion.objects.filter(tenant=tenant, adapter__name=adapter, number=int(number))
         .select_related("adapter__tenant", "tenant")
         .first()
     )
     if version is None or not access.playground_may_use(tenant, version):
-        raise refused
+        return None
     target = target_of(version)
     return Resolved(key, tenant.id, Route(target.label, (target,)), target)

@@ -154,3 +154,14 @@ async def test_text_that_is_not_json_gets_a_coded_error(pw):
     refusal = await communicator.receive_json_from(timeout=10)
     assert refusal["code"] == "playground.bad_message"
     await communicator.disconnect()
+
+
+async def test_a_maintainer_made_viewer_is_refused_on_the_next_prompt_and_closed(pw):
+    communicator, connected, _ = await connect(pw, "bob")
+    assert connected
+    await sync_to_async(Membership.objects.filter(user=pw.world.users["bob"]).update)(role="viewer")
+    assert (await ask(communicator, ["support@1"]))["type"] == "start"
+    refusal = await communicator.receive_json_from(timeout=10)
+    assert refusal["type"] == "error" and refusal["code"] == "playground.denied"
+    closed = await communicator.receive_output(timeout=10)
+    assert closed == {"type": "websocket.close", "code": 4403}
