@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from adapters.pages import aliases, registry, review, upload
+from adapters.pages import adapter_forms, aliases, registry, review, upload
 
 VERSION = "t/<slug:tenant>/a/<slug:adapter>/v/<int:number>/"
 
@@ -19,13 +19,33 @@ urlpatterns = [
         name="review-reject",
     ),
     path("t/<slug:tenant>/", registry.tenant_adapters, name="tenant-adapters"),
+    path(
+        "t/<slug:tenant>/adapters/new/",
+        adapter_forms.adapter_create_page,
+        name="adapter-create",
+    ),
     path("t/<slug:tenant>/aliases/", aliases.aliases, name="tenant-aliases"),
     path(
         "t/<slug:tenant>/aliases/<slug:alias>/delete/",
         aliases.alias_delete_page,
         name="alias-delete",
     ),
+    path(
+        "t/<slug:tenant>/aliases/<slug:alias>/promote/",
+        aliases.alias_promote_page,
+        name="alias-promote",
+    ),
+    path(
+        "t/<slug:tenant>/aliases/<slug:alias>/rollback/",
+        aliases.alias_rollback_page,
+        name="alias-rollback",
+    ),
     path("t/<slug:tenant>/a/<slug:adapter>/", registry.adapter_detail, name="adapter-detail"),
+    path(
+        "t/<slug:tenant>/a/<slug:adapter>/settings/",
+        adapter_forms.adapter_update_page,
+        name="adapter-update",
+    ),
     path(
         "t/<slug:tenant>/a/<slug:adapter>/upload/",
         upload.version_upload_page,

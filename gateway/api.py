@@ -23,9 +23,9 @@ from adapters.models import Adapter
 from gateway import selectors
 from gateway import serializers as s
 from gateway.models import DailyUsage
+from gateway.usage import require_usage_reader
 from portal.api.base import PlatformViewSet, TenantScopedViewSet
-from portal.errors import PermissionDenied
-from tenants.models import Tenant, TenantRole
+from tenants.models import Tenant
 
 
 class OneObjectSchema(AutoSchema):
@@ -115,17 +115,7 @@ class TenantUsageViewSet(UsageMixin, TenantScopedViewSet):
 
     @extend_schema(parameters=USAGE_PARAMETERS, responses={200: s.UsageSerializer})
     def list(self, request: Any, tenant: str | None = None) -> Response:
-        if self.access.tenant_role(self.tenant) != TenantRole.OWNER:
-            if not self.access.is_platform_admin:
-                raise PermissionDenied(
-                    "permission.denied", f"Usage of tenant '{self.tenant.slug}' is for its owners."
-                )
-            if self.access.bound_tenant_id is not None:
-                # As on every platform route: a tenant-bound token carries no platform powers.
-                raise PermissionDenied(
-                    "token.tenant_bound",
-                    "This token is bound to one tenant; platform actions need an unbound token.",
-                )
+        require_usage_reader(self.access, self.tenant)
         return self.usage_response(request, tenant=self.tenant)
 
 

@@ -11,13 +11,15 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import redis
 from django.db import transaction
 
 from adapters.models import AdapterVersion
 from gateway.models import DailyUsage
-from tenants.models import Tenant
+from portal.errors import PermissionDenied
+from tenants.models import Tenant, TenantRole
 from workers import shared_state
 
 log = logging.getLogger(__name__)
@@ -132,3 +134,28 @@ def usage_persist(
         except redis.exceptions.LockError:
             log.warning("usage persist outlived its lock lease (%s s)", LOCK_LEASE_S)
     return report
+
+
+def require_usage_reader(access: Any, tenant: Tenant) -> None:
+    """Usage is billing data: a tenant's owners read it, and platform admins with platform powers
+    (an unbound token or a session); maintainers and viewers are refused. Pages and API ask here."""
+    if access.tenant_role(tenant) == TenantRole.OWNER:
+        return
+    if not access.is_platform_admin:
+        raise PermissionDenied(
+            "permission.denied", f"Usage of tenant '{tenant.slug}' is for its owners."
+        )
+    if access.bound_tenant_id is not None:
+        # As on every platform route: a tenant-bound token carries no platform powers.
+        raise PermissionDenied(
+            "token.tenant_bound",
+            "This token is bound to one tenant; platform actions need an unbound token.",
+        )
+
+
+def may_read_usage(access: Any, tenant: Tenant) -> bool:
+    try:
+        require_usage_reader(access, tenant)
+    except PermissionDenied:
+        return False
+    return True

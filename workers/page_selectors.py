@@ -205,12 +205,8 @@ class WarmupEntry:
         return reverse("admin:django_celery_beat_periodictask_change", args=[self.entry.pk])
 
 
-def warmup_entries(engine: Engine) -> list[WarmupEntry]:
-    """The warm-up beat entries of adapters that run on this engine's pool and base model.
-
-    Entries are found by their task and kwargs (as workers.schedules does), not by name, so an
-    entry an operator renamed in the admin is still listed. Two queries.
-    """
+def parsed_warmup_entries() -> list[tuple[PeriodicTask, int, str]]:
+    """(entry, adapter id, phase) of every warm-up beat entry, found by task and kwargs."""
     parsed: list[tuple[PeriodicTask, int, str]] = []
     for entry in PeriodicTask.objects.filter(task=WARMUP_TASK).select_related("crontab"):
         try:
@@ -218,6 +214,16 @@ def warmup_entries(engine: Engine) -> list[WarmupEntry]:
             parsed.append((entry, int(kwargs["adapter_id"]), str(kwargs.get("phase", ""))))
         except (ValueError, KeyError, TypeError):
             continue  # hand-made entries with other arguments are not ours to show
+    return parsed
+
+
+def warmup_entries(engine: Engine) -> list[WarmupEntry]:
+    """The warm-up beat entries of adapters that run on this engine's pool and base model.
+
+    Entries are found by their task and kwargs (as workers.schedules does), not by name, so an
+    entry an operator renamed in the admin is still listed. Two queries.
+    """
+    parsed = parsed_warmup_entries()
     adapters = {
         a.pk: a
         for a in Adapter.objects.filter(

@@ -1,8 +1,9 @@
-"""Page URLs the fleet owns: engines, one engine and its actions, the operators' alarm banner."""
+"""Page URLs the fleet owns: engines, one engine and its actions, pools, residency, schedules,
+alarms and the operators' alarm banner."""
 
 from django.urls import path
 
-from workers import pages
+from workers import pages, pages_overview
 
 urlpatterns = [
     path("fleet/engines/", pages.engine_list, name="fleet-engines"),
@@ -23,4 +24,8 @@ urlpatterns = [
         name="fleet-engine-reconcile",
     ),
     path("fleet/alarms/banner/", pages.alarm_banner, name="fleet-alarm-banner"),
+    path("fleet/alarms/", pages_overview.alarms, name="fleet-alarms"),
+    path("fleet/pools/", pages_overview.pools, name="fleet-pools"),
+    path("fleet/residency/", pages_overview.residency, name="fleet-residency"),
+    path("fleet/schedules/", pages_overview.schedules, name="fleet-schedules"),
 ]

@@ -14,10 +14,12 @@ from adapters.models import VersionStatus
 from adapters.pages.lookup import Scope, tenant_scope
 from adapters.selectors import aliases_for, versions_visible
 from adapters.services.aliases import TOTAL_WEIGHT, alias_delete, alias_set
+from adapters.services.releases import alias_promote, alias_rollback, revisions_of
 from portal.errors import ApplicationError, NotFound
 from portal.pagekit import page_view, post_int, post_text, render_page
 
 TARGET_ROWS = 4
+REVISIONS_SHOWN = 5
 # The same shapes the API accepts, so a forged form cannot reach the service with junk.
 VERSION_REF = re.compile(r"^[a-z0-9-]{1,40}@[0-9]{1,9}$")
 
@@ -49,7 +51,10 @@ def _aliases_page(
         "adapters/aliases.html",
         {
             "tenant": scope.tenant,
-            "aliases": aliases_for(tenant=scope.tenant),
+            "aliases": [
+                {"alias": a, "revisions": revisions_of(alias=a)[:REVISIONS_SHOWN]}
+                for a in aliases_for(tenant=scope.tenant)
+            ],
             "active_versions": versions_visible(access=scope.access).filter(
                 tenant=scope.tenant, status=VersionStatus.ACTIVE
             ),
@@ -84,13 +89,63 @@ def aliases(request: HttpRequest, tenant: str) -> HttpResponse:
     return redirect("tenant-aliases", tenant=tenant)
 
 
+def _alias(scope: Scope, name: str) -> Any:
+    found = aliases_for(tenant=scope.tenant).filter(name=name).first()
+    if found is None:
+        raise NotFound("alias.not_found", f"Tenant '{scope.tenant.slug}' has no alias '{name}'.")
+    return found
+
+
 @page_view
 @require_POST
 def alias_delete_page(request: HttpRequest, tenant: str, alias: str) -> HttpResponse:
     scope = tenant_scope(request, tenant)
-    found = aliases_for(tenant=scope.tenant).filter(name=alias).first()
-    if found is None:
-        raise NotFound("alias.not_found", f"Tenant '{scope.tenant.slug}' has no alias '{alias}'.")
+    found = _alias(scope, alias)
     alias_delete(access=scope.access, alias=found, request_id=request.request_id)
     messages.success(request, f"Alias '{alias}' deleted.")
+    return redirect("tenant-aliases", tenant=tenant)
+
+
+@page_view
+@require_POST
+def alias_promote_page(request: HttpRequest, tenant: str, alias: str) -> HttpResponse:
+    """All of the alias's traffic to one of its active versions (`version`: adapter@N)."""
+    scope = tenant_scope(request, tenant)
+    found = _alias(scope, alias)
+    scope.access.require_tenant(scope.tenant, "manage_aliases")
+    ref = post_text(request, "version", max_length=60)
+    try:
+        if not VERSION_REF.match(ref):
+            raise ApplicationError(
+                "alias.bad_target", f"'{ref}' is not a version like 'adapter@3'."
+            )
+        alias_promote(
+            access=scope.access,
+            alias=found,
+            version=ref,
+            reason=post_text(request, "reason"),
+            request_id=request.request_id,
+        )
+    except ApplicationError as exc:
+        return _aliases_page(request, scope, exc)
+    messages.success(request, f"Alias '{alias}' now sends all traffic to {ref}.")
+    return redirect("tenant-aliases", tenant=tenant)
+
+
+@page_view
+@require_POST
+def alias_rollback_page(request: HttpRequest, tenant: str, alias: str) -> HttpResponse:
+    """Back to the targets the alias had before its current revision."""
+    scope = tenant_scope(request, tenant)
+    found = _alias(scope, alias)
+    try:
+        alias_rollback(
+            access=scope.access,
+            alias=found,
+            reason=post_text(request, "reason"),
+            request_id=request.request_id,
+        )
+    except ApplicationError as exc:
+        return _aliases_page(request, scope, exc)
+    messages.success(request, f"Alias '{alias}' is rolled back to its previous targets.")
     return redirect("tenant-aliases", tenant=tenant)

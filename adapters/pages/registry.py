@@ -1,4 +1,4 @@
-"""Pages for a tenant's adapters and their versions, with the owner's release and disable."""
+"""Pages for a tenant's home and adapters and their versions, with the owner's release and disable."""
 
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from adapters.models import AdapterVersion, VersionStatus
+from adapters.models import AdapterVersion, BaseModel, VersionStatus, WarmupPolicy
+from adapters.page_selectors import lifecycle_steps, tenant_summary, version_timeline
 from adapters.pages.lookup import Scope, adapter_in_scope, tenant_scope, version_in_scope
 from adapters.selectors import adapters_for, versions_of
 from adapters.services.lifecycle import version_disable, version_release
 from portal.errors import ApplicationError
 from portal.pagekit import page_view, post_text, render_page
+from tenants.models import SloClass
 from workers.selectors import version_placement
 
 RELEASABLE = (VersionStatus.STAGED,)
@@ -32,33 +34,59 @@ def _owner_actions(scope: Scope, adapter: Any) -> dict[str, bool]:
     }
 
 
-@page_view
-def tenant_adapters(request: HttpRequest, tenant: str) -> HttpResponse:
-    scope = tenant_scope(request, tenant)
-    return render(
+def tenant_page(
+    request: HttpRequest, scope: Scope, error: ApplicationError | None = None
+) -> HttpResponse:
+    """The tenant home: its numbers (for those who see its details), adapters, a create form."""
+    adapters = adapters_for(access=scope.access, tenant=scope.tenant)
+    details = scope.access.sees_tenant_details(scope.tenant)
+    return render_page(
         request,
         "adapters/tenant_adapters.html",
         {
             "tenant": scope.tenant,
-            "adapters": adapters_for(access=scope.access, tenant=scope.tenant),
+            "adapters": adapters,
             "role": scope.access.tenant_role(scope.tenant),
+            "summary": tenant_summary(tenant=scope.tenant, adapters=adapters) if details else None,
+            "can_create": scope.access.tenant_can(scope.tenant, "create_adapter"),
+            "base_models": BaseModel.objects.order_by("name"),
+            "warmup_policies": WarmupPolicy.choices,
+            "form": request.POST if error else None,
         },
+        error=error,
+    )
+
+
+@page_view
+def tenant_adapters(request: HttpRequest, tenant: str) -> HttpResponse:
+    return tenant_page(request, tenant_scope(request, tenant))
+
+
+def adapter_page(
+    request: HttpRequest, scope: Scope, adapter: Any, error: ApplicationError | None = None
+) -> HttpResponse:
+    return render_page(
+        request,
+        "adapters/adapter_detail.html",
+        {
+            "tenant": scope.tenant,
+            "adapter": adapter,
+            "versions": versions_of(adapter=adapter).prefetch_related("decisions__actor"),
+            "can_change": scope.access.adapter_can(adapter, "change_adapter"),
+            # Pool and SLO class decide capacity for every tenant: platform admins only.
+            "can_set_platform": scope.access.is_platform_admin,
+            "warmup_policies": WarmupPolicy.choices,
+            "slo_classes": SloClass.choices,
+            **_owner_actions(scope, adapter),
+        },
+        error=error,
     )
 
 
 @page_view
 def adapter_detail(request: HttpRequest, tenant: str, adapter: str) -> HttpResponse:
     scope, found = adapter_in_scope(request, tenant, adapter)
-    return render(
-        request,
-        "adapters/adapter_detail.html",
-        {
-            "tenant": scope.tenant,
-            "adapter": found,
-            "versions": versions_of(adapter=found).prefetch_related("decisions__actor"),
-            **_owner_actions(scope, found),
-        },
-    )
+    return adapter_page(request, scope, found)
 
 
 def _version_page(
@@ -75,6 +103,9 @@ def _version_page(
             "adapter": version.adapter,
             "version": version,
             "report": version.validation_report or {},
+            "steps": lifecycle_steps(version),
+            "timeline": version_timeline(version),
+            "can_review": scope.access.is_reviewer and version.status == VersionStatus.VALIDATED,
             # Where it runs; members see engine names (not the engines' pages or actions).
             "placement": version_placement(version),
             "links_engines": scope.access.is_operator,

@@ -60,6 +60,36 @@ def _fleet_verb(verb: str) -> Kwargs:
     return lambda pw: {**_fleet_engine(pw), "verb": verb}
 
 
+def _acme_token(pw: PagesWorld) -> dict[str, Any]:
+    """A token bob holds, bound to acme: its owner may revoke it, and so may bob."""
+    from tenants.tokens import token_issue
+
+    issued = token_issue(user=pw.world.users["bob"], scopes=["read"], tenant=pw.world.acme)
+    return {"tenant": "acme", "prefix": issued.token.prefix}
+
+
+def _acme_key(pw: PagesWorld) -> dict[str, Any]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from tenants.access import AccessContext
+    from tenants.signing_keys import signing_key_add
+
+    pem = (
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    key = signing_key_add(
+        access=AccessContext.for_user(pw.world.users["alice"]),
+        tenant=pw.world.acme,
+        name="release-key",
+        public_key_pem=pem,
+    )
+    return {"tenant": "acme", "key": key.name}
+
+
 # Operators and platform admins only; everyone else 403 before any lookup.
 NOT_FLEET = {"alice": 403, "bob": 403, "vera": 403, "charlie": 403, "rita": 403, "nora": 403}
 ACTIVE_LABEL = {"version": "acme/support@2"}
@@ -216,6 +246,166 @@ PAGE_ROUTES: list[PageRoute] = [
         _fleet_engine,
         "post",
         expect={**NOT_FLEET, "olga": 302, "adam": 302},
+    ),
+    # --- a tenant's members, grants and tokens (tenants/pages_access.py) ---
+    PageRoute(
+        "tenant-members",
+        _acme,
+        expect={"charlie": 404, "nora": 404, "olga": 404, "vera": 200, "rita": 200, "adam": 200},
+    ),
+    PageRoute(
+        "tenant-members",
+        _acme,
+        "post",
+        data={"username": "nora", "role": "viewer"},
+        expect={"charlie": 404, "vera": 403, "bob": 403, "rita": 403, "alice": 302, "adam": 302},
+    ),
+    PageRoute(
+        "member-remove",
+        lambda pw: {"tenant": "acme", "username": "vera"},
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "grant-add",
+        _acme,
+        "post",
+        data={"adapter": "support", "username": "nora", "perms": ["view_adapter"]},
+        expect={"charlie": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "grant-revoke",
+        lambda pw: {"tenant": "acme", "adapter": "support", "username": "nora"},
+        "post",
+        expect={"charlie": 404, "nora": 404, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "tenant-token-revoke",
+        _acme_token,
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 404, "bob": 302, "alice": 302},
+    ),
+    # --- signing keys and the signature policy (tenants/pages_keys.py) ---
+    PageRoute(
+        "tenant-keys", _acme, expect={"charlie": 404, "nora": 404, "vera": 200, "alice": 200}
+    ),
+    PageRoute(
+        "tenant-keys",
+        _acme,
+        "post",
+        data={"name": "k1", "public_key_pem": "not a key"},
+        expect={"charlie": 404, "vera": 403, "bob": 403, "alice": 400},
+    ),
+    PageRoute(
+        "signing-key-revoke",
+        _acme_key,
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "signature-policy-set",
+        _acme,
+        "post",
+        expect={"charlie": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    # --- usage (gateway/usage_pages.py): owners and platform admins ---
+    PageRoute(
+        "tenant-usage",
+        _acme,
+        expect={
+            "charlie": 404,
+            "nora": 404,
+            "vera": 403,
+            "bob": 403,
+            "rita": 403,
+            "alice": 200,
+            "adam": 200,
+        },
+    ),
+    PageRoute(
+        "platform-usage", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}
+    ),
+    # --- adapters: create on the tenant home, settings on the adapter page ---
+    PageRoute(
+        "adapter-create",
+        _acme,
+        "post",
+        data={"name": "fresh", "base_model": "tiny-llama", "max_concurrent_requests": "4"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "adam": 403, "bob": 302, "alice": 302},
+    ),
+    PageRoute(
+        "adapter-update",
+        _support,
+        "post",
+        data={"description": "answers", "warmup_policy": "on_demand"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "adam": 403, "bob": 302},
+    ),
+    PageRoute(
+        "adapter-update",
+        _support,
+        "post",
+        data={"part": "platform", "slo_class": "gold", "pool": ""},
+        expect={"alice": 403, "bob": 403, "adam": 302},
+    ),
+    # --- aliases: promote and roll back (adapters/pages/aliases.py) ---
+    PageRoute(
+        "alias-promote",
+        lambda pw: {"tenant": "acme", "alias": pw.alias.name},
+        "post",
+        data={"version": "support@2"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 302, "alice": 302},
+    ),
+    # One revision only: refused by the service (nothing to roll back to), so bob reached it.
+    PageRoute(
+        "alias-rollback",
+        lambda pw: {"tenant": "acme", "alias": pw.alias.name},
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 409},
+    ),
+    # --- the operators' fleet-wide pages (workers/pages_overview.py) ---
+    PageRoute("fleet-pools", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
+    PageRoute("fleet-residency", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
+    PageRoute("fleet-schedules", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
+    PageRoute("fleet-alarms", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
+    # --- platform admins (tenants/pages_platform.py, adapters/pages/base_models.py) ---
+    PageRoute("platform-home", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}),
+    PageRoute(
+        "platform-home",
+        _none,
+        "post",
+        data={"slug": "initech", "name": "Initech", "slo_class": "bronze"},
+        expect={"alice": 403, "olga": 403, "adam": 302},
+    ),
+    PageRoute("platform-tenant", _acme, expect={"alice": 403, "rita": 403, "adam": 200}),
+    PageRoute(
+        "platform-tenant",
+        _acme,
+        "post",
+        data={"name": "Acme Corp", "slo_class": "gold", "quota_adapters": "50"},
+        expect={"alice": 403, "olga": 403, "adam": 302},
+    ),
+    PageRoute("platform-users", _none, expect={"alice": 403, "olga": 403, "adam": 200}),
+    PageRoute(
+        "platform-users",
+        _none,
+        "post",
+        data={"username": "zed", "password": "a-long-and-unusual-passphrase-42"},
+        expect={"alice": 403, "rita": 403, "adam": 302},
+    ),
+    PageRoute(
+        "platform-user-roles",
+        lambda pw: {"username": "nora"},
+        "post",
+        data={"platform_roles": ["reviewer"]},
+        expect={"alice": 403, "olga": 403, "adam": 302},
+    ),
+    PageRoute("platform-base-models", _none, expect={"alice": 403, "olga": 403, "adam": 200}),
+    PageRoute(
+        "platform-base-models",
+        _none,
+        "post",
+        data={"name": "other-tiny", "source": "var/other", "hf_config": "{}"},
+        expect={"alice": 403, "olga": 403, "adam": 400},
     ),
 ]
 

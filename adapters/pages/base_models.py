@@ -1,0 +1,72 @@
+"""The platform admins' base models page: what adapters may target, and registering one."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+
+from adapters import serializers as s
+from adapters.models import BaseModel
+from adapters.services.registry import base_model_register
+from portal.errors import ApplicationError
+from portal.pageforms import form_data, require_platform_role
+from portal.pagekit import access_for, page_view, post_text, render_page
+
+MAX_CONFIG_CHARS = 64 * 1024
+
+
+def _hf_config(request: HttpRequest) -> dict:
+    raw = request.POST.get("hf_config", "")
+    if len(raw) > MAX_CONFIG_CHARS:
+        raise ApplicationError(
+            "base_model.config_invalid",
+            f"config.json is longer than {MAX_CONFIG_CHARS} characters.",
+        )
+    try:
+        parsed = json.loads(raw)
+    except ValueError as exc:
+        raise ApplicationError(
+            "base_model.config_invalid", f"Paste the model's config.json: {exc}."
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ApplicationError("base_model.config_invalid", "config.json must be a JSON object.")
+    return parsed
+
+
+def _page(request: HttpRequest, error: ApplicationError | None = None) -> HttpResponse:
+    return render_page(
+        request,
+        "adapters/base_models.html",
+        {
+            "base_models": BaseModel.objects.order_by("name"),
+            "form": request.POST if error else None,
+        },
+        error=error,
+    )
+
+
+@page_view
+def base_models(request: HttpRequest) -> HttpResponse:
+    """GET: every base model and its LoRA-targetable modules; POST: register one."""
+    require_platform_role(access_for(request), "is_platform_admin", "manage base models")
+    if request.method != "POST":
+        return _page(request)
+    try:
+        data = form_data(
+            s.BaseModelCreateSerializer,
+            {
+                "name": post_text(request, "name", max_length=100),
+                "source": post_text(request, "source", max_length=500),
+                "revision": post_text(request, "revision", max_length=100),
+                "hf_config": _hf_config(request),
+            },
+            code="base_model.invalid",
+        )
+        created = base_model_register(actor=request.user, request_id=request.request_id, **data)
+    except ApplicationError as exc:
+        return _page(request, exc)
+    messages.success(request, f"Base model '{created.name}' registered.")
+    return redirect("platform-base-models")

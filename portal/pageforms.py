@@ -1,0 +1,37 @@
+"""Page forms read through the API's own serializers, so a form and a JSON body are checked by
+the same rules; the first field error becomes an ApplicationError the page shows with its code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portal.errors import ApplicationError
+
+
+def form_data(serializer_class: Any, data: Any, *, code: str, **kwargs: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data, **kwargs)
+    if serializer.is_valid():
+        return dict(serializer.validated_data)
+    field, problems = next(iter(serializer.errors.items()))
+    problem = problems[0] if isinstance(problems, list) and problems else problems
+    if isinstance(problem, dict):  # a nested serializer: its first field's first message
+        inner, messages = next(iter(problem.items()))
+        field, problem = f"{field}.{inner}", messages[0] if isinstance(messages, list) else messages
+    label = "" if field == "non_field_errors" else f"{field}: "
+    raise ApplicationError(code, f"{label}{problem}", fields=serializer.errors)
+
+
+def without_blanks(data: dict[str, Any]) -> dict[str, Any]:
+    """Optional form fields left empty mean 'unchanged' (an API caller would leave them out)."""
+    return {k: v for k, v in data.items() if v not in ("", None)}
+
+
+def require_platform_role(access: Any, predicate: str, what: str) -> None:
+    """The platform pages' check: the same AccessContext predicate the API's PlatformViewSet
+    names for the action (e.g. "is_platform_admin" for tenants, "is_operator" for engines)."""
+    from portal.errors import PermissionDenied
+
+    if not getattr(access, predicate):
+        raise PermissionDenied(
+            "permission.denied", f"Your platform role does not allow you to {what}."
+        )

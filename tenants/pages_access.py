@@ -1,0 +1,144 @@
+"""A tenant's access page: members and roles, per-adapter grants, the tokens bound to the tenant.
+
+Everyone who may view the tenant sees the page; the forms are shown, and accepted, only for
+those who manage its members (the same capabilities /api/v1/tenants/{t}/members/ asks).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from adapters.selectors import adapter_get, adapters_for
+from portal.errors import ApplicationError, NotFound
+from portal.pagekit import access_for, page_view, post_text, render_page
+from tenants.access import AccessContext
+from tenants.models import Tenant, TenantRole
+from tenants.page_selectors import grants_of, members_of, tenant_tokens
+from tenants.services import (
+    GRANTABLE_ADAPTER_PERMS,
+    adapter_grant,
+    adapter_revoke_grants,
+    membership_remove,
+    membership_set,
+)
+from tenants.tokens import token_revoke
+
+
+def _scope(request: HttpRequest, tenant: str, capability: str) -> tuple[AccessContext, Tenant]:
+    access = access_for(request)
+    found = access.get_tenant(tenant)
+    access.require_tenant(found, capability)
+    return access, found
+
+
+def _page(
+    request: HttpRequest,
+    access: AccessContext,
+    tenant: Tenant,
+    error: ApplicationError | None = None,
+) -> HttpResponse:
+    return render_page(
+        request,
+        "tenants/members.html",
+        {
+            "tenant": tenant,
+            "members": members_of(tenant=tenant),
+            "grants": grants_of(access=access, tenant=tenant),
+            "tokens": tenant_tokens(access=access, tenant=tenant),
+            "adapters": adapters_for(access=access, tenant=tenant),
+            "roles": TenantRole.values,
+            "grantable": GRANTABLE_ADAPTER_PERMS,
+            "can_manage": access.tenant_can(tenant, "manage_members"),
+            "form": request.POST if error else None,
+        },
+        error=error,
+    )
+
+
+def _done(request: HttpRequest, tenant: Tenant, text: str) -> HttpResponse:
+    messages.success(request, text)
+    return redirect("tenant-members", tenant=tenant.slug)
+
+
+@page_view
+def members(request: HttpRequest, tenant: str) -> HttpResponse:
+    """GET: the page; POST {username, role}: add a member or change a role."""
+    if request.method != "POST":
+        access, found = _scope(request, tenant, "view")
+        return _page(request, access, found)
+    access, found = _scope(request, tenant, "manage_members")
+    username = post_text(request, "username", max_length=150)
+    try:
+        membership_set(
+            actor=request.user,
+            tenant=found,
+            username=username,
+            role=post_text(request, "role", max_length=20),
+            request_id=request.request_id,
+        )
+    except ApplicationError as exc:
+        return _page(request, access, found, exc)
+    return _done(request, found, f"{username} is now {post_text(request, 'role')} of {found.slug}.")
+
+
+@page_view
+@require_POST
+def member_remove(request: HttpRequest, tenant: str, username: str) -> HttpResponse:
+    access, found = _scope(request, tenant, "manage_members")
+    membership = members_of(tenant=found).filter(user__username=username).first()
+    if membership is None:
+        raise NotFound("membership.not_found", f"'{username}' is not a member of '{found.slug}'.")
+    try:
+        membership_remove(actor=request.user, membership=membership, request_id=request.request_id)
+    except ApplicationError as exc:
+        return _page(request, access, found, exc)
+    return _done(request, found, f"{username} is no longer a member of {found.slug}.")
+
+
+@page_view
+@require_POST
+def grant_add(request: HttpRequest, tenant: str) -> HttpResponse:
+    """{adapter, username, perms[]}: rights on one adapter only, as POST .../adapters/{a}/grants/."""
+    access, found = _scope(request, tenant, "manage_members")
+    username = post_text(request, "username", max_length=150)
+    try:
+        adapter = adapter_get(access=access, tenant=found, name=post_text(request, "adapter"))
+        perms = adapter_grant(
+            actor=request.user,
+            adapter=adapter,
+            username=username,
+            perms=request.POST.getlist("perms"),
+            request_id=request.request_id,
+        )
+    except ApplicationError as exc:
+        return _page(request, access, found, exc)
+    return _done(request, found, f"{username} may now {', '.join(perms)} on {adapter.name}.")
+
+
+@page_view
+@require_POST
+def grant_revoke(request: HttpRequest, tenant: str, adapter: str, username: str) -> HttpResponse:
+    access, found = _scope(request, tenant, "manage_members")
+    target = adapter_get(access=access, tenant=found, name=adapter)
+    adapter_revoke_grants(
+        actor=request.user, adapter=target, username=username, request_id=request.request_id
+    )
+    return _done(request, found, f"{username}'s rights on {adapter} are revoked.")
+
+
+@page_view
+@require_POST
+def tenant_token_revoke(request: HttpRequest, tenant: str, prefix: str) -> HttpResponse:
+    """Owners revoke any token bound to the tenant; others only their own (as the API)."""
+    access, found = _scope(request, tenant, "view")
+    token = tenant_tokens(access=access, tenant=found).filter(prefix=prefix).first()
+    if token is None:
+        raise NotFound("token.not_found", f"No token '{prefix}' of '{found.slug}' you may revoke.")
+    try:
+        token_revoke(token=token, actor=request.user, request_id=request.request_id)
+    except ApplicationError as exc:
+        return _page(request, access, found, exc)
+    return _done(request, found, f"Token lp_{prefix}_… is revoked.")

@@ -1,0 +1,171 @@
+"""Platform admins' pages: tenants (create, plan and quotas), users (create, platform roles).
+The checks are the API's (PlatformViewSet's is_platform_admin); the writes its services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from portal.errors import ApplicationError, NotFound
+from portal.pageforms import form_data, require_platform_role
+from portal.pagekit import access_for, page_view, render_page
+from tenants import serializers as s
+from tenants.models import PlatformRole, SloClass, Tenant
+from tenants.services import (
+    TENANT_FIELDS,
+    platform_roles_set,
+    tenant_create,
+    tenant_update,
+    user_create,
+)
+
+User = get_user_model()
+
+
+def _require_admin(request: HttpRequest, what: str) -> None:
+    require_platform_role(access_for(request), "is_platform_admin", what)
+
+
+def _tenant_fields(tenant: Tenant | None) -> list[dict[str, Any]]:
+    """The tenant form's inputs, from the fields the services accept (so a new quota shows up)."""
+    fields = []
+    for name in TENANT_FIELDS:
+        model_field = Tenant._meta.get_field(name)
+        value = getattr(tenant, name) if tenant else model_field.get_default()
+        kind = model_field.get_internal_type()
+        fields.append(
+            {
+                "name": name,
+                "label": name.replace("_", " "),
+                "value": value,
+                "kind": "bool"
+                if kind == "BooleanField"
+                else "int"
+                if "Integer" in kind
+                else "text",
+                "choices": SloClass.values if name == "slo_class" else None,
+            }
+        )
+    return fields
+
+
+def _tenants_page(request: HttpRequest, error: ApplicationError | None = None) -> HttpResponse:
+    return render_page(
+        request,
+        "tenants/platform_tenants.html",
+        {
+            "tenants": Tenant.objects.order_by("slug"),
+            "fields": _tenant_fields(None),
+            "form": request.POST if error else None,
+        },
+        error=error,
+    )
+
+
+@page_view
+def platform_tenants(request: HttpRequest) -> HttpResponse:
+    """GET: every tenant; POST {slug, name, plan fields}: create one."""
+    _require_admin(request, "manage tenants")
+    if request.method != "POST":
+        return _tenants_page(request)
+    try:
+        data = form_data(s.TenantSerializer, request.POST, code="tenant.invalid")
+        tenant = tenant_create(
+            actor=request.user,
+            slug=data.pop("slug"),
+            name=data.pop("name"),
+            request_id=request.request_id,
+            **data,
+        )
+    except ApplicationError as exc:
+        return _tenants_page(request, exc)
+    messages.success(request, f"Tenant '{tenant.slug}' created; add its first owner below.")
+    return redirect("platform-tenant", tenant=tenant.slug)
+
+
+@page_view
+def platform_tenant(request: HttpRequest, tenant: str) -> HttpResponse:
+    """GET: one tenant's plan; POST: change it (tenant_update, audited)."""
+    _require_admin(request, "manage tenants")
+    found = Tenant.objects.filter(slug=tenant).first()
+    if found is None:
+        raise NotFound("tenant.not_found", f"No tenant '{tenant}'.")
+    error = None
+    if request.method == "POST":
+        try:
+            data = form_data(
+                s.TenantUpdateSerializer, request.POST, code="tenant.invalid", instance=found
+            )
+            found = tenant_update(
+                actor=request.user, tenant=found, request_id=request.request_id, **data
+            )
+        except ApplicationError as exc:
+            error = exc
+        else:
+            messages.success(request, f"Tenant '{found.slug}' saved.")
+            return redirect("platform-tenant", tenant=found.slug)
+    return render_page(
+        request,
+        "tenants/platform_tenant.html",
+        {"tenant": found, "fields": _tenant_fields(found)},
+        error=error,
+    )
+
+
+def _users_page(request: HttpRequest, error: ApplicationError | None = None) -> HttpResponse:
+    return render_page(
+        request,
+        "tenants/platform_users.html",
+        {
+            "users": User.objects.prefetch_related("groups").order_by("username"),
+            "roles": PlatformRole.values,
+            "form": request.POST if error else None,
+        },
+        error=error,
+    )
+
+
+@page_view
+def platform_users(request: HttpRequest) -> HttpResponse:
+    """GET: every user and their platform roles; POST {username, password, email, roles}: create."""
+    _require_admin(request, "manage users")
+    if request.method != "POST":
+        return _users_page(request)
+    try:
+        data = form_data(s.UserCreateSerializer, request.POST, code="user.invalid")
+        user = user_create(
+            actor=request.user,
+            roles=data.pop("platform_roles"),
+            request_id=request.request_id,
+            **data,
+        )
+    except ApplicationError as exc:
+        return _users_page(request, exc)
+    messages.success(request, f"User '{user.username}' created.")
+    return redirect("platform-users")
+
+
+@page_view
+@require_POST
+def platform_user_roles(request: HttpRequest, username: str) -> HttpResponse:
+    _require_admin(request, "manage users")
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        raise NotFound("user.not_found", f"No user '{username}'.")
+    try:
+        roles = form_data(
+            s.UserUpdateSerializer, request.POST, code="user.invalid", partial=True
+        ).get("platform_roles", [])
+        platform_roles_set(
+            actor=request.user, user=user, roles=roles, request_id=request.request_id
+        )
+    except ApplicationError as exc:
+        return _users_page(request, exc)
+    shown = ", ".join(roles) or "none"
+    messages.success(request, f"Platform roles of '{username}': {shown}.")
+    return redirect("platform-users")

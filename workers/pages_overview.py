@@ -1,0 +1,56 @@
+"""The operators' fleet-wide pages: pools, residency and pins across engines, warm-up schedules,
+open alarms. Read-only: every action is on the engine's page (workers/pages.py), where the rules
+that refuse it are shown next to the row."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from portal.pagekit import page_view
+from workers import overview_selectors as overview
+from workers.alarms import open_alarms
+from workers.pages import _require_operator
+
+
+@page_view
+def pools(request: HttpRequest) -> HttpResponse:
+    _require_operator(request)
+    return render(request, "workers/pools.html", {"pools": overview.pools(), "tab": "pools"})
+
+
+@page_view
+def residency(request: HttpRequest) -> HttpResponse:
+    """`?engine=`, `?tenant=`, `?pinned=1` narrow the list (pins are desired pins)."""
+    _require_operator(request)
+    filters = {
+        "engine": request.GET.get("engine", "").strip()[:100],
+        "tenant": request.GET.get("tenant", "").strip()[:40],
+        "pinned": request.GET.get("pinned") == "1",
+    }
+    rows = overview.fleet_residency(
+        engine=filters["engine"], tenant=filters["tenant"], pinned_only=filters["pinned"]
+    )
+    context = {"rows": rows, "filters": filters, "limit": overview.ROW_LIMIT, "tab": "residency"}
+    return render(request, "workers/residency.html", context)
+
+
+@page_view
+def schedules(request: HttpRequest) -> HttpResponse:
+    _require_operator(request)
+    context = {
+        "entries": overview.all_warmup_entries(),
+        "adapters": overview.scheduled_adapters(),
+        "tab": "schedules",
+    }
+    return render(request, "workers/schedules.html", context)
+
+
+@page_view
+def alarms(request: HttpRequest) -> HttpResponse:
+    _require_operator(request)
+    context = {
+        "alarms": open_alarms().order_by("-raised_at")[: overview.ROW_LIMIT],
+        "tab": "alarms",
+    }
+    return render(request, "workers/alarms.html", context)
