@@ -41,37 +41,26 @@ class LiveScope:
         return self.adapters is None or adapter in self.adapters
 
 
-def _current_user(user: Any) -> Any | None:
-    """The user as the database has it now (the socket's scope holds the one from connect)."""
-    return get_user_model().objects.filter(pk=user.pk, is_active=True).first()
-
-
 def tenant_scope(*, user: Any, tenant: str) -> LiveScope | None:
-    """None when the user may see nothing of the tenant (the socket is refused or closed)."""
-    if user is None or not user.is_authenticated:
+    """None when the user may see nothing of the tenant (the socket is refused or closed).
+    The user is read afresh (the socket's scope holds the one from connect)."""
+    access = AccessContext.current(user)
+    if access is None:
         return None
-    current = _current_user(user)
-    if current is None:
-        return None
-    access = AccessContext.for_user(current)
     try:
         found = access.get_tenant(tenant)
     except NotFound:
         return None
-    if access.tenant_can(found, "view"):
-        return LiveScope(tenant_id=found.id, tenant=found.slug, adapters=None)
-    names = frozenset(access.visible_adapters(found).values_list("name", flat=True))
-    if not names:
+    names = access.adapter_reach(found)
+    if names is not None and not names:
         return None
     return LiveScope(tenant_id=found.id, tenant=found.slug, adapters=names)
 
 
 def may_watch_fleet(*, user: Any) -> bool:
-    """The fleet-wide numbers (all tenants added up) are for operators and platform admins."""
-    if user is None or not user.is_authenticated:
-        return False
-    current = _current_user(user)
-    return current is not None and AccessContext.for_user(current).is_operator
+    """The fleet-wide numbers (all tenants added up) are for those who see engines."""
+    access = AccessContext.current(user)
+    return access is not None and access.sees_engines
 
 
 # --- the generation ---

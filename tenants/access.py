@@ -11,15 +11,13 @@ Three rules shape everything below (docs/security.md, classes 6, 7 and 12):
   tenants where their job needs it, but act inside a tenant only through a membership (which a
   platform admin may give themselves: explicit and audited as `membership.set`). A superuser is a
   platform admin and nothing more: guardian's "a superuser has every object permission" is not used.
-- Each decision (audit reach, the reviewer check, who may disable, who sees engines, which live
-  event a socket may receive) is made here once and asked by pages, API and sockets alike.
+- Each decision (audit reach, the reviewer check, who may disable, who sees engines, which of a
+  tenant's adapters a live socket may pass on) is made here once, for pages, API and sockets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from functools import cached_property
 from typing import Any
 
@@ -86,6 +84,17 @@ class AccessContext:
     @classmethod
     def for_user(cls, user: Any, token: ApiToken | None = None) -> AccessContext:
         return cls(user=user, token=token)
+
+    @classmethod
+    def current(cls, user: Any) -> AccessContext | None:
+        """For a long-lived connection (a socket): the user as the database has it now, so a
+        deactivated user, a revoked membership or grant count at once; None if inactive."""
+        from django.contrib.auth import get_user_model
+
+        if user is None or not getattr(user, "is_authenticated", False):
+            return None
+        fresh = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
+        return None if fresh is None else cls(user=fresh)
 
     @classmethod
     def for_request(cls, request: Any) -> AccessContext:
@@ -166,6 +175,22 @@ class AccessContext:
 
     def _in_token_reach(self, tenant_id: int) -> bool:
         return self.bound_tenant_id is None or self.bound_tenant_id == tenant_id
+
+    def require_platform_change(self, what: str, *, code: str) -> None:
+        """Changes only a platform admin makes, acting with platform powers (an unbound token
+        with the admin scope, or a session): where an engine lives, an adapter's pool or SLO
+        class. They decide capacity, cost and where engine keys are sent, for every tenant."""
+        if not self.is_platform_admin:
+            raise PermissionDenied(
+                code, f"Only a platform admin may set {what}. Ask a platform admin to change it."
+            )
+        if self.bound_tenant_id is not None:
+            raise PermissionDenied(
+                "token.tenant_bound",
+                f"Setting {what} is a platform action; this token is bound to one tenant. "
+                "Use an unbound token.",
+            )
+        self.require_scope(TokenScope.ADMIN)
 
     # --- tenants ---
     def sees_all_tenants(self) -> bool:
@@ -269,6 +294,14 @@ class AccessContext:
             with_superuser=False,
         )
 
+    def adapter_reach(self, tenant: Tenant) -> frozenset[str] | None:
+        """The names of the tenant's adapters the caller sees: None for all of them (members
+        and platform roles that view tenants), else only those granted one by one (class 6:
+        a grant is only a grant). What a live socket may pass on follows this."""
+        if self.tenant_can(tenant, "view"):
+            return None
+        return frozenset(self.visible_adapters(tenant).values_list("name", flat=True))
+
     def granted_adapters(self, *, outside_tenants: list[int]) -> QuerySet:
         """Adapters seen through per-object grants only, in tenants the caller is not a member of."""
         from adapters.models import Adapter
@@ -351,52 +384,3 @@ class AccessContext:
             and self.adapter_can(version.adapter, "upload_version")
         )
 
-
-# --- live events (sockets) ---
-
-
-class Delivery(Enum):
-    SEND = "send"  # the socket may receive this event
-    SKIP = "skip"  # not this one (an adapter beyond the caller's grant); keep the stream
-    STOP = "stop"  # the caller lost the tenant (membership or grant revoked, user disabled)
-
-
-def event_adapter_name(event: Mapping[str, Any]) -> str | None:
-    """The adapter an event is about: its `adapter` key, else the name in `version` ("name@N");
-    None for a tenant-wide event."""
-    name = event.get("adapter")
-    if isinstance(name, str) and name:
-        return name
-    version = event.get("version")
-    if isinstance(version, str) and "@" in version:
-        return version.rsplit("@", 1)[0].rsplit("/", 1)[-1]
-    return None
-
-
-def event_delivery(user: Any, *, tenant_id: int, event: Mapping[str, Any]) -> Delivery:
-    """Whether a socket of `user` following tenant `tenant_id` gets `event`, decided afresh from
-    the database on every event, so a revoked membership or grant stops the stream at once.
-
-    Tenant-wide events go to those who see the tenant (members, cross-tenant platform roles);
-    an event about one adapter also goes to a holder of a grant on that adapter, and only that
-    adapter's events do.
-    """
-    from django.contrib.auth import get_user_model
-
-    fresh = get_user_model().objects.filter(pk=getattr(user, "pk", None), is_active=True).first()
-    if fresh is None:
-        return Delivery.STOP
-    access = AccessContext.for_user(fresh)
-    tenant = access.visible_tenants().filter(id=tenant_id).first()
-    if tenant is None:
-        return Delivery.STOP
-    if access.tenant_can(tenant, "view"):
-        return Delivery.SEND
-    name = event_adapter_name(event)
-    if name is not None and access.visible_adapters(tenant).filter(name=name).exists():
-        return Delivery.SEND
-    return Delivery.SKIP
-
-
-def may_receive(user: Any, *, tenant_id: int, event: Mapping[str, Any]) -> bool:
-    return event_delivery(user, tenant_id=tenant_id, event=event) is Delivery.SEND
