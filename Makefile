@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-validation bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-validation bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -48,7 +48,7 @@ lint: venv
 	@.venv/bin/ruff format --check .
 
 # Every benchmark; each rewrites only its own section of docs/benchmarks.md.
-bench: bench-validation bench-upload bench-list bench-cache bench-fleet-scale bench-fleet-real bench-gateway bench-playground
+bench: bench-validation bench-upload bench-list bench-cache bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-live
 
 bench-validation: venv
 	@$(PY) -m bench.validation_throughput --sizes-mib 1024,256 --repeat 5 --write-docs
@@ -91,3 +91,8 @@ bench-gateway-routing: venv services engine-venv tiny-model
 # and the gateway's API, same prompt (one engine, a few minutes).
 bench-playground: venv services engine-venv tiny-model
 	@$(PY) -m bench.playground_latency --rounds 200 --warmup 20 --max-tokens 4 --write-docs
+
+# Live metrics fan-out: 500 websocket subscribers across 50 tenants on one uvicorn with the Redis
+# channel layer and the real publisher; p99 publish -> receipt and CPU per subscriber (~2 min).
+bench-live: venv services
+	@$(PY) -m bench.live_fanout --subscribers 500 --tenants 50 --seconds 60 --warmup 10 --write-docs
