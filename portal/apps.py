@@ -5,7 +5,11 @@ class PortalConfig(AppConfig):
     name = "portal"
 
     def ready(self) -> None:
-        from portal import live_access
-        from portal import signals  # noqa: F401  (connects the login audit receivers)
+        from portal import (
+            admin_audit,
+            live_access,
+            signals,  # noqa: F401  (connects the login audit receivers)
+        )
 
+        admin_audit.connect()  # admin-site edits go into the audit chain
         live_access.connect()  # live sockets re-check access when memberships or grants change

@@ -1,13 +1,17 @@
 """Writing and verifying the hash-chained audit log.
 
-Each event's hash covers its content and the previous event's hash, so changing, removing or
-reordering any row breaks the chain from that row on. Writers lock the chain head row, which
-serialises appends without locking the whole table.
+Each event's hash is an HMAC, keyed with AUDIT_CHAIN_KEY (a secret that is not in the database),
+over its content and the previous event's hash, so changing, removing or reordering any row
+breaks the chain from that row on, and someone who can write the database but lacks the key
+cannot recompute it. Cutting off the newest events is caught by the checkpoints kept in the
+object store (portal.audit_checkpoint). Writers lock the chain head row, which serialises appends
+without locking the whole table.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from dataclasses import dataclass
 from datetime import UTC
@@ -45,9 +49,16 @@ def _content(event: AuditEvent) -> dict[str, Any]:
     }
 
 
-def compute_hash(prev_hash: str, event: AuditEvent) -> str:
+def chain_key() -> bytes:
+    from django.conf import settings
+
+    return settings.AUDIT_CHAIN_KEY.encode()
+
+
+def compute_hash(prev_hash: str, event: AuditEvent, *, key: bytes | None = None) -> str:
     payload = json.dumps(_content(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(f"{prev_hash}\n{payload}".encode()).hexdigest()
+    message = f"{prev_hash}\n{payload}".encode()
+    return hmac.new(chain_key() if key is None else key, message, hashlib.sha256).hexdigest()
 
 
 def _locked_head() -> AuditChainHead:
@@ -122,7 +133,16 @@ class ChainReport:
 
 
 def verify_chain(*, batch_size: int = 2000) -> ChainReport:
-    """Walk the chain in id order and name the first event whose link or content is wrong."""
+    """Walk the chain in id order and name the first event whose link or content is wrong;
+    then check that the chain still reaches the newest checkpoint kept outside the database."""
+    from portal.audit_checkpoint import CheckpointError, read_checkpoint
+
+    try:
+        checkpoint = read_checkpoint()
+    except CheckpointError as exc:
+        return ChainReport(False, 0, None, exc.message)
+    key = chain_key()
+    reached_checkpoint = checkpoint is None
     prev_hash = GENESIS_HASH
     checked = 0
     last_id = 0
@@ -138,16 +158,34 @@ def verify_chain(*, batch_size: int = 2000) -> ChainReport:
                     event.pk,
                     "prev_hash does not match the previous event (an event was removed or reordered)",
                 )
-            if compute_hash(prev_hash, event) != event.hash:
+            if compute_hash(prev_hash, event, key=key) != event.hash:
                 return ChainReport(
                     False,
                     checked,
                     event.pk,
                     "content does not match its hash (the event was changed)",
                 )
+            if checkpoint is not None and event.pk == checkpoint.event_id:
+                if event.hash != checkpoint.hash:
+                    return ChainReport(
+                        False,
+                        checked,
+                        event.pk,
+                        "the event differs from the checkpoint in the object store",
+                    )
+                reached_checkpoint = True
             prev_hash = event.hash
             checked += 1
             last_id = event.pk
+    if not reached_checkpoint:
+        assert checkpoint is not None
+        return ChainReport(
+            False,
+            checked,
+            checkpoint.event_id,
+            f"events up to #{checkpoint.event_id} were checkpointed in the object store at "
+            f"{checkpoint.created_at}, but the chain ends before it (events were removed)",
+        )
     head = AuditChainHead.objects.filter(pk=1).first()
     if head is not None and head.last_hash != prev_hash:
         return ChainReport(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -43,6 +45,22 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+
+
+def _audit_chain_key() -> str:
+    configured = env_str("AUDIT_CHAIN_KEY", "")
+    if configured:
+        if len(configured) < 32:
+            raise SettingError("AUDIT_CHAIN_KEY must be at least 32 characters long")
+        return configured
+    # Derived from SECRET_KEY when unset, so rotating SECRET_KEY would break the chain check:
+    # production sets its own (README). Never stored in the database.
+    return hmac.new(SECRET_KEY.encode(), b"lora-portal audit chain v1", hashlib.sha256).hexdigest()
+
+
+AUDIT_CHAIN_KEY = _audit_chain_key()
+# How often beat writes the audit chain head to the object store (portal.audit_checkpoint).
+AUDIT_CHECKPOINT_SECONDS = env_int("AUDIT_CHECKPOINT_SECONDS", 300, minimum=10)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -267,6 +285,10 @@ CELERY_BEAT_SCHEDULE = {
     "check-fleet-alarms": {"task": "workers.tasks.check_alarms", "schedule": 60.0},
     "check-canaries": {"task": "adapters.tasks.check_canaries", "schedule": 30.0},
     "persist-gateway-usage": {"task": "gateway.tasks.persist_usage", "schedule": 60.0},
+    "checkpoint-audit-chain": {
+        "task": "portal.tasks.checkpoint_audit_chain",
+        "schedule": float(AUDIT_CHECKPOINT_SECONDS),
+    },
 }
 
 # --- Channels ---
@@ -285,7 +307,8 @@ S3_ENDPOINT_URL = env_str("S3_ENDPOINT_URL", "")
 S3_REGION = env_str("S3_REGION", "us-east-1")
 S3_ACCESS_KEY_ID = env_str("S3_ACCESS_KEY_ID", "")
 S3_SECRET_ACCESS_KEY = env_str("S3_SECRET_ACCESS_KEY", "")
-S3_ALLOWED_PREFIXES = env_list("S3_ALLOWED_PREFIXES", ["quarantine/", "serving/"])
+# audit/ holds the audit chain's checkpoints (portal.audit_checkpoint).
+S3_ALLOWED_PREFIXES = env_list("S3_ALLOWED_PREFIXES", ["quarantine/", "serving/", "audit/"])
 # The host name clients reach the store by in presigned (direct upload) URLs, if not S3_ENDPOINT_URL.
 S3_PRESIGN_ENDPOINT_URL = env_str("S3_PRESIGN_ENDPOINT_URL", "")
 if ADAPTER_STORAGE_BACKEND == "s3" and not S3_BUCKET:
