@@ -332,6 +332,9 @@ HEALTHZ_CELERY_TIMEOUT = env_float("HEALTHZ_CELERY_TIMEOUT", 1.0)
 # Per-engine keys as JSON {"engine-name": "key"}: an engine's key goes only to that engine.
 # Engines missing here fall back to PORTAL_ENGINE_KEY.
 PORTAL_ENGINE_KEYS = env_json_object("PORTAL_ENGINE_KEYS", {})
+# A key goes to an engine over plain HTTP only on loopback, unless this trusts the network
+# (workers.vllm_client.plaintext_key_refusal).
+ENGINE_ALLOW_PLAINTEXT_KEY = env_bool("ENGINE_ALLOW_PLAINTEXT_KEY", False)
 # Each engine node's worker consumes "<prefix><engine name>" (staging and the engine's controller).
 ENGINE_QUEUE_PREFIX = env_str("ENGINE_QUEUE_PREFIX", "engine.")
 DEFAULT_POOL = env_str("DEFAULT_POOL", "shared")

@@ -63,6 +63,7 @@ def versions_by_served_name(names: Iterable[str]) -> dict[str, AdapterVersion]:
         v.served_name: v
         for v in AdapterVersion.objects.filter(served_name__in=list(names)).select_related(
             "adapter__tenant", "tenant"
+        allow_plaintext_key=settings.ENGINE_ALLOW_PLAINTEXT_KEY,
         )
     }
 

@@ -16,7 +16,12 @@ from workers.vllm_client import EngineError, VLLMClient
 
 async def probe_engine(url: str, engine_key: str | None = None) -> str:
     """'' when the engine answers its health route, else the reason."""
-    client = VLLMClient(url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=engine_key)
+    client = VLLMClient(
+        url,
+        timeout=settings.HEALTHZ_ENGINE_TIMEOUT,
+        engine_key=engine_key,
+        allow_plaintext_key=settings.ENGINE_ALLOW_PLAINTEXT_KEY,
+    )
     try:
         await client.health()
         return ""
@@ -28,7 +33,12 @@ async def probe_engine(url: str, engine_key: str | None = None) -> str:
 
 async def probe_capabilities(url: str, engine_key: str | None = None) -> dict[str, bool] | None:
     """Whether the portal plugin answers (and sees GPU slots); None when it cannot be told."""
-    client = VLLMClient(url, timeout=settings.HEALTHZ_ENGINE_TIMEOUT, engine_key=engine_key)
+    client = VLLMClient(
+        url,
+        timeout=settings.HEALTHZ_ENGINE_TIMEOUT,
+        engine_key=engine_key,
+        allow_plaintext_key=settings.ENGINE_ALLOW_PLAINTEXT_KEY,
+    )
     try:
         report = await client.residency()
         return {"has_plugin": True, "gpu_observed": bool(report.get("gpu_observed"))}

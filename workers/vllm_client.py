@@ -6,6 +6,7 @@ No Django here: callers pass the engine's base URL, timeout and key.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -174,6 +176,25 @@ def parse_lora_requests_info(metrics_text: str) -> LoraRequestsInfo | None:
     return newest
 
 
+def plaintext_key_refusal(base_url: str) -> str:
+    """'' unless a key sent to `base_url` would cross a network in clear text (plain HTTP to a
+    host other than this machine's loopback), else why not, with its code."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if parts.scheme == "https" or host == "localhost":
+        return ""
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return ""
+    except ValueError:
+        pass  # a host name other than localhost
+    return (
+        f"engine.plaintext_key: {base_url} is plain HTTP to another host, and the engine's key "
+        "would cross the network in clear text; give the engine an https:// URL, or set "
+        "ENGINE_ALLOW_PLAINTEXT_KEY=1 if that network is private and trusted."
+    )
+
+
 class VLLMClient:
     """One engine. Use `async with VLLMClient(url) as engine:` or call `aclose()`."""
 
@@ -184,18 +205,29 @@ class VLLMClient:
         timeout: float = 60.0,
         engine_key: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        allow_plaintext_key: bool = False,
     ) -> None:
+        # A key is never sent in clear text across a network: every call is refused instead
+        # (callers pass ENGINE_ALLOW_PLAINTEXT_KEY for a private network they trust).
+        self._refusal = (
+            plaintext_key_refusal(base_url) if engine_key and not allow_plaintext_key else ""
+        )
         # The bearer token is what vLLM's own --api-key checks (on /v1/...); the plugin's guard
         # takes either (engine/plugin/portal_engine_plugin/guard.py).
         headers = (
             {ENGINE_KEY_HEADER: engine_key, "Authorization": f"Bearer {engine_key}"}
-            if engine_key
+            if engine_key and not self._refusal
             else {}
         )
         self.base_url = base_url.rstrip("/")
         self._client = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, headers=headers, transport=transport
         )
+
+    def _check_refusal(self) -> None:
+        if self._refusal:
+            # Not permanent: the adapter is fine, the engine's address is not.
+            raise EngineError(self._refusal, permanent=False)
 
     async def __aenter__(self) -> VLLMClient:
         return self
@@ -214,6 +246,7 @@ class VLLMClient:
     async def _request(
         self, method: str, path: str, action: str, *, json_body: Any = None
     ) -> httpx.Response:
+        self._check_refusal()
         try:
             response = await self._client.request(method, path, json=json_body)
         except httpx.TransportError as exc:
@@ -297,6 +330,7 @@ class VLLMClient:
         An error chunk, or a stream that ends without [DONE], raises EngineError: a caller must
         never mistake a cut-off reply for a complete one.
         """
+        self._check_refusal()
         try:
             async with self._client.stream("POST", path, json=dict(body)) as response:
                 if response.status_code >= 400:

@@ -124,7 +124,7 @@ async def test_it_sends_the_engine_key_and_absolute_paths_only() -> None:
         seen.append(request)
         return httpx.Response(200, text="Success: LoRA adapter 'x' added successfully.")
 
-    async with _client(ok, engine_key="s3cret") as engine:
+    async with _client(ok, engine_key="s3cret", allow_plaintext_key=True) as engine:
         message = await engine.load_adapter("x", "/srv/adapters/x")
         with pytest.raises(ValueError, match="absolute"):
             await engine.load_adapter("y", "adapters/y")
