@@ -35,6 +35,7 @@ def engine_client(engine: Engine, *, timeout: float | None = None) -> VLLMClient
         engine.url,
         timeout=settings.ENGINE_HTTP_TIMEOUT if timeout is None else timeout,
         engine_key=engine_key(engine),
+        allow_plaintext_key=settings.ENGINE_ALLOW_PLAINTEXT_KEY,
     )
 
 
@@ -63,7 +64,6 @@ def versions_by_served_name(names: Iterable[str]) -> dict[str, AdapterVersion]:
         v.served_name: v
         for v in AdapterVersion.objects.filter(served_name__in=list(names)).select_related(
             "adapter__tenant", "tenant"
-        allow_plaintext_key=settings.ENGINE_ALLOW_PLAINTEXT_KEY,
         )
     }
 
