@@ -98,3 +98,20 @@ def env_json_object(
     ):
         raise SettingError(f"{name} must be a JSON object of strings")
     return value
+
+
+def env_proxy_ssl_header(
+    name: str, *, environ: Mapping[str, str] = os.environ
+) -> tuple[str, str] | None:
+    """`Header-Name: value` -> Django's SECURE_PROXY_SSL_HEADER tuple; unset -> None.
+
+    Only set it behind a proxy that overwrites the header: otherwise a client can claim HTTPS.
+    """
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, sep, value = raw.partition(":")
+    header, value = header.strip(), value.strip()
+    if not sep or not header or not value:
+        raise SettingError(f"{name}={raw!r} must look like 'X-Forwarded-Proto: https'")
+    return "HTTP_" + header.upper().replace("-", "_"), value

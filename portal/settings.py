@@ -18,6 +18,7 @@ from portal.env import (
     env_int,
     env_json_object,
     env_list,
+    env_proxy_ssl_header,
     env_str,
 )
 
@@ -74,6 +75,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI from our static files, no CDN
     "guardian",
     "channels",
     "django_celery_beat",
@@ -212,7 +214,8 @@ REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024, minimum=
 
 # --- security (production-like when DEBUG is off) ---
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Trusted only when configured ("X-Forwarded-Proto: https"), for a proxy that overwrites it.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000, minimum=0)
@@ -246,7 +249,12 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {"ResidencyStateEnum": "workers.models.ResidencyState"},
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
+# The API docs and schema are for signed-in users unless this opens them (portal/urls.py).
+API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", False)
 
 # --- Celery ---
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)

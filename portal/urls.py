@@ -1,10 +1,15 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny, IsAuthenticated
 
 from portal import views
 from workers import views_metrics
+
+# Behind login by default: the schema maps every route and parameter of the API.
+docs_permissions = [AllowAny] if settings.API_DOCS_PUBLIC else [IsAuthenticated]
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
@@ -13,8 +18,16 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="portal/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(permission_classes=docs_permissions),
+        name="api-schema",
+    ),
+    path(
+        "api/docs/",
+        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=docs_permissions),
+        name="api-docs",
+    ),
     path("api/v1/", include("portal.api.urls")),
     # Server-rendered pages, one URL module per app that owns the data.
     path("", include("portal.page_urls")),

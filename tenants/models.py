@@ -7,8 +7,10 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+# Single hyphens only: "--" separates tenant, adapter and version in served names
+# (acme--support--v3-1f2e3d4c), so a slug holding it could pass for another tenant's.
 SLUG_VALIDATOR = RegexValidator(
-    r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$",
+    r"^(?=[a-z0-9-]{1,40}$)[a-z0-9]+(?:-[a-z0-9]+)*$",
     "Use 1-40 lowercase letters, digits and single hyphens, starting and ending with a letter or digit.",
     code="invalid_slug",
 )

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.django_db
 def test_seed_releases_one_adapter_onto_the_demo_engine_and_is_idempotent(
     settings, tmp_path, tiny_model_dir
 ):
+    settings.DEBUG = True  # seed_demo refuses to run outside debug
     settings.ADAPTER_STORAGE_BACKEND = "local"
     settings.ADAPTER_STORAGE_ROOT = str(tmp_path / "storage")
     settings.VAR_DIR = tmp_path

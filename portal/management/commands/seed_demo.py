@@ -24,6 +24,13 @@ class Command(BaseCommand):
         parser.add_argument("--engine-name", default="local-1")
 
     def handle(self, *args, **options):
+        if not settings.DEBUG:
+            # The demo's users have known passwords and its engine key is printed: never on a
+            # real deployment.
+            raise CommandError(
+                "seed_demo creates users with published passwords; it runs only with "
+                "DJANGO_DEBUG=1 (as `make run` sets)."
+            )
         tiny_dir = options["tiny_dir"]
         if not (tiny_dir / "base" / "config.json").exists():
             raise CommandError(
