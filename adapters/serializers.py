@@ -13,6 +13,7 @@ from adapters.models import (
     Decision,
     WarmupPolicy,
 )
+from adapters.services.aliases import VERSION_REF_PATTERN
 from adapters.services.registry import ADAPTER_FIELDS
 from tenants.models import SLUG_VALIDATOR, SloClass
 from workers import schedules
@@ -213,7 +214,7 @@ class ReasonSerializer(serializers.Serializer):
 
 
 class AliasTargetSerializer(serializers.Serializer):
-    version = serializers.RegexField(r"^[a-z0-9-]{1,40}@[0-9]{1,9}$", help_text="adapter@N")
+    version = serializers.RegexField(VERSION_REF_PATTERN, help_text="adapter@N")
     weight = serializers.IntegerField(min_value=1, max_value=100)
     max_concurrent = serializers.IntegerField(
         min_value=1,
@@ -269,7 +270,7 @@ class AliasWriteSerializer(serializers.Serializer):
 
 
 class AliasPromoteSerializer(serializers.Serializer):
-    version = serializers.RegexField(r"^[a-z0-9-]{1,40}@[0-9]{1,9}$", help_text="adapter@N")
+    version = serializers.RegexField(VERSION_REF_PATTERN, help_text="adapter@N")
     reason = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
 
 

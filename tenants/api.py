@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate, get_user_model
-from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.permissions import AllowAny
@@ -12,7 +11,6 @@ from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from portal.api.base import PlatformViewSet, TenantScopedViewSet
-from portal.audit import record_event
 from portal.client_ip import client_ip
 from portal.errors import ApplicationError
 from portal.login_guard import locked_out_error
@@ -22,10 +20,10 @@ from tenants.models import ApiToken, Membership, Tenant
 from tenants.services import (
     membership_remove,
     membership_set,
-    platform_roles_set,
     tenant_create,
     tenant_update,
     user_create,
+    user_update,
 )
 from tenants.tokens import token_confine_to_caller, token_issue, token_revoke
 
@@ -106,34 +104,15 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformView
 
     @extend_schema(request=s.UserUpdateSerializer, responses={200: s.UserSerializer})
     def partial_update(self, request, username=None):
-        user = self.get_object()
         data = s.UserUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        v = data.validated_data
-        with transaction.atomic():
-            if "platform_roles" in v:
-                platform_roles_set(
-                    actor=request.user,
-                    user=user,
-                    roles=v["platform_roles"],
-                    request_id=self.request_id,
-                )
-            if "is_active" in v and v["is_active"] != user.is_active:
-                if user.pk == request.user.pk:
-                    raise ApplicationError(
-                        "user.self_deactivate", "You cannot deactivate yourself."
-                    )
-                record_event(
-                    action="user.set_active",
-                    actor=request.user,
-                    obj=user,
-                    object_id=user.username,
-                    before={"is_active": user.is_active},
-                    after={"is_active": v["is_active"]},
-                    request_id=self.request_id,
-                )
-                user.is_active = v["is_active"]
-                user.save(update_fields=["is_active"])
+        user = user_update(
+            access=self.access,
+            user=self.get_object(),
+            platform_roles=data.validated_data.get("platform_roles"),
+            is_active=data.validated_data.get("is_active"),
+            request_id=self.request_id,
+        )
         return Response(
             s.UserSerializer(User.objects.prefetch_related("groups").get(pk=user.pk)).data
         )
@@ -189,6 +168,8 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
         "partial_update": "manage_members",
         "destroy": "manage_members",
     }
+    # Who is in the tenant is the tenant's administration: a write token cannot change it.
+    action_scopes = {"create": "admin", "partial_update": "admin", "destroy": "admin"}
 
     def get_queryset(self):
         return (
@@ -198,8 +179,6 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
         )
 
     @extend_schema(request=s.MembershipSerializer, responses={201: s.MembershipSerializer})
-    # Who is in the tenant is the tenant's administration: a write token cannot change it.
-    action_scopes = {"create": "admin", "partial_update": "admin", "destroy": "admin"}
     def create(self, request, tenant=None):
         data = s.MembershipSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -220,6 +220,41 @@ def user_create(
     return user
 
 
+def user_update(
+    *,
+    access: Any,
+    user: Any,
+    platform_roles: list[str] | None = None,
+    is_active: bool | None = None,
+    request_id: str = "",
+) -> Any:
+    """A platform admin changes a user's platform roles and/or whether they may log in; one
+    transaction, each change audited. Nobody deactivates themselves (they could not undo it)."""
+    from portal.errors import PermissionDenied
+
+    if not access.is_platform_admin:
+        raise PermissionDenied("permission.denied", "Only platform admins may change users.")
+    actor = access.user
+    with transaction.atomic():
+        if platform_roles is not None:
+            platform_roles_set(actor=actor, user=user, roles=platform_roles, request_id=request_id)
+        if is_active is not None and is_active != user.is_active:
+            if user.pk == actor.pk:
+                raise ApplicationError("user.self_deactivate", "You cannot deactivate yourself.")
+            record_event(
+                action="user.set_active",
+                actor=actor,
+                obj=user,
+                object_id=user.username,
+                before={"is_active": user.is_active},
+                after={"is_active": is_active},
+                request_id=request_id,
+            )
+            user.is_active = is_active
+            user.save(update_fields=["is_active"])
+    return user
+
+
 def adapter_grant(
     *, actor: Any, adapter: Any, username: str, perms: list[str], request_id: str = ""
 ) -> list[str]:

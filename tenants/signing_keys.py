@@ -6,7 +6,6 @@ that are not revoked. A revoked key keeps its row, so old reports still name the
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -16,13 +15,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from adapters.validation.signatures import EC_CURVES, key_algorithm_name, key_fingerprint
 from portal.audit import record_event
 from portal.errors import ApplicationError, Conflict, NotFound
 from tenants.access import AccessContext
 from tenants.models import SLUG_VALIDATOR, SigningKey, Tenant
 
 MAX_PEM_CHARS = 16 * 1024
-_CURVES = {"secp256r1": "ecdsa-p256", "secp384r1": "ecdsa-p384"}
 
 
 def parse_public_key(pem: str) -> tuple[str, str]:
@@ -46,10 +45,11 @@ def parse_public_key(pem: str) -> tuple[str, str]:
             "signing_key.invalid_pem",
             "public_key_pem is not a PEM public key (-----BEGIN PUBLIC KEY----- ...).",
         ) from None
-    if isinstance(key, ed25519.Ed25519PublicKey):
-        algorithm = "ed25519"
-    elif isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in _CURVES:
-        algorithm = _CURVES[key.curve.name]
+    supported = isinstance(key, ed25519.Ed25519PublicKey) or (
+        isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in EC_CURVES
+    )
+    if supported:
+        algorithm = key_algorithm_name(key)
     else:
         kind = key.curve.name if isinstance(key, ec.EllipticCurvePublicKey) else type(key).__name__
         raise ApplicationError(
@@ -68,15 +68,6 @@ def key_algorithm(key: SigningKey) -> str:
         return parse_public_key(key.public_key_pem)[0]
     except ApplicationError:
         return "unknown"
-
-
-def key_fingerprint(pem: str) -> str:
-    """sha256 of the key's DER SubjectPublicKeyInfo."""
-    key = serialization.load_pem_public_key(pem.encode())
-    der = key.public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return hashlib.sha256(der).hexdigest()
 
 
 def signing_keys_of(*, tenant: Tenant) -> QuerySet[SigningKey]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.contrib import messages
@@ -13,15 +12,18 @@ from django.views.decorators.http import require_POST
 from adapters.models import VersionStatus
 from adapters.pages.lookup import Scope, tenant_scope
 from adapters.selectors import aliases_for, versions_visible
-from adapters.services.aliases import TOTAL_WEIGHT, alias_delete, alias_set
+from adapters.services.aliases import (
+    TOTAL_WEIGHT,
+    alias_delete,
+    alias_set,
+    parse_version_ref,
+)
 from adapters.services.releases import alias_promote, alias_rollback, revisions_of
 from portal.errors import ApplicationError, NotFound
 from portal.pagekit import page_view, post_int, post_text, render_page
 
 TARGET_ROWS = 4
 REVISIONS_SHOWN = 5
-# The same shapes the API accepts, so a forged form cannot reach the service with junk.
-VERSION_REF = re.compile(r"^[a-z0-9-]{1,40}@[0-9]{1,9}$")
 
 
 def _targets(request: HttpRequest) -> list[dict[str, Any]]:
@@ -30,10 +32,7 @@ def _targets(request: HttpRequest) -> list[dict[str, Any]]:
         ref = post_text(request, f"version_{row}", max_length=60)
         if not ref:
             continue
-        if not VERSION_REF.match(ref):
-            raise ApplicationError(
-                "alias.bad_target", f"'{ref}' is not a version like 'adapter@3'."
-            )
+        parse_version_ref(ref)
         weight = post_int(request, f"weight_{row}", code="alias.bad_weights")
         if weight is None or not 1 <= weight <= TOTAL_WEIGHT:
             raise ApplicationError(
@@ -115,10 +114,7 @@ def alias_promote_page(request: HttpRequest, tenant: str, alias: str) -> HttpRes
     scope.access.require_tenant(scope.tenant, "manage_aliases")
     ref = post_text(request, "version", max_length=60)
     try:
-        if not VERSION_REF.match(ref):
-            raise ApplicationError(
-                "alias.bad_target", f"'{ref}' is not a version like 'adapter@3'."
-            )
+        parse_version_ref(ref)
         alias_promote(
             access=scope.access,
             alias=found,

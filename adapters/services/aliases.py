@@ -4,6 +4,7 @@ every state of an alias's targets so a release can be rolled back (adapters/serv
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -22,10 +23,21 @@ from tenants.access import AccessContext
 from tenants.models import Tenant
 
 TOTAL_WEIGHT = 100
+# The one shape of an alias target, `adapter@N`: the API's serializers and the pages use it too.
+VERSION_REF_PATTERN = r"^[a-z0-9-]{1,40}@[0-9]{1,9}$"
+_VERSION_REF = re.compile(VERSION_REF_PATTERN)
 GUARD_FIELDS = ("auto_rollback", "max_error_rate", "max_ttft_ms", "window_minutes", "min_requests")
 
 # (version, weight, max_concurrent): one target as the services handle it.
 Resolved = tuple[AdapterVersion, int, int | None]
+
+
+def parse_version_ref(ref: object) -> tuple[str, int]:
+    """`adapter@N` -> (adapter name, N), or alias.bad_target."""
+    if not isinstance(ref, str) or not _VERSION_REF.match(ref):
+        raise ApplicationError("alias.bad_target", f"'{ref}' is not a version like 'adapter@3'.")
+    name, _, number = ref.partition("@")
+    return name, int(number)
 
 
 def resolve_targets(tenant: Tenant, targets: list[dict[str, Any]]) -> list[Resolved]:
@@ -43,10 +55,10 @@ def resolve_targets(tenant: Tenant, targets: list[dict[str, Any]]) -> list[Resol
             raise ApplicationError(
                 "alias.bad_max_concurrent", f"max_concurrent of '{ref}' must be at least 1."
             )
-        adapter_name, _, number = ref.partition("@")
+        adapter_name, number = parse_version_ref(ref)
         version = (
             AdapterVersion.objects.select_related("adapter")
-            .filter(tenant=tenant, adapter__name=adapter_name, number=int(number or 0))
+            .filter(tenant=tenant, adapter__name=adapter_name, number=number)
             .first()
         )
         if version is None:

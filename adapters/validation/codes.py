@@ -129,7 +129,7 @@ CODES: dict[str, str] = {
     "signature.manifest_mismatch": "The signature is valid but covers different files: {reason}. "
     "The files were changed after signing, or the wrong files were signed.",
     "signature.key_invalid": "The public key cannot be used ({reason}); register a PEM "
-    "ECDSA P-256/P-384/P-521 or Ed25519 public key.",
+    "ECDSA P-256/P-384 or Ed25519 public key.",
     # base model description (a usage problem, not an adapter problem)
     "base_model.unsupported_architecture": "Base model architecture {architecture} is not "
     "supported (supported: {supported}).",

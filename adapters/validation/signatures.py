@@ -5,7 +5,7 @@ Two formats are accepted:
   whose payload is an in-toto statement listing every file's sha256. Verified here with
   `cryptography` from the hashes of our own streaming pass: model-signing's own verifier re-reads
   the model from a local directory, which would be a second pass and needs files on disk.
-- A detached signature (raw bytes or base64) by an ECDSA P-256/P-384/P-521 or Ed25519 key over
+- A detached signature (raw bytes or base64) by an ECDSA P-256/P-384 or Ed25519 key over
   the portal's canonical manifest bytes (report.canonical_manifest).
 """
 
@@ -32,7 +32,12 @@ BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 IN_TOTO_STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 MODEL_SIGNING_PREDICATE = "https://model_signing/signature/v1.0"
-_CURVE_HASHES = {"secp256r1": hashes.SHA256, "secp384r1": hashes.SHA384, "secp521r1": hashes.SHA512}
+# The one list of supported EC curves (model-signing's): the algorithm a key is shown as, and
+# the hash its ECDSA signatures use. Key registration (tenants.signing_keys) accepts these only.
+EC_CURVES: dict[str, tuple[str, type[hashes.HashAlgorithm]]] = {
+    "secp256r1": ("ecdsa-p256", hashes.SHA256),
+    "secp384r1": ("ecdsa-p384", hashes.SHA384),
+}
 
 PublicKey = ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey
 
@@ -70,13 +75,21 @@ def load_public_key(pem: bytes | str) -> PublicKey:
         raise _fail("signature.key_invalid", reason=f"not a PEM public key: {exc}") from None
     if isinstance(key, ed25519.Ed25519PublicKey):
         return key
-    if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in _CURVE_HASHES:
+    if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in EC_CURVES:
         return key
     raise _fail("signature.key_invalid", reason=f"unsupported key type {type(key).__name__}")
 
 
+def key_algorithm_name(key: PublicKey) -> str:
+    """How a supported key's algorithm is shown: ed25519, ecdsa-p256, ecdsa-p384."""
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return "ed25519"
+    return EC_CURVES[key.curve.name][0]
+
+
 def key_fingerprint(pem: bytes | str) -> str:
-    """sha256 of the key's DER SubjectPublicKeyInfo: a stable id for a registered key."""
+    """sha256 of the key's DER SubjectPublicKeyInfo: a stable id for a registered key (the only
+    definition; tenants.signing_keys uses it too)."""
     der = load_public_key(pem).public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -147,7 +160,7 @@ def _verifies(key: PublicKey, signature: bytes, message: bytes) -> bool:
         if isinstance(key, ed25519.Ed25519PublicKey):
             key.verify(signature, message)
         else:
-            key.verify(signature, message, ec.ECDSA(_CURVE_HASHES[key.curve.name]()))
+            key.verify(signature, message, ec.ECDSA(EC_CURVES[key.curve.name][1]()))
     except (InvalidSignature, ValueError):
         return False
     return True
