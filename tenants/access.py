@@ -250,6 +250,12 @@ class AccessContext:
         Someone who only holds a grant in it sees its slug and name, to address the adapter."""
         return self.tenant_can(tenant, "view")
 
+    def tenants_with_details(self) -> QuerySet[Tenant]:
+        """The visible tenants whose details (sees_tenant_details) the caller sees: what a list
+        may be filtered on by a detail (a filter on SLO class must not reveal a grant's tenant's)."""
+        qs = self.visible_tenants()
+        return qs if self.sees_all_tenants() else qs.filter(id__in=list(self.memberships))
+
     # --- audit ---
     def audit_tenant_ids(self) -> list[int] | None:
         """Tenants whose audit events the caller may read; None means every event (a platform
@@ -383,4 +389,3 @@ class AccessContext:
             and version.status == VersionStatus.ACTIVE
             and self.adapter_can(version.adapter, "upload_version")
         )
-

@@ -133,7 +133,12 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
     filterset_fields = ["slo_class"]
 
     def get_queryset(self):
+        if set(self.request.query_params) & set(self.filterset_fields):
+            return self.access.tenants_with_details()
         return self.access.visible_tenants()
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "access": self.access}
 
     @extend_schema(request=s.TenantSerializer, responses={201: s.TenantSerializer})
     def create(self, request):

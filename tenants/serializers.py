@@ -69,6 +69,13 @@ class TenantSerializer(serializers.ModelSerializer):
         fields = ["slug", *TENANT_FIELDS, "created_at"]
         read_only_fields = ["created_at"]
 
+    def to_representation(self, tenant: Tenant) -> dict:
+        # A grant is only a grant: its holder learns the tenant's slug and name, not its plan.
+        access = self.context.get("access")
+        if access is not None and not access.sees_tenant_details(tenant):
+            return {"slug": tenant.slug, "name": tenant.name}
+        return super().to_representation(tenant)
+
 
 class TenantUpdateSerializer(TenantSerializer):
     class Meta(TenantSerializer.Meta):

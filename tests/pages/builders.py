@@ -73,6 +73,11 @@ class PagesWorld:
 
 
 def build_pages_world(world: World, tmp: Path) -> PagesWorld:
+    from django.contrib.auth import get_user_model
+
+    from tests.factories import PASSWORD
+
+    world.users["sue"] = get_user_model().objects.create_superuser("sue", password=PASSWORD)
     v1 = validated(world, "bob", world.support, tmp, seed=1)
     v2 = active(world, validated(world, "bob", world.support, tmp, seed=2))
     foreign = validated(world, "charlie", world.legal, tmp, seed=3)

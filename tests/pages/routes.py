@@ -156,17 +156,23 @@ PAGE_ROUTES: list[PageRoute] = [
     PageRoute(
         "version-upload",
         _support,
-        expect={"charlie": 404, "nora": 404, "vera": 403, "rita": 403, "bob": 200},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "rita": 403, "adam": 403, "bob": 200},
     ),
-    PageRoute("version-upload", _support, "post", expect={"charlie": 404, "vera": 403}),
     PageRoute(
-        "version-release", _validated, "post", expect={"charlie": 404, "bob": 403, "vera": 403}
+        "version-upload", _support, "post", expect={"charlie": 404, "vera": 403, "adam": 403}
     ),
+    PageRoute(
+        "version-release",
+        _validated,
+        "post",
+        expect={"charlie": 404, "bob": 403, "vera": 403, "adam": 403},
+    ),
+    # Platform roles stay out of tenants: a platform admin (or superuser) joins first.
     PageRoute(
         "version-disable",
         _active,
         "post",
-        expect={"charlie": 404, "nora": 404, "bob": 403, "vera": 403, "alice": 302},
+        expect={"charlie": 404, "nora": 404, "bob": 403, "vera": 403, "adam": 403, "alice": 302},
     ),
     PageRoute("tenant-aliases", _acme, expect={"charlie": 404, "nora": 404, "vera": 200}),
     # Maintainers and owners; a viewer or a platform role sees the tenant but has nothing to try.
