@@ -79,7 +79,9 @@
       height: 160,
       scales: { x: { time: true }, y: spec.range ? { range: spec.range } : { auto: true } },
       series: [{}].concat(spec.series.map(function (s) {
-        return { label: s[0], stroke: s[2], width: 1.5, spanGaps: false, points: { size: 4 } };
+        // Ratios and means have gaps (no requests): show each point, or a lone one is invisible.
+        var gappy = s[1] === "ttft" || s[1] === "hit" || s[1] === "load";
+        return { label: s[0], stroke: s[2], width: 1.5, spanGaps: false, points: { show: gappy, size: 4, fill: s[2] } };
       })),
       legend: { show: spec.series.length > 1 },
     };

@@ -19,14 +19,29 @@ document.addEventListener("htmx:beforeSwap", function (event) {
   function apply(event) {
     document.querySelectorAll('[data-version-status="' + event.version + '"]').forEach(function (el) {
       el.textContent = event.to;
-      el.className = el.className.replace(/\bstate-\S+/g, "").trim() + " state-" + event.to;
+      Array.from(el.classList).forEach(function (c) { if (c.indexOf("state-") === 0) el.classList.remove(c); });
+      el.classList.add("state-" + event.to);
     });
-    if (window.htmx) {
-      document.querySelectorAll("[data-refresh-on-status][id]").forEach(function (el) {
-        htmx.ajax("GET", location.href, { target: "#" + el.id, select: "#" + el.id, swap: "outerHTML" });
-      });
-    }
+    refreshParts();
     document.body.dispatchEvent(new CustomEvent("portal:version-status", { detail: event }));
+  }
+  // One request for the page, then every part that asked for it swapped from the answer.
+  function refreshParts() {
+    var parts = document.querySelectorAll("[data-refresh-on-status][id]");
+    if (!parts.length) return;
+    fetch(location.href, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        parts.forEach(function (el) {
+          var next = fresh.getElementById(el.id);
+          if (!next) return;
+          var adopted = document.importNode(next, true);
+          el.replaceWith(adopted);
+          if (window.htmx) htmx.process(adopted);
+        });
+      })
+      .catch(function () { /* the next event or a reload shows it */ });
   }
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
