@@ -131,16 +131,24 @@ def _check_alpha(config: dict[str, Any], recorder: Recorder) -> float | None:
         recorder.record("config.alpha", [issue("config.field_missing", field="lora_alpha")])
         return None
     alpha = config["lora_alpha"]
-    ok = (
-        isinstance(alpha, int | float)
-        and not isinstance(alpha, bool)
-        and math.isfinite(alpha)  # 1e999 parses to inf in Python
-        and alpha > 0
-    )
+    value = _as_finite_float(alpha)
+    ok = value is not None and value > 0
     recorder.record(
         "config.alpha", [] if ok else [issue("config.alpha_invalid", value=as_json(alpha))]
     )
-    return float(alpha) if ok else None
+    return value if ok else None
+
+
+def _as_finite_float(value: Any) -> float | None:
+    """A number as the float column stores it; None when it has none (inf, or an int too
+    large for a double: float() raises OverflowError)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _unsupported_features(config: dict[str, Any]) -> list[Issue]:

@@ -7,12 +7,11 @@ about (duplicate keys, NaN literals, trailing bytes are checked at the end of th
 
 from __future__ import annotations
 
-import math
 import struct
 from dataclasses import dataclass
 
 from adapters.validation.codes import Issue, issue
-from adapters.validation.strict_json import StrictJSONError, loads_strict
+from adapters.validation.strict_json import StrictJSONError, check_string, loads_strict
 
 # Byte sizes of the byte-aligned dtypes of safetensors; sub-byte ones (F4, F6_*) are not known.
 DTYPE_SIZES: dict[str, int] = {
@@ -36,6 +35,9 @@ DTYPE_SIZES: dict[str, int] = {
 }
 _ENTRY_KEYS = {"dtype", "shape", "data_offsets"}
 _U64_MAX = 2**64 - 1
+# safetensors allows any rank; real tensors have a handful of dimensions (LoRA ones have 2, which
+# the tensor checks demand). Refusing longer shapes here bounds the work per entry.
+MAX_DIMS = 8
 
 
 class HeaderError(Exception):
@@ -94,7 +96,16 @@ def read_header_length(prefix: bytes, *, max_header_bytes: int) -> int:
 def parse_header(raw: bytes) -> SafetensorsHeader:
     """Parse and check the JSON header bytes (exactly N bytes, after the prefix)."""
     try:
-        document = loads_strict(raw)
+        # No generic walk: the checks below accept only the fixed shape of a header (nesting
+        # of 3) and check every string they keep, which is linear in the header's size.
+        document = loads_strict(raw, check_values=False)
+        if isinstance(document, dict):
+            for name, value in document.items():
+                check_string(name)
+                if name == "__metadata__" and isinstance(value, dict):
+                    for item in (*value, *value.values()):
+                        if isinstance(item, str):
+                            check_string(item)
     except StrictJSONError as exc:
         code = {
             "not_utf8": "safetensors.header_not_utf8",
@@ -143,7 +154,11 @@ def _entry(name: str, value: object) -> TensorEntry:
     dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
     if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
         raise HeaderError(issue("safetensors.unknown_dtype", name=name, dtype=dtype))
-    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+    if (
+        not isinstance(shape, list)
+        or len(shape) > MAX_DIMS
+        or not all(_is_int(d) and 0 <= d <= _U64_MAX for d in shape)
+    ):
         raise HeaderError(issue("safetensors.shape_invalid", name=name, shape=shape))
     if not (
         isinstance(offsets, list)
@@ -152,9 +167,8 @@ def _entry(name: str, value: object) -> TensorEntry:
         and 0 <= offsets[0] <= offsets[1] <= _U64_MAX
     ):
         raise HeaderError(issue("safetensors.offsets_invalid", name=name, offsets=offsets))
-    # The reference reader multiplies in u64 and fails on overflow; so does this one.
-    nbytes = math.prod(shape) * DTYPE_SIZES[dtype]
-    if nbytes > _U64_MAX:
+    nbytes = _byte_size(shape, DTYPE_SIZES[dtype])
+    if nbytes is None:
         raise HeaderError(issue("safetensors.size_overflow", name=name, shape=shape))
     begin, end = offsets
     if end - begin != nbytes:
@@ -164,6 +178,20 @@ def _entry(name: str, value: object) -> TensorEntry:
             )
         )
     return TensorEntry(name=name, dtype=dtype, shape=tuple(shape), begin=begin, end=end)
+
+
+def _byte_size(shape: list[int], itemsize: int) -> int | None:
+    """The tensor's size in bytes, or None past u64: the reference reader multiplies in u64
+    and fails on overflow. A zero anywhere makes it empty; otherwise every partial product
+    stays within u64, so no step multiplies numbers larger than 128 bits."""
+    if 0 in shape:
+        return 0
+    size = itemsize
+    for dim in shape:
+        size *= dim
+        if size > _U64_MAX:
+            return None
+    return size
 
 
 def _check_layout(entries: list[TensorEntry]) -> None:

@@ -131,7 +131,9 @@ def _validate(
         errors=recorder.errors,
         checks=recorder.checks,
         base_model=spec.name,
-        rank=config.rank if config else None,
+        # A rank above max_rank is named in its error; the field holds only ranks the engines
+        # take, so whatever r says, what reaches the rank column fits it.
+        rank=config.rank if config and config.rank and config.rank <= max_rank else None,
         alpha=config.alpha if config else None,
         use_rslora=config.use_rslora if config else False,
         target_modules=list(config.target_modules or ()) if config else [],

@@ -40,7 +40,10 @@ _NO_TENSORS = TensorSummary(dtype=None, modules=())
 class ValidationLimits:
     max_config_bytes: int = 256 * 1024
     max_weights_bytes: int = 8 * 1024**3
-    max_header_bytes: int = 8 * 1024**2  # ~40k tensors; an 80-layer LoRA needs ~200 KB
+    # ~7,000 tensor entries. The largest LoRA a Llama-family base allows (7 projections x 2
+    # matrices x ~130 layers) needs ~250 KB; the cap bounds what a hostile header costs to read
+    # (bench/validation_worst.py measures the worst case found at exactly this size).
+    max_header_bytes: int = 1024**2
     chunk_size: int = 1024**2
     max_errors: int = 200
     scratch_dir: str | None = None  # where the sparse header copy for the cross-check goes

@@ -122,11 +122,17 @@ CASES = [
     Case("r inconsistent with tensors", _config(r=8), "tensors.rank_mismatch"),
     Case("alpha zero", _config(lora_alpha=0), "config.alpha_invalid"),
     Case("alpha negative", _config(lora_alpha=-16), "config.alpha_invalid"),
+    # A number no float or database column holds is refused where it is parsed, whatever its key.
     Case(
         "alpha overflowing to inf",
         _config_bytes(b'{"peft_type":"LORA","r":4,"lora_alpha":1e999}'),
-        "config.alpha_invalid",
+        "config.invalid_json",
     ),
+    Case(
+        "alpha too large for a float", _config(lora_alpha=10**20 * 10**300), "config.invalid_json"
+    ),
+    Case("rank of 31 digits", _config(r=10**30), "config.invalid_json"),
+    Case("rank of 19 digits", _config(r=10**18), "config.rank_too_high"),
     Case("rank_pattern", _config(rank_pattern={"q_proj": 8}), "config.rank_pattern_not_supported"),
     Case("lora_bias", _config(lora_bias=True), "config.feature_not_supported"),
     Case("init PiSSA", _config(init_lora_weights="pissa"), "config.feature_not_supported"),
