@@ -43,6 +43,11 @@ def version_from_label(label: object) -> AdapterVersion:
     return version
 
 
+# Where an engine lives: its URL is where the prober, the controller and the gateway send the
+# engine's key, its adapter root where workers write on the node. Platform admins only, so an
+# operator cannot point the fleet at a host of their own and collect a key.
+ENGINE_LOCATION_FIELDS = ("url", "adapter_root")
+
 ENGINE_AUDIT_FIELDS = (
     "pool",
     "url",
@@ -65,7 +70,7 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         "list": ("is_operator",),
         "retrieve": ("is_operator",),
         "residency": ("is_operator",),
-        "create": ("is_operator",),
+        "create": ("is_operator",),  # placing a new engine: a platform admin (see create)
         "partial_update": ("is_operator",),
         "pin": ("is_operator",),
         "unpin": ("is_operator",),
@@ -84,6 +89,7 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
 
     @extend_schema(request=s.EngineSerializer, responses={201: s.EngineSerializer})
     def create(self, request):
+        self.access.require_platform_change("where an engine lives", code="engine.location")
         data = s.EngineSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         engine = Engine(**data.validated_data)
@@ -110,6 +116,15 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         obj = self.get_object()
         data = s.EngineUpdateSerializer(obj, data=request.data, partial=True)
         data.is_valid(raise_exception=True)
+        moved = sorted(
+            k
+            for k in ENGINE_LOCATION_FIELDS
+            if k in data.validated_data and data.validated_data[k] != getattr(obj, k)
+        )
+        if moved:
+            self.access.require_platform_change(
+                f"an engine's {' and '.join(moved)}", code="engine.location"
+            )
         with transaction.atomic():
             locked = Engine.objects.select_for_update().get(pk=obj.pk)
             before = {k: getattr(locked, k) for k in data.validated_data}

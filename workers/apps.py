@@ -6,6 +6,7 @@ class WorkersConfig(AppConfig):
 
     def ready(self) -> None:
         from adapters.signals import version_status_changed
+        from workers import checks  # noqa: F401  (registers the engine-key deploy checks)
         from workers.receivers import on_version_status_changed
 
         version_status_changed.connect(

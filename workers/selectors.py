@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from adapters.models import Adapter, AdapterVersion, VersionStatus
 from workers.models import Engine, EngineState, Residency, ResidencyState
-from workers.vllm_client import VLLMClient
+from workers.vllm_client import EngineError, VLLMClient
 
 # States of a version that engines may hold: active is served; staged may be tried out by its
 # tenant's maintainers (playground) before release.
@@ -26,11 +26,39 @@ def pool_of(adapter: Adapter) -> str:
 
 
 def engine_key(engine: Engine) -> str | None:
-    """The engine's own key: an engine's key goes only to that engine."""
-    return settings.PORTAL_ENGINE_KEYS.get(engine.name) or settings.PORTAL_ENGINE_KEY or None
+    """The engine's own key (PORTAL_ENGINE_KEYS): an engine's key goes only to that engine.
+
+    The shared PORTAL_ENGINE_KEY is a development convenience (one local engine): honoured only
+    with DEBUG on. Outside debug it would hand every engine's host the key to all the others.
+    """
+    own = settings.PORTAL_ENGINE_KEYS.get(engine.name)
+    if own:
+        return own
+    return (settings.PORTAL_ENGINE_KEY or None) if settings.DEBUG else None
+
+
+def engine_key_refusal(engine: Engine) -> str:
+    """Why the portal must not talk to this engine at all, or ''.
+
+    Outside debug every engine runs with its key (vLLM's --api-key and the plugin's guard); an
+    engine the portal has no key for is misconfigured, and calling it without one would only
+    work if the engine were open to anyone. The prober marks it down with this reason, so the
+    controller and the gateway leave it alone.
+    """
+    if settings.DEBUG or engine_key(engine):
+        return ""
+    return (
+        f"engine.key_missing: no key for engine '{engine.name}' in PORTAL_ENGINE_KEYS; give it "
+        "its own key there and start the engine with the same key (PORTAL_ENGINE_KEY and "
+        "VLLM_API_KEY on the engine, as engine/launcher.py does)."
+    )
 
 
 def engine_client(engine: Engine, *, timeout: float | None = None) -> VLLMClient:
+    refusal = engine_key_refusal(engine)
+    if refusal:
+        # Not permanent: the adapter is fine, the engine's configuration is not.
+        raise EngineError(refusal, permanent=False)
     return VLLMClient(
         engine.url,
         timeout=settings.ENGINE_HTTP_TIMEOUT if timeout is None else timeout,

@@ -101,6 +101,9 @@ def engines_probe_all() -> dict[str, str]:
     engines = list(Engine.objects.all())
 
     async def probe_one(engine: Engine) -> tuple[str, dict[str, bool] | None]:
+        refusal = selectors.engine_key_refusal(engine)
+        if refusal:
+            return refusal, None  # nothing is sent to an engine the portal has no key for
         key = selectors.engine_key(engine)
         error = await probe_engine(engine.url, key)
         return error, (None if error else await probe_capabilities(engine.url, key))

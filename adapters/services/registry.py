@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from adapters.models import Adapter, BaseModel, WarmupPolicy
 from adapters.validation.base_model import BaseModelSpec, BaseModelSpecError
 from portal.audit import record_event
-from portal.errors import ApplicationError, Conflict, PermissionDenied, clean_or_raise
+from portal.errors import ApplicationError, Conflict, clean_or_raise
 from tenants.access import AccessContext
 from tenants.models import Tenant
 from workers import schedules
@@ -114,23 +114,10 @@ def base_model_register_from_dir(*, actor: Any, name: str, model_dir: Path) -> B
 
 
 def _require_platform_fields(access: AccessContext, fields: list[str]) -> None:
-    """Only a platform admin, acting with platform powers, sets an adapter's pool or SLO class."""
-    if not fields:
-        return
-    names = " and ".join(sorted(fields))
-    if not access.is_platform_admin:
-        raise PermissionDenied(
-            "adapter.platform_field",
-            f"Only a platform admin may set an adapter's {names}: pools and SLO classes decide "
-            "capacity and cost for every tenant. Ask a platform admin to change it.",
-        )
-    if access.bound_tenant_id is not None:
-        raise PermissionDenied(
-            "token.tenant_bound",
-            f"Setting an adapter's {names} is a platform action; this token is bound to one "
-            "tenant. Use an unbound token.",
-        )
-    access.require_scope("admin")
+    """Pools and SLO classes decide capacity and cost for every tenant: platform admins only."""
+    if fields:
+        names = " and ".join(sorted(fields))
+        access.require_platform_change(f"an adapter's {names}", code="adapter.platform_field")
 
 
 def _refuse_beyond_plan(adapter: Adapter) -> None:

@@ -79,6 +79,7 @@ CELLS: dict[str, tuple[int, str]] = {
     "404t": (404, "tenant.not_found"),
     "404a": (404, "adapter.not_found"),
     "404u": (404, "upload.not_found"),
+    "403e": (403, "engine.location"),
     "403a": (403, "audit.not_allowed"),
 }
 
@@ -383,7 +384,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       audit="base_model.register", then=_exists("adapters.BaseModel", name="tiny-2")),
     E("GET", "base-models/{name}/", 200, "read", "alice", EVERYONE),
     E("GET", "engines/", 200, "read", "olga", OPERATORS),
-    E("POST", "engines/", 201, "admin", "olga", OPERATORS,
+    # where an engine lives (its URL gets the engine's key): platform admins only
+    E("POST", "engines/", 201, "admin", "adam",
+      "401 403  403  403  ok   403  403e 403  403  -    403  403b",
       body={"name": "cpu-2", "base_model": TINY, "url": "http://127.0.0.1:8199",
             "served_model_name": TINY, "adapter_root": "/srv/adapters"},
       audit="engine.create", then=_exists("workers.Engine", name="cpu-2")),

@@ -34,6 +34,8 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         ALLOWED_HOSTS="portal.example.com",
         DATABASE_URL="postgres://root@127.0.0.1:5432/test",
         PORTAL_VAR_DIR=str(tmp_path),
+        # Outside debug every engine needs its own key (tests/workers/test_engine_keys.py).
+        PORTAL_ENGINE_KEYS='{"gpu-1": "' + "e" * 40 + '"}',
     )
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
