@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from bench.cachesim.engine import EngineModel, Transfer
 from bench.cachesim.metrics import Metrics
 from bench.cachesim.policies import Controller, SimContext
+from bench.cachesim.routers import Router, make_router
 from bench.cachesim.trace import TraceRequest
 from workers.cache_policy import (
     Action,
@@ -66,6 +67,9 @@ class SimConfig:
     pin_quota: int | None = None  # pins per tenant per engine; None: as many as GPU slots
     pinned_rank_budget: int | None = None
     gold_min_residency_s: float = 300.0
+    # With several engines, who picks the engine: the gateway's choose_engine ("portal") or a
+    # baseline from bench.cachesim.routers ("round-robin", "residency-first").
+    router: str = "portal"
 
 
 @dataclass
@@ -122,6 +126,8 @@ class Simulation:
             )
         )
         self.metrics = Metrics(outcomes=["?"] * len(trace))
+        self.router: Router = make_router(config.router)
+        self.served: list[set[str]] = [set() for _ in self.engines]  # distinct adapters each
         self.arrival = [0.0] * len(trace)
         self.events: list[tuple[float, int, int, str, str]] = []  # time, order, seq, kind, arg
         self.seq = itertools.count()
@@ -227,6 +233,11 @@ class Simulation:
     def _route(self, v: str) -> _Engine:
         if len(self.engines) == 1:
             return self.engines[0]
+        if self.router.name != "portal":
+            views = [
+                (e.model, e.running + len(e.waiting), self.cost.max_num_seqs) for e in self.engines
+            ]
+            return self.engines[self.router.choose(v, views)]
         choices = [
             EngineChoice(
                 engine=e.model.name,
@@ -244,6 +255,7 @@ class Simulation:
         self.arrival[i] = now
         self.outstanding += 1
         e = self._route(r.adapter)
+        self.served[self.engines.index(e)].add(r.adapter)
         self.policy.observe(e.model, r, now)
         if r.adapter not in e.model.gpu:
             self._apply(e, self.policy.on_miss(e.model, r, now), now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
@@ -179,7 +180,8 @@ def test_pins_make_way_for_every_version_with_requests_waiting() -> None:
 
 
 def test_demand_follows_a_burst_and_forgets_a_version_gone_cold() -> None:
-    d = DemandTracker(DemandParams(short_half_life=20, long_half_life=1000))
+    # One long scale: the short-scale switch alone (scale selection is tested below)
+    d = DemandTracker(DemandParams(short_half_life=20, long_half_life=1000, alt_long_half_lives=()))
     for i in range(600):
         d.observe("old" if i % 3 else "steady", float(i))
     assert d.share("old") > d.share("steady") > 0.2
@@ -193,6 +195,26 @@ def test_demand_follows_a_burst_and_forgets_a_version_gone_cold() -> None:
     # a steady version keeps its long-scale share: no switch on noise
     assert d.share("steady") == pytest.approx(0.33, abs=0.08)
     assert d.total_rate(660.0) == pytest.approx(1.0, rel=0.1)
+
+
+def test_demand_predicts_with_the_long_scale_that_predicted_best() -> None:
+    rng = random.Random(3)
+    names = [f"v{i}" for i in range(40)]
+    weights = [1 / (i + 1) for i in range(40)]
+    steady = DemandTracker()
+    for i in range(6000):
+        steady.observe(rng.choices(names, weights)[0], float(i))
+    # independent draws from a fixed popularity: the longest memory predicts best
+    assert steady.long_half_life() == max(DemandParams().alt_long_half_lives)
+    sessions = DemandTracker()
+    t = 0.0
+    for _ in range(1500):
+        name = rng.choices(names, weights)[0]
+        for _ in range(rng.randint(2, 6)):  # a caller's turns come together
+            sessions.observe(name, t)
+            t += 1.0
+    # runs of one version: the shortest memory predicts best
+    assert sessions.long_half_life() == min(DemandParams().alt_long_half_lives)
 
 
 def test_from_history_equals_observing() -> None:

@@ -6,7 +6,13 @@ over the decayed count of all requests is its share at that scale. The long scal
 prediction (steady popularity; one stray request barely moves it) unless the short scale disagrees
 with it beyond chance (a Poisson z-test): a version turning hot, or gone cold, after a drift or in
 a burst. Rates in requests per second come from the same share times the overall request rate.
-Pure state, fed by whoever sees the requests (the gateway's log, the simulator).
+
+Which long scale fits depends on the traffic: independent draws from a steady popularity want a
+long memory, sessions and business hours a short one. So the tracker keeps several long scales
+(`long_half_lives`), scores each by how well it predicted the requests that came (decayed
+log-likelihood of each request's version, before counting it) and predicts with the best one;
+no setting is tuned to a trace. Pure state, fed by whoever sees the requests (the gateway's log,
+the simulator).
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class DemandParams:
     short_half_life: float = 50.0  # requests
-    long_half_life: float = 1000.0  # requests
+    long_half_life: float = 1000.0  # requests; the scale used until another predicts better
+    # Other long scales the tracker may switch to (see the module docstring); () keeps one scale.
+    alt_long_half_lives: tuple[float, ...] = (50.0, 250.0, 4000.0)
+    selection_half_life: float = 2000.0  # requests: memory of how well each scale predicted
     switch_z: float = 2.5  # how far (in standard deviations) the short scale must disagree
     rate_half_life_s: float = 300.0  # for the overall request rate, in seconds
     max_tracked: int = 20_000  # versions remembered; the least demanded are forgotten first
@@ -29,14 +38,18 @@ class DemandParams:
 class _Counts:
     n: float  # the request clock at the last update
     short: float
-    long: float
+    long: list[float]  # one per long scale
 
 
 class DemandTracker:
     def __init__(self, params: DemandParams | None = None) -> None:
         self.params = params or DemandParams()
         self._k_short = math.log(2) / self.params.short_half_life
-        self._k_long = math.log(2) / self.params.long_half_life
+        self._long_half_lives = (self.params.long_half_life, *self.params.alt_long_half_lives)
+        self._k_longs = [math.log(2) / h for h in self._long_half_lives]
+        self._k_select = math.log(2) / self.params.selection_half_life
+        self._score = [0.0] * len(self._k_longs)  # decayed log-likelihood of each long scale
+        self._best = 0  # index of the long scale that predicts
         self._k_rate = math.log(2) / self.params.rate_half_life_s
         self._counts: dict[str, _Counts] = {}
         self._n = 0.0  # requests observed
@@ -63,23 +76,44 @@ class DemandTracker:
         self._rate_count = self._rate_count * math.exp(-self._k_rate * dt) + 1.0
         self._rate_t = max(self._rate_t, t)
         self._last_seen[version] = t
+        if len(self._k_longs) > 1 and self._n > 1:
+            self._score_scales(version)
         c = self._counts.get(version)
         if c is None:
             if len(self._counts) >= self.params.max_tracked:
                 self._forget_least_demanded()
-            self._counts[version] = _Counts(self._n, 1.0, 1.0)
+            self._counts[version] = _Counts(self._n, 1.0, [1.0] * len(self._k_longs))
             return
         dn = self._n - c.n
         c.short = c.short * math.exp(-self._k_short * dn) + 1.0
-        c.long = c.long * math.exp(-self._k_long * dn) + 1.0
+        c.long = [x * math.exp(-k * dn) + 1.0 for x, k in zip(c.long, self._k_longs, strict=True)]
         c.n = self._n
+
+    def _score_scales(self, version: str) -> None:
+        """Add log(predicted share) of the version just requested to each long scale's score.
+
+        Shares are counted before this request (the clock already moved on by one: masses and
+        ages are taken at n - 1) and smoothed, so a version never seen costs every scale alike.
+        """
+        n = self._n - 1.0
+        c = self._counts.get(version)
+        floor = 0.5 / (len(self._counts) + 1)
+        decay = math.exp(-self._k_select)
+        for j, k in enumerate(self._k_longs):
+            mass = -math.expm1(-k * n) / -math.expm1(-k)
+            count = c.long[j] * math.exp(-k * (n - c.n)) if c is not None else 0.0
+            self._score[j] = self._score[j] * decay + math.log((count + floor) / (mass + 0.5))
+        best = max(range(len(self._score)), key=self._score.__getitem__)
+        if self._score[best] > self._score[self._best]:
+            self._best = best
 
     def _decayed(self, version: str) -> tuple[float, float]:
         c = self._counts.get(version)
         if c is None:
             return 0.0, 0.0
         dn = self._n - c.n
-        return c.short * math.exp(-self._k_short * dn), c.long * math.exp(-self._k_long * dn)
+        j = self._best
+        return c.short * math.exp(-self._k_short * dn), c.long[j] * math.exp(-self._k_longs[j] * dn)
 
     def share(self, version: str) -> float:
         """Predicted share of the next requests that will ask for this version."""
@@ -93,7 +127,7 @@ class DemandTracker:
         """share_and_hits for many versions at once (the clock's masses computed once)."""
         if self._n == 0:
             return {v: (0.0, 0.0) for v in versions}
-        long_mass = self._clock_mass(self._k_long)
+        long_mass = self._clock_mass(self._k_longs[self._best])
         short_mass = self._clock_mass(self._k_short)
         z = self.params.switch_z
         out: dict[str, tuple[float, float]] = {}
@@ -122,6 +156,10 @@ class DemandTracker:
     def rate(self, version: str, now: float) -> float:
         """Predicted requests per second for this version."""
         return self.share(version) * self.total_rate(now)
+
+    def long_half_life(self) -> float:
+        """The long scale predicting now (requests)."""
+        return self._long_half_lives[self._best]
 
     def last_seen(self, version: str) -> float | None:
         return self._last_seen.get(version)

@@ -18,9 +18,15 @@ from workers.cache_policy import (
     ScoreWeights,
     plan_actions,
 )
+from workers.cache_policy.fairness import FairnessGovernor, slo_priority
 
 
 class Portal(Controller):
+    """Gold's protection is derived (workers.cache_policy.fairness): every tick the governor
+    steps the gold boost from each class's measured miss ratio against its LRU reference (from
+    the predicted shares of every version the controller knows and the cache size); there is no
+    fixed minimum residency in seconds (round 1's 300 s was too blunt)."""
+
     name = "portal"
 
     def __init__(
@@ -29,15 +35,25 @@ class Portal(Controller):
         demand: DemandParams | None = None,
         tick_s: float = 30.0,
         busy_window_s: float = 300.0,
+        derived_protection: bool = True,
     ) -> None:
         self.params = params or PolicyParams()
         self.demand_params = demand
         self.tick_s = tick_s
         self.busy_window_s = busy_window_s
+        self.derived_protection = derived_protection
 
     def attach(self, ctx: SimContext) -> None:
         super().attach(ctx)
         self.params = replace(self.params, rules=ctx.rules)  # the run's rules are the ones in force
+        if self.derived_protection:
+            self.params = replace(
+                self.params,
+                rules=replace(ctx.rules, gold_min_residency_s=0.0),
+                weights=replace(self.params.weights, priority=1.0, slo_priority=slo_priority(1.0)),
+            )
+        self.governor = FairnessGovernor()
+        self.gold_boost = 1.0
         self.demand = DemandTracker(self.demand_params)
         # Per engine, (time, busy GPU slots) with busy decreasing: a sliding-window maximum.
         self.busy: dict[str, deque[tuple[float, int]]] = {e.name: deque() for e in ctx.engines}
@@ -54,6 +70,8 @@ class Portal(Controller):
         return window[0][1]
 
     def observe(self, engine: EngineModel, req: TraceRequest, now: float) -> None:
+        if self.derived_protection:
+            self.governor.observe(req.slo, req.adapter not in engine.cpu)
         self.demand.observe(req.adapter, now)
         self._busy_peak(engine, now)
 
@@ -89,7 +107,18 @@ class Portal(Controller):
         return plan_actions(snap, self.demand, incoming=req.adapter, params=self.params)
 
     def on_tick(self, engine: EngineModel, now: float) -> list[Action]:
+        if self.derived_protection:
+            self._derive_protection(engine)
         return plan_actions(self.snapshot(engine, now, None), self.demand, params=self.params)
+
+    def _derive_protection(self, engine: EngineModel) -> None:
+        catalog = self.ctx.catalog
+        shares = {v: s for v, (s, _) in self.demand.shares_and_hits(catalog).items() if s > 0}
+        boost = self.governor.update(shares, {v: catalog[v].slo for v in shares}, engine.cpu_slots)
+        if boost != self.gold_boost:
+            self.gold_boost = boost
+            weights = replace(self.params.weights, slo_priority=slo_priority(boost))
+            self.params = replace(self.params, weights=weights)
 
 
 class PortalNoSlo(Portal):
@@ -99,7 +128,7 @@ class PortalNoSlo(Portal):
     name = "portal-noslo"
 
     def __init__(self) -> None:
-        super().__init__(PolicyParams(weights=ScoreWeights(priority=0.0)))
+        super().__init__(PolicyParams(weights=ScoreWeights(priority=0.0)), derived_protection=False)
 
     def attach(self, ctx: SimContext) -> None:
         super().attach(ctx)
