@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from engine.sample_adapters import write_lora_adapter
@@ -230,6 +231,30 @@ async def test_plugin_routes_need_the_engine_key(engine_a: EngineHandle) -> None
         with pytest.raises(EngineError) as info:
             await engine.residency()
     assert (info.value.status, info.value.permanent) == (401, True)
+
+
+async def test_a_running_engine_refuses_runtime_lora_loads_without_its_key(
+    engine_a: EngineHandle, stage_adapter: Stage
+) -> None:
+    """vLLM's --api-key covers /v1/...; the plugin's guard covers the SageMaker twins
+    (POST /adapters, DELETE /adapters/{name}) and everything else (docs/security.md, class 5)."""
+    name, path = stage_adapter(engine_a, "sample-r8")
+    calls = [
+        ("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path}),
+        ("POST", "/adapters", {"name": name, "src": path}),
+        ("DELETE", f"/adapters/{name}", None),
+        ("POST", "/v1/chat/completions", {"model": name, "messages": PROMPT, **GREEDY}),
+        ("POST", "/portal/load", {"name": name, "manifest": []}),
+    ]
+    wrong = {"Authorization": "Bearer wrong", "X-Portal-Engine-Key": "wrong"}
+    async with httpx.AsyncClient(base_url=engine_a.base_url, timeout=30) as raw:
+        for headers in ({}, wrong):
+            for method, route, body in calls:
+                answer = await raw.request(method, route, json=body, headers=headers)
+                assert answer.status_code == 401, (method, route, answer.text)
+        assert (await raw.get("/health")).status_code == 200
+    async with engine_a.client() as engine:
+        assert name not in {card["id"] for card in await engine.list_models()}
 
 
 async def test_metrics_expose_lora_request_info(

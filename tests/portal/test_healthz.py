@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def registered_engines(engines, celery_worker_process, settings):
     base = tiny_base_model()
-    settings.PORTAL_ENGINE_KEY = engines[0].engine_key
+    settings.PORTAL_ENGINE_KEYS = {h.name: h.engine_key for h in engines}  # each its own
     return [
         Engine.objects.create(
             name=handle.name,

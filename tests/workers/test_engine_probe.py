@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.django_db]
 
 @pytest.fixture
 def engine_rows(engines, settings):
-    settings.PORTAL_ENGINE_KEY = engines[0].engine_key
+    settings.PORTAL_ENGINE_KEYS = {h.name: h.engine_key for h in engines}  # each its own
     base = tiny_base_model()
     return [
         Engine.objects.create(
