@@ -35,6 +35,9 @@ class Case:
     config: SimConfig
     spec: TraceSpec | None = None  # goal 1's round-1 scenarios: the spec (its size)
     iid: bool = False  # independent draws from a fixed popularity: the online bound holds
+    # Per seed, the online bound on cold requests (mean, sd) where part of the traffic is
+    # independent draws (session starts, a launch's background); None: no bound.
+    bound: Callable[[int, list[TraceRequest]], tuple[float, float]] | None = None
     routers: tuple[str, ...] = ()  # fleet cases: the engine choices compared, policy `portal`
 
 
@@ -117,6 +120,11 @@ def _g2_cases(n: int) -> list[Case]:
     ]
 
 
+def _zipf_bound(draws: int) -> tuple[float, float]:
+    """Online bound for `draws` independent Zipf 1.0 draws over 64 adapters on 32 slots."""
+    return online_miss_bound(TraceSpec(adapters=64, requests=draws, zipf_s=1.0), 32)
+
+
 def _g4_cases(n: int) -> list[Case]:
     pols = (*REF, "portal", "portal-sched")
     c = st.Common(requests=n)
@@ -128,6 +136,9 @@ def _g4_cases(n: int) -> list[Case]:
             lambda seed: st.sessions(st.SessionSpec(common=replace(c, seed=seed))),
             pols,
             STRUCT,
+            bound=lambda seed, _trace: _zipf_bound(
+                st.session_starts(st.SessionSpec(common=replace(c, seed=seed)))
+            ),
         ),
         Case(
             "4",
@@ -148,6 +159,10 @@ def _g4_cases(n: int) -> list[Case]:
             lambda seed: st.launch(st.LaunchSpec(common=replace(c, seed=seed))),
             pols,
             STRUCT,
+            # the 64 stationary adapters' requests, even with all 32 slots theirs
+            bound=lambda seed, trace: _zipf_bound(
+                sum(1 for r in trace if r.adapter != f"bronze1--a{c.adapters:03d}")
+            ),
         ),
     ]
 
@@ -243,6 +258,8 @@ def _run(job: Job) -> tuple[str, int, str, dict[str, Any], float]:
     metrics = sim.run().to_dict()
     if config.engines > 1:
         metrics["adapters_per_engine"] = [len(s) for s in sim.served]
+    if case.bound is not None:
+        metrics["online_bound"] = case.bound(job.seed, trace)
     label = job.policy if job.router == "portal" else f"{job.policy}@{job.router}"
     return case.name, job.seed, label, metrics, time.process_time() - started
 

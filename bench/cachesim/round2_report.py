@@ -33,6 +33,28 @@ GOALS = (
 )
 
 
+BOUNDS = [
+    "### How a goal is shown unreachable",
+    "",
+    "- **Online bound (goals 1 and 4).** When requests are independent draws from a fixed "
+    "popularity p, the next request is independent of everything a policy has seen, so "
+    "whatever C versions it holds, that request hits with probability at most the sum of the C "
+    "largest p. Every online policy therefore expects at least n x (1 - top_C(p)) cold loads "
+    "(`bench/cachesim/references.py`, `online_miss_bound`; ± one standard deviation). `a0` "
+    "reads the trace's realised counts, which carry information about the future, and can go "
+    "below it: where 1.03x `a0` (goal 1) or 0.8x `a0` (goal 4) lies more than two standard "
+    "deviations under the bound, no online policy reaches it.",
+    "- **Conservation (goal 2, uniform popularity).** With every version equally likely, "
+    "every online policy's expected hits are C / N per request whatever it keeps, so cold "
+    "loads only move between classes: cutting gold's by 25% with no other class above +5% "
+    "needs the other classes' cold loads to be at least 5x gold's (0.25 x gold <= 0.05 x "
+    "others). With gold a third of the adapters they are 2x.",
+    "- **The pin reference (goal 3).** `pin-oracle` pins the versions most requested over the "
+    "whole trace, as many as the hard rules allow (one GPU slot and one cache slot unpinned, "
+    "tenant pin quotas), and evicts as `a0`: the best pin set given the true popularity.",
+]
+
+
 def render(r: dict[str, Any]) -> str:
     begin, end = markers(SECTION)
     done = [(title, fn(r)) for title, fn in GOALS if _has(r, title)]
@@ -57,7 +79,7 @@ def render(r: dict[str, Any]) -> str:
     ]
     for title, (lines, _, _) in done:
         parts += [f"### {title}", "", *lines, ""]
-    parts.append(end)
+    parts += [*BOUNDS, "", end]
     return "\n".join(parts) + "\n"
 
 

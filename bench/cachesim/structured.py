@@ -74,25 +74,40 @@ class SessionSpec:
     think_s: tuple[float, float] = (2.0, 20.0)
 
 
-def sessions(spec: SessionSpec) -> tuple[list[TraceRequest], Windows]:
+def _session_events(
+    spec: SessionSpec, rng: np.random.Generator
+) -> tuple[np.ndarray, list[str], list[bool]]:
+    """Times, adapters and first-turn flags of the trace's requests, in time order."""
     c = spec.common
-    rng = np.random.default_rng(c.seed)
     by_rank = rng.permutation(c.adapters)
     session_rate = spec.rate / spec.turns_mean
     times: list[float] = []
     names: list[str] = []
+    first: list[bool] = []
     t = 0.0
     while len(times) < c.requests:
         t += float(rng.exponential(1.0 / session_rate))
         adapter = int(by_rank[_zipf(rng, c.adapters, c.zipf_s, 1)[0]])
         turns = int(rng.geometric(1.0 / max(1.0, spec.turns_mean)))  # 1, 2, ...: mean turns_mean
         at = t
-        for _ in range(turns):
+        for turn in range(turns):
             times.append(at)
             names.append(f"bronze0--a{adapter:03d}")
+            first.append(turn == 0)
             at += float(rng.uniform(*spec.think_s))
     keep = np.argsort(np.array(times), kind="stable")[: c.requests]
-    return _requests(c, rng, np.array(times)[keep], [names[i] for i in keep]), {}
+    return np.array(times)[keep], [names[i] for i in keep], [first[i] for i in keep]
+
+
+def sessions(spec: SessionSpec) -> tuple[list[TraceRequest], Windows]:
+    rng = np.random.default_rng(spec.common.seed)
+    times, names, _ = _session_events(spec, rng)
+    return _requests(spec.common, rng, times, names), {}
+
+
+def session_starts(spec: SessionSpec) -> int:
+    """How many of the trace's requests open a session: independent Zipf draws, each of them."""
+    return sum(_session_events(spec, np.random.default_rng(spec.common.seed))[2])
 
 
 @dataclass(frozen=True)

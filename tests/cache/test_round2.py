@@ -38,6 +38,9 @@ def test_sessions_are_runs_of_one_adapter_seconds_apart() -> None:
             soon += 1
         last[r.adapter] = r.t
     assert soon / len(trace) > 0.6
+    # a session is 1 + geometric turns with mean 4: about a quarter of the requests open one
+    starts = st.session_starts(st.SessionSpec(common=SMALL))
+    assert starts == pytest.approx(len(trace) / 4, rel=0.15)
 
 
 def test_business_hours_traffic_stays_inside_each_zones_window() -> None:
