@@ -90,23 +90,56 @@ def version_history(
     seconds: int = HISTORY_SECONDS,
     client: redis.Redis | None = None,
 ) -> dict[str, Any]:
-    """Completed minutes and recent seconds of one version, oldest first; one pipelined round
-    trip of HMGETs naming only this version's fields, so the cost does not grow with the fleet."""
-    adapter = adapter_of(version_label)
-    fields = [f"{tenant}|{adapter}|{version_label}|{what}" for what in CHART_FIELDS]
+    """Completed minutes and recent seconds of one version, oldest first."""
+    return versions_history(
+        tenant=tenant,
+        version_labels=[version_label],
+        now=now,
+        minutes=minutes,
+        seconds=seconds,
+        client=client,
+    )
+
+
+def versions_history(
+    *,
+    tenant: str,
+    version_labels: list[str],
+    now: float,
+    minutes: int = HISTORY_MINUTES,
+    seconds: int = HISTORY_SECONDS,
+    client: redis.Redis | None = None,
+) -> dict[str, Any]:
+    """Completed minutes and recent seconds of some versions of one tenant, added up, oldest
+    first; one pipelined round trip of HMGETs naming only these versions' fields, so the cost
+    does not grow with the rest of the fleet."""
     minute_ids = _periods(now, step=60, count=minutes, include_current=False)
     second_ids = _periods(now, step=1, count=seconds, include_current=False)
+    names = [
+        (what, f"{tenant}|{adapter_of(label)}|{label}|{what}")
+        for label in version_labels
+        for what in CHART_FIELDS
+    ]
+
+    def point(t: int, values: list[Any]) -> dict[str, Any]:
+        sums: Sums = {}
+        for (what, _), value in zip(names, values, strict=True):
+            if value is not None:
+                sums[what] = sums.get(what, 0) + _number(value)
+        return {"t": t, "sums": sums}
+
+    if not names:
+        return {
+            "minutes": [{"t": m * 60, "sums": {}} for m in minute_ids],
+            "seconds": [{"t": s, "sums": {}} for s in second_ids],
+        }
+    fields = [name for _, name in names]
     pipe = (client or shared_state.client()).pipeline(transaction=False)
     for m in minute_ids:
         pipe.hmget(f"{MINUTE_PREFIX}{m}", fields)
     for s in second_ids:
         pipe.hmget(f"{SECOND_PREFIX}{s}", fields)
     rows = pipe.execute()
-
-    def point(t: int, values: list[Any]) -> dict[str, Any]:
-        sums = {w: _number(v) for w, v in zip(CHART_FIELDS, values, strict=True) if v is not None}
-        return {"t": t, "sums": sums}
-
     return {
         "minutes": [
             point(m * 60, r) for m, r in zip(minute_ids, rows[: len(minute_ids)], strict=True)

@@ -12,7 +12,7 @@ import redis
 from django import template
 
 from portal.live_access import may_watch_fleet
-from portal.live_series import fleet_history, version_history
+from portal.live_series import fleet_history, version_history, versions_history
 
 register = template.Library()
 log = logging.getLogger(__name__)
@@ -34,6 +34,32 @@ def version_charts(context: Any, tenant: Any, version: Any) -> dict[str, Any]:
         "socket": f"/ws/tenants/{tenant.slug}/metrics/",
         "history": history,
         "history_id": f"live-{label}-history",
+    }
+
+
+@register.inclusion_tag("portal/_live_charts.html", takes_context=True)
+def tenant_charts(context: Any, tenant: Any, adapters: Any) -> dict[str, Any]:
+    """All of `adapters` (what the page shows its user of the tenant) added up."""
+    from adapters.models import AdapterVersion
+
+    labels = [
+        f"{name}@{number}"
+        for name, number in AdapterVersion.objects.filter(adapter__in=list(adapters)).values_list(
+            "adapter__name", "number"
+        )
+    ]
+    try:
+        history = versions_history(tenant=tenant.slug, version_labels=labels, now=time.time())
+    except redis.RedisError as exc:
+        log.warning("live chart history unavailable: %s", exc)
+        history = EMPTY
+    return {
+        "show": True,
+        "kind": "tenant",
+        "select": "",
+        "socket": f"/ws/tenants/{tenant.slug}/metrics/",
+        "history": history,
+        "history_id": f"live-{tenant.slug}-history",
     }
 
 

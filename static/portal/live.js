@@ -30,6 +30,13 @@
       { title: "Load latency of cold requests (ms)", series: [["load", "load", "#b54708"]] },
       { title: "Requests", series: [["requests", "requests", "#475467"], ["errors", "errors", "#d92d20"]] },
     ],
+    tenant: [
+      { title: "Hit ratio (GPU or CPU cache)", series: [["hit ratio", "hit", "#16a34a"]], range: [0, 1] },
+      { title: "Time to first token (ms)", series: [["TTFT", "ttft", "#2563eb"]] },
+      { title: "Load latency of cold requests (ms)", series: [["load", "load", "#b54708"]] },
+      { title: "Cold requests", series: [["cold", "cold", "#7a5af8"]] },
+      { title: "Requests", series: [["requests", "requests", "#475467"], ["errors", "errors", "#d92d20"]] },
+    ],
     fleet: [
       { title: "Fleet hit ratio", series: [["hit ratio", "hit", "#16a34a"]], range: [0, 1] },
       { title: "Load latency of cold requests (ms)", series: [["load", "load", "#b54708"]] },
@@ -92,7 +99,11 @@
   // The sums of one period for this section: one version, or the fleet's totals.
   Live.prototype.pick = function (point) {
     if (this.kind === "fleet") return point.sums || {};
-    return (point.versions || {})[this.select] || {};
+    var versions = point.versions || {};
+    if (this.kind === "version") return versions[this.select] || {};
+    var sums = {}; // the tenant: every version the socket passes on (a grantee's: the granted)
+    for (var v in versions) addInto(sums, versions[v]);
+    return sums;
   };
 
   Live.prototype.minuteSums = function (m) {

@@ -89,3 +89,37 @@ def test_the_dashboard_shows_fleet_charts_to_operators_only(world):
     for who in ("alice", "vera", "charlie"):
         page = client_for(world, who).get(reverse("dashboard")).content.decode()
         assert "data-live-charts" not in page, who
+
+
+def test_the_tenant_page_adds_up_what_its_user_may_see(world, tmp_path):
+    from tenants.services import adapter_grant
+
+    names = [f"probe-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    for name in names:
+        adapter = Adapter.objects.create(
+            tenant=world.acme, name=name, base_model=world.base, created_by=world.users["alice"]
+        )
+        validated(world, "bob", adapter, tmp_path / name)
+    adapter_grant(
+        actor=world.users["alice"],
+        adapter=Adapter.objects.get(name=names[0]),
+        username="nora",
+        perms=["view_adapter"],
+    )
+    now = time.time()
+    record_now(
+        measurement("acme", f"{names[0]}@1", at=now - 2, served_from="gpu", ttft_ms=10.0),
+        measurement("acme", f"{names[1]}@1", at=now - 2, served_from="cold", ttft_ms=30.0),
+    )
+    url = reverse("tenant-adapters", args=["acme"])
+
+    def last_seconds(who: str) -> dict:
+        html = client_for(world, who).get(url).content.decode()
+        assert 'data-live-charts="tenant"' in html
+        history = embedded(html, "live-acme-history")
+        return {p["t"]: p["sums"] for p in history["seconds"]}[int(now - 2)]
+
+    # Other adapters of acme may be recorded by other tests at the same time: compare the parts.
+    member, grantee = last_seconds("vera"), last_seconds("nora")
+    assert grantee == {"requests": 1, "gpu": 1, "ttft_ms_sum": 10, "ttft_count": 1}
+    assert member["requests"] >= 2 and member["cold"] >= 1
