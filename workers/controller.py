@@ -40,7 +40,7 @@ from workers.engine_view import (
 )
 from workers.models import AlarmKind, Engine, EngineState, FleetAction, Residency, ResidencyState
 from workers.node_copies import quarantine_version_copy, stage_version_files
-from workers.selectors import engine_key, engine_key_refusal, holdable
+from workers.selectors import holdable
 from workers.staging import NodeCopyInvalid
 from workers.vllm_client import EngineError, file_error_code
 
@@ -83,11 +83,9 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
     if engine.state == EngineState.DOWN:
         # Back already? Then bring it back now rather than at the prober's next pass, so a
         # restarted engine is restored within one reconcile period plus its load time.
-        from workers.services import engine_record_probe, probe_engine
+        from workers.services import engine_record_probe, probe_boundary
 
-        error = engine_key_refusal(engine) or asyncio.run(
-            probe_engine(engine.url, engine_key(engine))
-        )
+        error = asyncio.run(probe_boundary(engine))
         if error:
             return report
         engine = engine_record_probe(engine=engine, error="")

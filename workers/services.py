@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -48,6 +49,48 @@ async def probe_capabilities(url: str, engine_key: str | None = None) -> dict[st
         return None
     finally:
         await client.aclose()
+
+
+# Routes an engine must refuse to a caller without its key: vLLM's own --api-key covers the
+# first, only the plugin's guard (or a proxy that checks the key) the second, the runtime LoRA
+# load that vLLM's --api-key leaves open (engine/plugin/portal_engine_plugin/guard.py).
+GUARDED_PROBES = ("/v1/models", "/adapters")
+
+
+async def probe_guard(url: str) -> str:
+    """'' when the engine answers 401/403 on GUARDED_PROBES without a key, else why not.
+
+    Sends no key at all, so nothing leaks to a host that is not what it claims to be.
+    """
+    async with httpx.AsyncClient(
+        base_url=url.rstrip("/"), timeout=settings.HEALTHZ_ENGINE_TIMEOUT
+    ) as client:
+        for path in GUARDED_PROBES:
+            try:
+                response = await client.get(path)
+            except httpx.HTTPError as exc:
+                return f"engine.unreachable: GET {path}: {exc!r}"[:500]
+            if response.status_code not in (401, 403):
+                return (
+                    f"engine.unguarded: GET {path} without the engine key answered "
+                    f"{response.status_code}, not 401. Start the engine with its key "
+                    "(PORTAL_ENGINE_KEY for the plugin's guard, VLLM_API_KEY for vLLM's "
+                    "--api-key), as engine/launcher.py does; a stock vLLM needs a proxy that "
+                    "checks the key on every route."
+                )
+    return ""
+
+
+async def probe_boundary(engine: Engine) -> str:
+    """'' when the engine may be used: the portal has its key, it answers its health route
+    and, outside debug, it refuses callers without the key. Else the reason, with its code."""
+    refusal = selectors.engine_key_refusal(engine)
+    if refusal:
+        return refusal  # nothing is sent to an engine the portal has no key for
+    error = await probe_engine(engine.url, selectors.engine_key(engine))
+    if error or settings.DEBUG:
+        return error
+    return await probe_guard(engine.url)
 
 
 def engine_record_probe(
@@ -101,12 +144,10 @@ def engines_probe_all() -> dict[str, str]:
     engines = list(Engine.objects.all())
 
     async def probe_one(engine: Engine) -> tuple[str, dict[str, bool] | None]:
-        refusal = selectors.engine_key_refusal(engine)
-        if refusal:
-            return refusal, None  # nothing is sent to an engine the portal has no key for
-        key = selectors.engine_key(engine)
-        error = await probe_engine(engine.url, key)
-        return error, (None if error else await probe_capabilities(engine.url, key))
+        error = await probe_boundary(engine)
+        if error:
+            return error, None
+        return "", await probe_capabilities(engine.url, selectors.engine_key(engine))
 
     async def probe_all() -> list[tuple[str, dict[str, bool] | None]]:
         return list(await asyncio.gather(*(probe_one(engine) for engine in engines)))

@@ -28,10 +28,12 @@ SHARED = "s" * 40
 
 
 class RecordingEngine(ThreadingHTTPServer):
-    """A loopback HTTP server that answers like a healthy engine and records every request."""
+    """A loopback HTTP server that answers like a healthy engine and records every request;
+    `guarded`: like an engine started with its key, 401 without one (health excepted)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, guarded: bool = True) -> None:
         self.seen: list[tuple[str, dict[str, str]]] = []
+        self.guarded = guarded
         super().__init__(("127.0.0.1", 0), _Handler)
 
     @property
@@ -41,9 +43,12 @@ class RecordingEngine(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        self.server.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))  # type: ignore[attr-defined]
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.seen.append((self.path, headers))  # type: ignore[attr-defined]
+        keyless = "authorization" not in headers and "x-portal-engine-key" not in headers
+        refuse = self.server.guarded and keyless and self.path != "/health"  # type: ignore[attr-defined]
         body = b'{"registered": [], "gpu_observed": false}'
-        self.send_response(200)
+        self.send_response(401 if refuse else 200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
@@ -55,7 +60,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def recording_engines() -> Iterator[dict[str, RecordingEngine]]:
-    servers = {name: RecordingEngine() for name in ("mine", "stranger")}
+    servers = {
+        "mine": RecordingEngine(),
+        "stranger": RecordingEngine(),
+        "open": RecordingEngine(guarded=False),
+    }
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers.values()]
     for thread in threads:
         thread.start()
@@ -85,10 +94,13 @@ def test_the_prober_sends_each_engine_only_its_own_key(world, settings, recordin
 
     assert result["mine"] == "up"
     mine_seen = recording_engines["mine"].seen
-    assert mine_seen and all(
+    keyed = [h for _, h in mine_seen if "authorization" in h or "x-portal-engine-key" in h]
+    assert keyed and all(
         h.get("authorization") == f"Bearer {MINE}" and h.get("x-portal-engine-key") == MINE
-        for _, h in mine_seen
+        for h in keyed
     )
+    # The guard probe sends no key at all (it checks the engine refuses such callers).
+    assert {p for p, h in mine_seen if h not in keyed} == {"/v1/models", "/adapters"}
     # No key for it: nothing is sent at all, and it stays out of service with a reason.
     assert recording_engines["stranger"].seen == []
     stranger = Engine.objects.get(name="stranger")
@@ -96,6 +108,16 @@ def test_the_prober_sends_each_engine_only_its_own_key(world, settings, recordin
     assert AuditEvent.objects.filter(
         action="engine.state", object_id="stranger", after__state="down"
     ).exists()
+
+
+def test_an_engine_that_answers_without_its_key_is_kept_out_of_service(
+    world, settings, recording_engines
+):
+    settings.PORTAL_ENGINE_KEYS = {"open": MINE}
+    _engine(world, "open", recording_engines["open"].url)
+    assert engines_probe_all()["open"].startswith("engine.unguarded: GET /v1/models")
+    engine = Engine.objects.get(name="open")
+    assert engine.state == "down" and "VLLM_API_KEY" in engine.last_error
 
 
 def test_in_debug_the_shared_key_serves_a_local_engine(world, settings, recording_engines):
