@@ -329,7 +329,8 @@ DIRECT_UPLOAD_EXPIRES_SECONDS = env_int("DIRECT_UPLOAD_EXPIRES_SECONDS", 6 * 360
 DIRECT_UPLOAD_PART_SIZE = env_int("DIRECT_UPLOAD_PART_SIZE", 64 * 1024**2, minimum=5 * 1024**2)
 
 # --- fleet ---
-# Shared secret sent to the engine plugin's admin routes; engines are on a private network.
+# Development only (DEBUG): one key for engines missing from PORTAL_ENGINE_KEYS. Ignored with
+# DEBUG off, where a deploy check refuses it (workers/checks.py): each engine has its own key.
 PORTAL_ENGINE_KEY = env_str("PORTAL_ENGINE_KEY", "")
 # Used for validation when no engine of the base model is registered yet.
 DEFAULT_MAX_LORA_RANK = env_int("DEFAULT_MAX_LORA_RANK", 64, minimum=1)
@@ -337,8 +338,8 @@ ENGINE_ADAPTER_ROOT = env_str("ENGINE_ADAPTER_ROOT", str(VAR_DIR / "engine-adapt
 ENGINE_HTTP_TIMEOUT = env_float("ENGINE_HTTP_TIMEOUT", 60.0)
 HEALTHZ_ENGINE_TIMEOUT = env_float("HEALTHZ_ENGINE_TIMEOUT", 2.0)
 HEALTHZ_CELERY_TIMEOUT = env_float("HEALTHZ_CELERY_TIMEOUT", 1.0)
-# Per-engine keys as JSON {"engine-name": "key"}: an engine's key goes only to that engine.
-# Engines missing here fall back to PORTAL_ENGINE_KEY.
+# Per-engine keys as JSON {"engine-name": "key"}: an engine's key goes only to that engine (as
+# its bearer token and X-Portal-Engine-Key); the portal calls no engine missing here (debug aside).
 PORTAL_ENGINE_KEYS = env_json_object("PORTAL_ENGINE_KEYS", {})
 # A key goes to an engine over plain HTTP only on loopback, unless this trusts the network
 # (workers.vllm_client.plaintext_key_refusal).
