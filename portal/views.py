@@ -15,13 +15,13 @@ async def healthz(request: HttpRequest) -> JsonResponse:
     """Open to probes; only operators see the reasons (they can name internal hosts)."""
     healthy, report = await health_report()
     user = await request.auser()
-    if not (user.is_authenticated and await sync_to_async(_is_operator)(user)):
+    if not (user.is_authenticated and await sync_to_async(_sees_engines)(user)):
         report = redact_report(report)
     return JsonResponse(report, status=200 if healthy else 503)
 
 
-def _is_operator(user) -> bool:
-    return AccessContext.for_user(user).is_operator
+def _sees_engines(user) -> bool:
+    return AccessContext.for_user(user).sees_engines
 
 
 @login_required

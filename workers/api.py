@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from django.db import IntegrityError, transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -12,10 +11,10 @@ from rest_framework.response import Response
 
 from adapters.models import AdapterVersion
 from portal.api.base import PlatformViewSet
-from portal.audit import record_event
-from portal.errors import Conflict, NotFound, clean_or_raise
+from portal.errors import Conflict, NotFound
 from workers import serializers as s
 from workers.alarms import open_alarms
+from workers.engine_registry import engine_create, engine_update
 from workers.models import Engine, FleetAction
 from workers.operator import operator_act
 from workers.selectors import engine_advice, engine_launch_config, residencies_of_engine
@@ -41,24 +40,6 @@ def version_from_label(label: object) -> AdapterVersion:
     if version is None:
         raise NotFound("version.not_found", f"No version '{label}'.")
     return version
-
-
-# Where an engine lives: its URL is where the prober, the controller and the gateway send the
-# engine's key, its adapter root where workers write on the node. Platform admins only, so an
-# operator cannot point the fleet at a host of their own and collect a key.
-ENGINE_LOCATION_FIELDS = ("url", "adapter_root")
-
-ENGINE_AUDIT_FIELDS = (
-    "pool",
-    "url",
-    "served_model_name",
-    "max_loras",
-    "max_cpu_loras",
-    "max_lora_rank",
-    "adapter_root",
-    "state",
-    "required",
-)
 
 
 class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):
@@ -89,26 +70,11 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
 
     @extend_schema(request=s.EngineSerializer, responses={201: s.EngineSerializer})
     def create(self, request):
-        self.access.require_platform_change("where an engine lives", code="engine.location")
         data = s.EngineSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        engine = Engine(**data.validated_data)
-        clean_or_raise(engine, validate_unique=False)
-        try:
-            with transaction.atomic():
-                engine.save()
-                record_event(
-                    action="engine.create",
-                    actor=request.user,
-                    obj=engine,
-                    object_id=engine.name,
-                    after={k: getattr(engine, k) for k in ENGINE_AUDIT_FIELDS},
-                    request_id=self.request_id,
-                )
-        except IntegrityError:
-            raise Conflict(
-                "engine.exists", f"An engine named '{engine.name}' already exists."
-            ) from None
+        engine = engine_create(
+            access=self.access, fields=data.validated_data, request_id=self.request_id
+        )
         return Response(s.EngineSerializer(engine).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.EngineUpdateSerializer, responses={200: s.EngineSerializer})
@@ -116,31 +82,9 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         obj = self.get_object()
         data = s.EngineUpdateSerializer(obj, data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        moved = sorted(
-            k
-            for k in ENGINE_LOCATION_FIELDS
-            if k in data.validated_data and data.validated_data[k] != getattr(obj, k)
+        locked = engine_update(
+            access=self.access, engine=obj, changes=data.validated_data, request_id=self.request_id
         )
-        if moved:
-            self.access.require_platform_change(
-                f"an engine's {' and '.join(moved)}", code="engine.location"
-            )
-        with transaction.atomic():
-            locked = Engine.objects.select_for_update().get(pk=obj.pk)
-            before = {k: getattr(locked, k) for k in data.validated_data}
-            for key, value in data.validated_data.items():
-                setattr(locked, key, value)
-            clean_or_raise(locked, validate_unique=False)
-            locked.save()
-            record_event(
-                action="engine.update",
-                actor=request.user,
-                obj=locked,
-                object_id=locked.name,
-                before=before,
-                after={k: getattr(locked, k) for k in data.validated_data},
-                request_id=self.request_id,
-            )
         return Response(s.EngineSerializer(locked).data)
 
     @extend_schema(responses={200: s.ResidencySerializer(many=True)})

@@ -292,7 +292,7 @@ def dashboard_fleet(*, user: Any) -> dict[str, Any]:
     """The dashboard's fleet parts: slots per engine for operators, placements for members."""
     access = AccessContext.for_user(user)
     context: dict[str, Any] = {"fleet_engines": None, "member_versions": []}
-    if access.is_operator:
+    if access.sees_engines:
         context["fleet_engines"] = all_engine_slots()
     versions = member_versions(access)
     placements = placements_of(versions)

@@ -27,7 +27,7 @@ ENGINE_VERBS = ("drain", "undrain")
 
 def _require_operator(request: HttpRequest) -> None:
     # Checked before any lookup: a non-operator learns nothing, not even which engines exist.
-    if not access_for(request).is_operator:
+    if not access_for(request).sees_engines:
         raise PermissionDenied(
             "fleet.not_operator", "Only operators and platform admins may open the fleet pages."
         )

@@ -44,7 +44,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "This token is bound to one tenant; fleet metrics need an unbound token.",
             403,
         )
-    if not access.is_operator:
+    if not access.sees_engines:
         return _error("permission_denied", "Fleet metrics are for operators and admins.", 403)
     # The format the scraper asks for (text 0.0.4 by default, OpenMetrics on request), as
     # prometheus_client's own exporters negotiate it.
