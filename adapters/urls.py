@@ -51,6 +51,11 @@ urlpatterns = [
         upload.version_upload_page,
         name="version-upload",
     ),
+    path(
+        "t/<slug:tenant>/a/<slug:adapter>/uploads/<str:upload>/abort/",
+        upload.direct_upload_abort_page,
+        name="direct-upload-abort",
+    ),
     path(VERSION, registry.version_detail, name="version-detail"),
     path(VERSION + "release/", registry.version_release_page, name="version-release"),
     path(VERSION + "disable/", registry.version_disable_page, name="version-disable"),

@@ -17,7 +17,6 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     return {
         "nav_is_reviewer": access.is_reviewer,
         "nav_is_platform_admin": access.is_platform_admin,
-        "nav_is_platform_admin": access.is_platform_admin,
         "nav_is_operator": access.sees_engines,
         "nav_tenants": [slug for slug, _ in roles],
         "nav_can_audit": access.may_read_audit(),

@@ -14,5 +14,10 @@ urlpatterns = [
         pages_platform.platform_user_roles,
         name="platform-user-roles",
     ),
+    path(
+        "platform/users/<str:username>/active/",
+        pages_platform.platform_user_active,
+        name="platform-user-active",
+    ),
     path("platform/base-models/", base_models.base_models, name="platform-base-models"),
 ]

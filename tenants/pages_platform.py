@@ -18,10 +18,10 @@ from tenants import serializers as s
 from tenants.models import PlatformRole, SloClass, Tenant
 from tenants.services import (
     TENANT_FIELDS,
-    platform_roles_set,
     tenant_create,
     tenant_update,
     user_create,
+    user_update,
 )
 
 User = get_user_model()
@@ -150,22 +150,47 @@ def platform_users(request: HttpRequest) -> HttpResponse:
     return redirect("platform-users")
 
 
+def _user(username: str) -> Any:
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        raise NotFound("user.not_found", f"No user '{username}'.")
+    return user
+
+
 @page_view
 @require_POST
 def platform_user_roles(request: HttpRequest, username: str) -> HttpResponse:
     _require_admin(request, "manage users")
-    user = User.objects.filter(username=username).first()
-    if user is None:
-        raise NotFound("user.not_found", f"No user '{username}'.")
+    user = _user(username)
     try:
         roles = form_data(
             s.UserUpdateSerializer, request.POST, code="user.invalid", partial=True
         ).get("platform_roles", [])
-        platform_roles_set(
-            actor=request.user, user=user, roles=roles, request_id=request.request_id
+        user_update(
+            access=access_for(request),
+            user=user,
+            platform_roles=roles,
+            request_id=request.request_id,
         )
     except ApplicationError as exc:
         return _users_page(request, exc)
     shown = ", ".join(roles) or "none"
     messages.success(request, f"Platform roles of '{username}': {shown}.")
+    return redirect("platform-users")
+
+
+@page_view
+@require_POST
+def platform_user_active(request: HttpRequest, username: str) -> HttpResponse:
+    """`active=true|false`: whether the user may log in (never oneself: user_update refuses)."""
+    _require_admin(request, "manage users")
+    user = _user(username)
+    active = request.POST.get("active") == "true"
+    try:
+        user_update(
+            access=access_for(request), user=user, is_active=active, request_id=request.request_id
+        )
+    except ApplicationError as exc:
+        return _users_page(request, exc)
+    messages.success(request, f"'{username}' {'may log in again' if active else 'is deactivated'}.")
     return redirect("platform-users")

@@ -55,16 +55,14 @@ def base_models(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _page(request)
     try:
-        data = form_data(
-            s.BaseModelCreateSerializer,
-            {
-                "name": post_text(request, "name", max_length=100),
-                "source": post_text(request, "source", max_length=500),
-                "revision": post_text(request, "revision", max_length=100),
-                "hf_config": _hf_config(request),
-            },
-            code="base_model.invalid",
-        )
+        fields = {
+            "name": post_text(request, "name", max_length=100),
+            "source": post_text(request, "source", max_length=500),
+            "hf_config": _hf_config(request),
+        }
+        if post_text(request, "revision"):  # optional: left out, as an API caller would
+            fields["revision"] = post_text(request, "revision", max_length=100)
+        data = form_data(s.BaseModelCreateSerializer, fields, code="base_model.invalid")
         created = base_model_register(actor=request.user, request_id=request.request_id, **data)
     except ApplicationError as exc:
         return _page(request, exc)

@@ -13,6 +13,7 @@ from adapters.models import AdapterVersion, BaseModel, VersionStatus, WarmupPoli
 from adapters.page_selectors import lifecycle_steps, tenant_summary, version_timeline
 from adapters.pages.lookup import Scope, adapter_in_scope, tenant_scope, version_in_scope
 from adapters.selectors import adapters_for, versions_of
+from adapters.services.direct_uploads import pending_uploads
 from adapters.services.lifecycle import version_disable, version_release
 from portal.errors import ApplicationError
 from portal.pagekit import page_view, post_text, render_page
@@ -27,7 +28,7 @@ def _owner_actions(scope: Scope, adapter: Any) -> dict[str, bool]:
     can_release = scope.access.adapter_can(adapter, "release_version")
     return {
         "can_release": can_release,
-        "can_disable": scope.access.may_disable(adapter),
+        "can_disable": can_release or scope.access.is_platform_admin,
         "can_upload": scope.access.adapter_can(adapter, "upload_version"),
         "releasable": RELEASABLE,
         "disableable": DISABLEABLE,
@@ -77,6 +78,12 @@ def adapter_page(
             "can_set_platform": scope.access.is_platform_admin,
             "warmup_policies": WarmupPolicy.choices,
             "slo_classes": SloClass.choices,
+            # Direct-to-storage uploads started through the API and not completed yet.
+            "pending_uploads": (
+                pending_uploads(access=scope.access, adapter=adapter)
+                if scope.access.adapter_can(adapter, "upload_version")
+                else []
+            ),
             **_owner_actions(scope, adapter),
         },
         error=error,
@@ -108,7 +115,7 @@ def _version_page(
             "can_review": scope.access.is_reviewer and version.status == VersionStatus.VALIDATED,
             # Where it runs; members see engine names (not the engines' pages or actions).
             "placement": version_placement(version),
-            "links_engines": scope.access.sees_engines,
+            "links_engines": scope.access.is_operator,
             **_owner_actions(scope, version.adapter),
         },
         error=error,

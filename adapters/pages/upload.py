@@ -1,12 +1,16 @@
-"""The upload page: adapter_config + adapter_model (+ signature) streamed to `version_upload`."""
+"""The upload page: adapter_config + adapter_model (+ signature) streamed to `version_upload`;
+aborting a pending direct upload."""
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
 
 from adapters.pages.lookup import adapter_in_scope
+from adapters.services.direct_uploads import direct_upload_abort, pending_upload_get
 from adapters.services.uploads import MAX_SIGNATURE_BYTES, IncomingFile, version_upload
 from portal.errors import ApplicationError
 from portal.pagekit import page_view, render_page
@@ -51,3 +55,18 @@ def version_upload_page(request: HttpRequest, tenant: str, adapter: str) -> Http
     except ApplicationError as exc:
         return render_page(request, "adapters/upload.html", context, error=exc)
     return redirect("version-detail", tenant=tenant, adapter=adapter, number=version.number)
+
+
+@page_view
+@require_POST
+def direct_upload_abort_page(
+    request: HttpRequest, tenant: str, adapter: str, upload: str
+) -> HttpResponse:
+    """Abort a pending direct-to-storage upload (started through the API) from the adapter page:
+    the uploader's own, or anyone's for the tenant's owners (the service decides)."""
+    scope, found = adapter_in_scope(request, tenant, adapter)
+    scope.access.require_adapter(found, "upload_version")
+    pending = pending_upload_get(access=scope.access, adapter=found, public_id=upload)
+    direct_upload_abort(access=scope.access, upload=pending, request_id=request.request_id)
+    messages.success(request, f"Pending upload {upload[:8]}… aborted; its parts are deleted.")
+    return redirect("adapter-detail", tenant=tenant, adapter=adapter)

@@ -368,6 +368,13 @@ PAGE_ROUTES: list[PageRoute] = [
         "post",
         expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 409},
     ),
+    # No such pending upload (direct uploads need an S3 store): bob reached the lookup.
+    PageRoute(
+        "direct-upload-abort",
+        lambda pw: {"tenant": "acme", "adapter": "support", "upload": "0" * 32},
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 404},
+    ),
     # --- the operators' fleet-wide pages (workers/pages_overview.py) ---
     PageRoute("fleet-pools", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-residency", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
@@ -404,6 +411,13 @@ PAGE_ROUTES: list[PageRoute] = [
         "post",
         data={"platform_roles": ["reviewer"]},
         expect={"alice": 403, "olga": 403, "adam": 302},
+    ),
+    PageRoute(
+        "platform-user-active",
+        lambda pw: {"username": "nora"},
+        "post",
+        data={"active": "false"},
+        expect={"alice": 403, "olga": 403, "rita": 403, "adam": 302},
     ),
     PageRoute("platform-base-models", _none, expect={"alice": 403, "olga": 403, "adam": 200}),
     PageRoute(

@@ -1,0 +1,100 @@
+"""Where each action of the REST API is reachable in the pages: (API route name, HTTP method)
+-> the page routes (tests/pages/routes.py) that offer it, or why no page does.
+
+test_api_inventory fails when the API gains an action this table does not place, or when a page
+named here is not in the route matrix, so "every action the API offers a role is reachable from
+that role's pages" stays true as both grow.
+"""
+
+from __future__ import annotations
+
+# Not offered on a page, and why (a page would be the wrong tool, or another page does it).
+NOT_ON_PAGES = {
+    ("auth-token", "post"): "password-for-token exchange for scripts; pages use the login form",
+    ("direct-upload-list", "post"): "starts a multipart upload straight to S3 for API clients; "
+    "the browser streams files through the upload page instead",
+    ("direct-upload-detail", "get"): "fresh presigned part URLs for an API client resuming",
+    ("direct-upload-complete", "post"): "the API client's last call after sending the parts",
+    # Registering and re-configuring engines: workers/api.py writes the rows itself and is being
+    # changed (who may move an engine's URL); a page waits for that write to become a service,
+    # so the page does not copy its rules. The engine page links the API docs for it meanwhile.
+    ("engine-list", "post"): "registering an engine: no engine service yet (workers/api.py)",
+    ("engine-detail", "patch"): "re-configuring an engine: no engine service yet (workers/api.py)",
+}
+
+PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
+    # tenants, members, tokens
+    ("tenant-list", "get"): ("dashboard", "platform-home"),
+    ("tenant-list", "post"): ("platform-home",),
+    ("tenant-detail", "get"): ("tenant-adapters", "platform-tenant"),
+    ("tenant-detail", "patch"): ("platform-tenant",),
+    ("user-list", "get"): ("platform-users",),
+    ("user-list", "post"): ("platform-users",),
+    ("user-detail", "get"): ("platform-users",),
+    ("user-detail", "patch"): ("platform-user-roles", "platform-user-active"),
+    ("member-list", "get"): ("tenant-members",),
+    ("member-list", "post"): ("tenant-members",),
+    ("member-detail", "get"): ("tenant-members",),
+    ("member-detail", "patch"): ("tenant-members",),
+    ("member-detail", "delete"): ("member-remove",),
+    ("tenant-token-list", "get"): ("tenant-members",),
+    ("tenant-token-list", "post"): ("tokens",),
+    ("tenant-token-detail", "get"): ("tenant-members",),
+    ("tenant-token-detail", "delete"): ("tenant-token-revoke", "token-revoke"),
+    ("signing-key-list", "get"): ("tenant-keys",),
+    ("signing-key-list", "post"): ("tenant-keys",),
+    ("signing-key-detail", "get"): ("tenant-keys",),
+    ("signing-key-detail", "delete"): ("signing-key-revoke",),
+    ("signature-policy", "get"): ("tenant-keys",),
+    ("signature-policy", "put"): ("signature-policy-set",),
+    # registry
+    ("base-model-list", "get"): ("platform-base-models",),
+    ("base-model-list", "post"): ("platform-base-models",),
+    ("base-model-detail", "get"): ("platform-base-models",),
+    ("adapter-list", "get"): ("tenant-adapters",),
+    ("adapter-list", "post"): ("adapter-create",),
+    ("adapter-detail", "get"): ("adapter-detail",),
+    ("adapter-detail", "patch"): ("adapter-update",),
+    ("adapter-grants", "post"): ("grant-add",),
+    ("adapter-revoke-grants", "delete"): ("grant-revoke",),
+    ("adapter-metrics-list", "get"): ("version-detail",),
+    ("version-list", "get"): ("adapter-detail",),
+    ("version-list", "post"): ("version-upload",),
+    ("version-detail", "get"): ("version-detail",),
+    ("version-approve", "post"): ("review-approve",),
+    ("version-reject", "post"): ("review-reject",),
+    ("version-release", "post"): ("version-release",),
+    ("version-disable", "post"): ("version-disable",),
+    ("version-residency", "get"): ("version-detail",),
+    ("version-queue-list", "get"): ("review-queue", "dashboard"),
+    ("direct-upload-list", "get"): ("adapter-detail",),
+    ("direct-upload-detail", "delete"): ("direct-upload-abort",),
+    ("alias-list", "get"): ("tenant-aliases",),
+    ("alias-list", "post"): ("tenant-aliases",),
+    ("alias-detail", "get"): ("tenant-aliases",),
+    ("alias-detail", "put"): ("tenant-aliases",),
+    ("alias-detail", "delete"): ("alias-delete",),
+    ("alias-promote", "post"): ("alias-promote",),
+    ("alias-rollback", "post"): ("alias-rollback",),
+    ("alias-revisions", "get"): ("tenant-aliases",),
+    # fleet
+    ("engine-list", "get"): ("fleet-engines", "fleet-pools", "dashboard"),
+    ("engine-detail", "get"): ("fleet-engine",),
+    ("engine-residency", "get"): ("fleet-engine", "fleet-residency"),
+    ("engine-pin", "post"): ("fleet-version-act",),
+    ("engine-unpin", "post"): ("fleet-version-act",),
+    ("engine-warm", "post"): ("fleet-version-act",),
+    ("engine-evict", "post"): ("fleet-version-act",),
+    ("engine-drain", "post"): ("fleet-engine-state",),
+    ("engine-undrain", "post"): ("fleet-engine-state",),
+    ("engine-reconcile", "post"): ("fleet-engine-reconcile",),
+    ("engine-actions", "get"): ("fleet-engine",),
+    ("engine-advice", "get"): ("fleet-engine",),
+    ("engine-launch-config", "get"): ("fleet-engine",),
+    ("engine-alarms", "get"): ("fleet-engine", "fleet-alarms"),
+    # audit and usage
+    ("audit-list", "get"): ("audit",),
+    ("audit-verify", "get"): ("audit-verify",),
+    ("usage-list", "get"): ("platform-usage",),
+    ("tenant-usage-list", "get"): ("tenant-usage",),
+}

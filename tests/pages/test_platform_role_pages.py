@@ -1,0 +1,140 @@
+"""The operators' fleet-wide pages, the dashboard's fleet numbers, and the platform admins'
+tenants, users and base models, through the pages, checked in the database and the audit."""
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from adapters.models import BaseModel
+from portal.models import AuditEvent
+from tenants.models import Tenant
+from tests.factories import TINY_HF_CONFIG
+from tests.pages.routes import FLEET_ENGINE, _fleet_engine
+from workers.alarms import alarm_raise
+from workers.models import Engine, Residency
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def engine(pages):
+    _fleet_engine(pages)
+    return Engine.objects.get(name=FLEET_ENGINE)
+
+
+def _pin(pages, engine):
+    Residency.objects.create(
+        engine=engine, version=pages.active, desired_state="pinned", observed_state="pinned"
+    )
+    Residency.objects.create(
+        engine=engine,
+        version=pages.validated,
+        desired_state="resident_cpu",
+        observed_state="resident_cpu",
+    )
+
+
+def test_pools_show_their_engines_and_what_is_bound_to_them(pages, engine):
+    Tenant.objects.filter(slug="globex").update(pool="legal-pool")
+    page = pages.client("olga").get(reverse("fleet-pools")).content.decode()
+    assert 'id="pool-shared"' in page and FLEET_ENGINE in page
+    legal = page[page.index('id="pool-legal-pool"') :]
+    assert "globex" in legal and "none: adapters bound here cannot be served" in legal
+
+
+def test_residency_lists_every_engine_row_and_pins_narrow_it(pages, engine):
+    _pin(pages, engine)
+    olga = pages.client("olga")
+    every = olga.get(reverse("fleet-residency")).content.decode()
+    pins = olga.get(reverse("fleet-residency") + "?pinned=1").content.decode()
+    assert f"acme/support@{pages.active.number}" in every
+    assert f"acme/support@{pages.validated.number}" in every
+    assert f"acme/support@{pages.active.number}" in pins
+    assert f"acme/support@{pages.validated.number}" not in pins
+
+
+def test_open_alarms_are_listed_and_counted_on_the_dashboard(pages, engine):
+    alarm_raise(engine=engine, kind="thrash", subject="", message="loads every few seconds")
+    assert (
+        "loads every few seconds"
+        in pages.client("olga").get(reverse("fleet-alarms")).content.decode()
+    )
+    dashboard = pages.client("olga").get(reverse("dashboard")).content.decode()
+    numbers = dashboard[dashboard.index('data-testid="fleet-numbers"') :]
+    assert "loads every few seconds" in numbers
+    assert (
+        'data-testid="fleet-numbers"'
+        not in pages.client("alice").get(reverse("dashboard")).content.decode()
+    )
+
+
+def test_the_dashboard_shows_members_no_engine_list(pages, engine):
+    html = pages.client("nora").get(reverse("dashboard")).content.decode()
+    assert FLEET_ENGINE not in html
+
+
+def test_schedules_list_adapters_with_a_warmup_policy(pages, engine):
+    from adapters.models import Adapter
+
+    Adapter.objects.filter(pk=pages.world.support.pk).update(warmup_policy="always_warm")
+    page = pages.client("olga").get(reverse("fleet-schedules")).content.decode()
+    assert "acme/support" in page and "always_warm" in page
+
+
+def test_a_platform_admin_creates_a_tenant_and_changes_its_plan(pages):
+    admin = pages.client("adam")
+    made = admin.post(
+        reverse("platform-home"), {"slug": "initech", "name": "Initech", "slo_class": "bronze"}
+    )
+    assert made.status_code == 302
+    assert Tenant.objects.get(slug="initech").slo_class == "bronze"
+    changed = admin.post(
+        reverse("platform-tenant", args=["initech"]),
+        {"name": "Initech", "slo_class": "gold", "quota_adapters": "3"},
+    )
+    assert changed.status_code == 302
+    assert Tenant.objects.get(slug="initech").quota_adapters == 3
+    assert AuditEvent.objects.filter(action="tenant.update", tenant_label="initech").exists()
+    bad = admin.post(reverse("platform-home"), {"slug": "Not A Slug", "name": "x"})
+    assert bad.status_code == 400 and b"tenant.invalid" in bad.content
+
+
+def test_a_platform_admin_manages_users_but_not_their_own_login(pages):
+    admin = pages.client("adam")
+    admin.post(
+        reverse("platform-users"),
+        {
+            "username": "zed",
+            "password": "a-long-and-unusual-passphrase-42",
+            "platform_roles": ["operator"],
+        },
+    )
+    User = get_user_model()
+    assert list(User.objects.get(username="zed").groups.values_list("name", flat=True)) == [
+        "operator"
+    ]
+    admin.post(reverse("platform-user-roles", args=["zed"]), {"platform_roles": ["reviewer"]})
+    assert list(User.objects.get(username="zed").groups.values_list("name", flat=True)) == [
+        "reviewer"
+    ]
+    admin.post(reverse("platform-user-active", args=["zed"]), {"active": "false"})
+    assert not User.objects.get(username="zed").is_active
+    refused = admin.post(reverse("platform-user-active", args=["adam"]), {"active": "false"})
+    assert refused.status_code == 400 and b"user.self_deactivate" in refused.content
+    assert User.objects.get(username="adam").is_active
+
+
+def test_a_platform_admin_registers_a_base_model(pages):
+    admin = pages.client("adam")
+    response = admin.post(
+        reverse("platform-base-models"),
+        {"name": "tiny-two", "source": "var/tiny-two", "hf_config": json.dumps(TINY_HF_CONFIG)},
+    )
+    assert response.status_code == 302
+    assert "q_proj" in BaseModel.objects.get(name="tiny-two").module_dims
+    broken = admin.post(
+        reverse("platform-base-models"), {"name": "x", "source": "y", "hf_config": "{"}
+    )
+    assert broken.status_code == 400 and b"base_model.config_invalid" in broken.content
