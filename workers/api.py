@@ -2,44 +2,24 @@
 
 from __future__ import annotations
 
-import re
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from adapters.models import AdapterVersion
 from portal.api.base import PlatformViewSet
-from portal.errors import Conflict, NotFound
 from workers import serializers as s
 from workers.alarms import open_alarms
 from workers.engine_registry import engine_create, engine_update
 from workers.models import Engine, FleetAction
 from workers.operator import operator_act
-from workers.selectors import engine_advice, engine_launch_config, residencies_of_engine
+from workers.selectors import (
+    engine_advice,
+    engine_launch_config,
+    residencies_of_engine,
+    version_from_label,
+)
 from workers.services import engine_operator_transition, engine_request_reconcile
-
-VERSION_LABEL = re.compile(r"^(?P<tenant>[a-z0-9-]+)/(?P<adapter>[a-z0-9-]+)@(?P<number>[0-9]+)$")
-
-
-def version_from_label(label: object) -> AdapterVersion:
-    """`tenant/adapter@N` -> the version (operators act across tenants)."""
-    match = VERSION_LABEL.match(label) if isinstance(label, str) else None
-    if match is None:
-        raise Conflict("fleet.bad_version", "Name the version as 'tenant/adapter@N'.")
-    version = (
-        AdapterVersion.objects.select_related("adapter__tenant", "tenant")
-        .filter(
-            tenant__slug=match["tenant"],
-            adapter__name=match["adapter"],
-            number=int(match["number"]),
-        )
-        .first()
-    )
-    if version is None:
-        raise NotFound("version.not_found", f"No version '{label}'.")
-    return version
 
 
 class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):

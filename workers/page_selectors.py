@@ -96,7 +96,7 @@ def all_engine_slots() -> list[EngineSlots]:
 
 
 def version_label(version: AdapterVersion) -> str:
-    """`tenant/adapter@N`: how operators name a version (workers.api.version_from_label)."""
+    """`tenant/adapter@N`: how operators name a version (workers.selectors.version_from_label)."""
     return f"{version.tenant.slug}/{version.adapter.name}@{version.number}"
 
 

@@ -16,9 +16,9 @@ from portal.errors import ApplicationError, NotFound, PermissionDenied
 from portal.pagekit import access_for, is_htmx, page_view, post_text, render_page
 from workers import page_selectors as fleet
 from workers.alarms import open_alarms
-from workers.api import version_from_label
 from workers.models import Engine
 from workers.operator import operator_act
+from workers.selectors import engine_get, version_from_label
 from workers.services import engine_operator_transition, engine_request_reconcile
 
 VERSION_VERBS = ("pin", "unpin", "warm", "evict")
@@ -35,10 +35,7 @@ def _require_operator(request: HttpRequest) -> None:
 
 def _engine(request: HttpRequest, name: str) -> Engine:
     _require_operator(request)
-    engine = Engine.objects.select_related("base_model").filter(name=name).first()
-    if engine is None:
-        raise NotFound("engine.not_found", f"No engine '{name}'.")
-    return engine
+    return engine_get(name)
 
 
 @page_view

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from django.conf import settings
 from django.db.models import QuerySet
 
 from adapters.models import Adapter, AdapterVersion, VersionStatus
+from portal.errors import Conflict, NotFound
 from workers.models import Engine, EngineState, Residency, ResidencyState
 from workers.vllm_client import EngineError, VLLMClient
 
@@ -18,6 +20,35 @@ HOLDABLE_STATUSES = (VersionStatus.ACTIVE, VersionStatus.STAGED)
 LOADABLE_ENGINE_STATES = (EngineState.UP, EngineState.WARMING)
 TRAFFIC_ENGINE_STATES = (EngineState.UP,)
 WANTED_STATES = (ResidencyState.REGISTERED, ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
+
+
+VERSION_LABEL = re.compile(r"^(?P<tenant>[a-z0-9-]+)/(?P<adapter>[a-z0-9-]+)@(?P<number>[0-9]+)$")
+
+
+def version_from_label(label: object) -> AdapterVersion:
+    """`tenant/adapter@N` -> the version (operators act across tenants; API and pages)."""
+    match = VERSION_LABEL.match(label) if isinstance(label, str) else None
+    if match is None:
+        raise Conflict("fleet.bad_version", "Name the version as 'tenant/adapter@N'.")
+    version = (
+        AdapterVersion.objects.select_related("adapter__tenant", "tenant")
+        .filter(
+            tenant__slug=match["tenant"],
+            adapter__name=match["adapter"],
+            number=int(match["number"]),
+        )
+        .first()
+    )
+    if version is None:
+        raise NotFound("version.not_found", f"No version '{label}'.")
+    return version
+
+
+def engine_get(name: str) -> Engine:
+    engine = Engine.objects.select_related("base_model").filter(name=name).first()
+    if engine is None:
+        raise NotFound("engine.not_found", f"No engine '{name}'.")
+    return engine
 
 
 def pool_of(adapter: Adapter) -> str:
