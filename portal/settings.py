@@ -350,6 +350,9 @@ DEFAULT_POOL = env_str("DEFAULT_POOL", "shared")
 # The reconcile period (beat) and the lease of the per-engine controller lock.
 FLEET_RECONCILE_SECONDS = env_int("FLEET_RECONCILE_SECONDS", 30, minimum=1)
 FLEET_LOCK_LEASE_SECONDS = env_int("FLEET_LOCK_LEASE_SECONDS", 120, minimum=5)
+# An engine found down or not answering is probed again this often until it answers, so that its
+# recovery starts within this of its return, not at the next reconcile tick (0: ticks only).
+FLEET_DOWN_PROBE_SECONDS = env_float("FLEET_DOWN_PROBE_SECONDS", 2.0)
 # How long a caller waits for another's load of the same version (single-flight).
 FLEET_LOAD_WAIT_SECONDS = env_float("FLEET_LOAD_WAIT_SECONDS", 120.0)
 # Staged copies no engine has registered are deleted after this long on the node.

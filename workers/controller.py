@@ -78,6 +78,17 @@ def converge_engine(
             log.warning("lock of %s expired during a converge pass", engine.name)
 
 
+def watch_until_back(engine: Engine) -> None:
+    """Probe an engine that is away again soon, until it answers: recovery then starts within
+    FLEET_DOWN_PROBE_SECONDS of its return instead of at the next reconcile tick (a whole
+    period later at worst, which alone would spend the restart goal's budget)."""
+    from workers.desired import enqueue_converge
+
+    every = settings.FLEET_DOWN_PROBE_SECONDS
+    if every > 0 and shared_state.watch_claim(engine.name, every_s=every):
+        enqueue_converge(engine, countdown=every)
+
+
 def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
     report = ConvergeReport(engine=engine.name, state=engine.state)
     if engine.state == EngineState.DOWN:
@@ -87,6 +98,7 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
 
         error = asyncio.run(probe_boundary(engine))
         if error:
+            watch_until_back(engine)
             return report
         engine = engine_record_probe(engine=engine, error="")
         report.state = engine.state
@@ -94,6 +106,7 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
         observed = run_engine_call(engine, lambda c: observe(engine, c))
     except EngineError as exc:  # not answering (starting, restarting): the next pass retries
         log.warning("converge of %s skipped: %s", engine.name, exc)
+        watch_until_back(engine)
         report.skipped.append(
             {"action": "observe", "version": "", "code": "engine.unreachable", "message": str(exc)}
         )

@@ -26,7 +26,9 @@ from workers.selectors import LOADABLE_ENGINE_STATES, engines_for_version, holda
 WANTED = (ResidencyState.REGISTERED, ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
 
 
-def enqueue_converge(engine: Engine, *, incoming: str | None = None) -> None:
+def enqueue_converge(
+    engine: Engine, *, incoming: str | None = None, countdown: float | None = None
+) -> None:
     """A converge pass on the engine's node, once the current transaction commits."""
     from workers.tasks import converge_engine_task
 
@@ -34,7 +36,9 @@ def enqueue_converge(engine: Engine, *, incoming: str | None = None) -> None:
     if incoming:
         kwargs["incoming"] = incoming
     transaction.on_commit(
-        lambda: converge_engine_task.apply_async(kwargs=kwargs, queue=engine.queue)
+        lambda: converge_engine_task.apply_async(
+            kwargs=kwargs, queue=engine.queue, countdown=countdown
+        )
     )
 
 

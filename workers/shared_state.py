@@ -130,6 +130,14 @@ def load_finish(engine: str, served_name: str, outcome: str, *, keep_s: float = 
     client().set(_load_key(engine, served_name), outcome, ex=max(1, int(keep_s)))
 
 
+def watch_claim(engine: str, *, every_s: float) -> bool:
+    """True when no follow-up probe of this (down or unreachable) engine is pending yet: one
+    watch per engine, however many passes (ticks, releases, misses) found it away."""
+    key = f"{_PREFIX}:watch:{engine}"
+    # Expires just before the follow-up runs, so that the follow-up can claim the next one.
+    return bool(client().set(key, "1", nx=True, px=max(1, int(every_s * 1000) - 100)))
+
+
 BUSY_SAMPLES_MAX = 2_880  # a day of samples at the 30 s reconcile period
 
 

@@ -154,3 +154,33 @@ def test_a_converge_pass_on_an_engine_that_does_not_answer_skips_quietly(cpu1):
     report = converge_engine(cpu1)  # http://127.0.0.1:9: nothing listens there
     assert report.actions == []
     assert [s["code"] for s in report.skipped] == ["engine.unreachable"]
+
+
+@pytest.mark.parametrize("state", ["up", "down"])
+def test_an_engine_that_is_away_is_watched_by_one_follow_up_pass(
+    cpu1, state, settings, django_capture_on_commit_callbacks
+):
+    """A pass that finds the engine away schedules one follow-up pass FLEET_DOWN_PROBE_SECONDS
+    later (so recovery starts soon after the engine returns, not at the next reconcile tick);
+    more passes meanwhile add no second watch."""
+    from unittest import mock
+
+    from workers.controller import converge_engine
+
+    settings.FLEET_DOWN_PROBE_SECONDS = 3.0
+    cpu1.state = state
+    cpu1.save()
+    shared_state.client().delete(f"lp:fleet:watch:{cpu1.name}")
+    sent = mock.patch("workers.tasks.converge_engine_task.apply_async")
+    with sent as apply_async, django_capture_on_commit_callbacks(execute=True):
+        converge_engine(cpu1)
+        converge_engine(cpu1)  # a reconcile tick meanwhile: no second chain
+    assert apply_async.call_count == 1
+    _, kwargs = apply_async.call_args
+    assert kwargs["countdown"] == 3.0 and kwargs["queue"] == cpu1.queue
+    assert kwargs["kwargs"] == {"engine_id": cpu1.pk}
+    # Once the follow-up is due, it may claim the next watch.
+    shared_state.client().delete(f"lp:fleet:watch:{cpu1.name}")
+    with sent as apply_async, django_capture_on_commit_callbacks(execute=True):
+        converge_engine(cpu1)
+    assert apply_async.call_count == 1
