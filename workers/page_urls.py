@@ -3,11 +3,17 @@ alarms and the operators' alarm banner."""
 
 from django.urls import path
 
-from workers import pages, pages_overview
+from workers import pages, pages_engine_forms, pages_overview
 
 urlpatterns = [
     path("fleet/engines/", pages.engine_list, name="fleet-engines"),
+    path("fleet/register-engine/", pages_engine_forms.engine_new, name="fleet-engine-new"),
     path("fleet/engines/<slug:engine>/", pages.engine_detail, name="fleet-engine"),
+    path(
+        "fleet/engines/<slug:engine>/settings/",
+        pages_engine_forms.engine_edit,
+        name="fleet-engine-edit",
+    ),
     path(
         "fleet/engines/<slug:engine>/versions/<slug:verb>/",
         pages.version_act,

@@ -15,11 +15,6 @@ NOT_ON_PAGES = {
     "the browser streams files through the upload page instead",
     ("direct-upload-detail", "get"): "fresh presigned part URLs for an API client resuming",
     ("direct-upload-complete", "post"): "the API client's last call after sending the parts",
-    # Registering and re-configuring engines: workers/api.py writes the rows itself and is being
-    # changed (who may move an engine's URL); a page waits for that write to become a service,
-    # so the page does not copy its rules. The engine page links the API docs for it meanwhile.
-    ("engine-list", "post"): "registering an engine: no engine service yet (workers/api.py)",
-    ("engine-detail", "patch"): "re-configuring an engine: no engine service yet (workers/api.py)",
 }
 
 PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
@@ -79,6 +74,8 @@ PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
     ("alias-revisions", "get"): ("tenant-aliases",),
     # fleet
     ("engine-list", "get"): ("fleet-engines", "fleet-pools", "dashboard"),
+    ("engine-list", "post"): ("fleet-engine-new",),
+    ("engine-detail", "patch"): ("fleet-engine-edit",),
     ("engine-detail", "get"): ("fleet-engine",),
     ("engine-residency", "get"): ("fleet-engine", "fleet-residency"),
     ("engine-pin", "post"): ("fleet-version-act",),

@@ -380,6 +380,35 @@ PAGE_ROUTES: list[PageRoute] = [
     PageRoute("fleet-residency", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-schedules", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-alarms", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
+    # --- registering and re-configuring engines (workers/pages_engine_forms.py) ---
+    PageRoute(
+        "fleet-engine-new",
+        _none,
+        "post",
+        data={
+            "name": "pages-2",
+            "base_model": "tiny-llama",
+            "url": "http://127.0.0.1:9",
+            "served_model_name": "tiny",
+            "adapter_root": "/srv/adapters",
+        },
+        # Placing an engine is a platform admin's: an operator reaches it and is refused.
+        expect={**NOT_FLEET, "olga": 403, "adam": 302},
+    ),
+    PageRoute(
+        "fleet-engine-edit",
+        _fleet_engine,
+        "post",
+        data={"max_num_seqs": "8", "required": "false"},
+        expect={**NOT_FLEET, "olga": 302, "adam": 302},
+    ),
+    PageRoute(
+        "fleet-engine-edit",
+        _fleet_engine,
+        "post",
+        data={"url": "http://10.9.9.9:8000"},
+        expect={"alice": 403, "olga": 403, "adam": 302},
+    ),
     # --- platform admins (tenants/pages_platform.py, adapters/pages/base_models.py) ---
     PageRoute("platform-home", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}),
     PageRoute(

@@ -138,3 +138,17 @@ def test_a_platform_admin_registers_a_base_model(pages):
         reverse("platform-base-models"), {"name": "x", "source": "y", "hf_config": "{"}
     )
     assert broken.status_code == 400 and b"base_model.config_invalid" in broken.content
+
+
+def test_an_operator_tunes_an_engine_but_only_an_admin_moves_it(pages, engine):
+    olga, adam = pages.client("olga"), pages.client("adam")
+    url = reverse("fleet-engine-edit", args=[FLEET_ENGINE])
+    page = olga.get(reverse("fleet-engine", args=[FLEET_ENGINE])).content.decode()
+    assert "Save settings" in page and 'name="url"' not in page
+    assert olga.post(url, {"max_loras": "2", "max_cpu_loras": "4"}).status_code == 302
+    tuned = Engine.objects.get(name=FLEET_ENGINE)
+    assert (tuned.max_loras, tuned.max_cpu_loras, tuned.url) == (2, 4, "http://127.0.0.1:9")
+    assert AuditEvent.objects.filter(action="engine.update", object_id=FLEET_ENGINE).exists()
+    refused = olga.post(url, {"url": "http://10.9.9.9:8000"})
+    assert refused.status_code == 403 and b"engine.location" in refused.content
+    assert 'name="url"' in adam.get(reverse("fleet-engine", args=[FLEET_ENGINE])).content.decode()

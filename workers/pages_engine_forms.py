@@ -1,0 +1,76 @@
+"""Registering an engine and changing its settings from the fleet pages, read through the API's
+serializers and written by workers.engine_registry, which decides who may (placing or moving an
+engine is a platform admin's; its limits and pool an operator's)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from portal.errors import ApplicationError
+from portal.pageforms import form_data
+from portal.pagekit import access_for, page_view
+from workers import page_selectors as fleet
+from workers import serializers as s
+from workers.engine_registry import engine_create, engine_update
+from workers.pages import _engine, _engine_page, _require_operator
+
+# What the settings form sends; state moves only through drain/undrain, never as a field.
+SETTINGS_FIELDS = (
+    "pool",
+    "served_model_name",
+    "max_loras",
+    "max_cpu_loras",
+    "max_lora_rank",
+    "max_num_seqs",
+    "required",
+    "url",
+    "adapter_root",
+)
+
+
+def _posted(request: HttpRequest, names: tuple[str, ...]) -> QueryDict:
+    """Only the fields the form sent, so a partial update leaves the others alone."""
+    posted = QueryDict(mutable=True)
+    for name in names:
+        if name in request.POST:
+            posted[name] = request.POST[name]
+    return posted
+
+
+@page_view
+@require_POST
+def engine_new(request: HttpRequest) -> HttpResponse:
+    _require_operator(request)
+    access = access_for(request)
+    try:
+        fields = form_data(s.EngineSerializer, request.POST, code="engine.invalid")
+        engine = engine_create(access=access, fields=fields, request_id=request.request_id)
+    except ApplicationError as exc:
+        context = {"slots": fleet.all_engine_slots(), "error": exc, "form": request.POST}
+        return render(request, "workers/engines.html", context, status=exc.status)
+    messages.success(request, f"Engine '{engine.name}' registered; the prober checks it next.")
+    return redirect("fleet-engine", engine=engine.name)
+
+
+@page_view
+@require_POST
+def engine_edit(request: HttpRequest, engine: str) -> HttpResponse:
+    found = _engine(request, engine)
+    try:
+        changes = form_data(
+            s.EngineUpdateSerializer,
+            _posted(request, SETTINGS_FIELDS),
+            code="engine.invalid",
+            instance=found,
+            partial=True,
+        )
+        found = engine_update(
+            access=access_for(request), engine=found, changes=changes, request_id=request.request_id
+        )
+    except ApplicationError as exc:
+        return _engine_page(request, found, exc)
+    messages.success(request, f"Settings of '{found.name}' saved.")
+    return redirect("fleet-engine", engine=found.name)
