@@ -7,6 +7,7 @@ class PortalConfig(AppConfig):
     def ready(self) -> None:
         from portal import (
             admin_audit,
+            checks,  # noqa: F401  (registers the deploy checks)
             live_access,
             signals,  # noqa: F401  (connects the login audit receivers)
         )

@@ -60,6 +60,7 @@ def _audit_chain_key() -> str:
 
 
 AUDIT_CHAIN_KEY = _audit_chain_key()
+AUDIT_CHAIN_KEY_DERIVED = not env_str("AUDIT_CHAIN_KEY", "")  # a deploy warning (portal.checks)
 # How often beat writes the audit chain head to the object store (portal.audit_checkpoint).
 AUDIT_CHECKPOINT_SECONDS = env_int("AUDIT_CHECKPOINT_SECONDS", 300, minimum=10)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])

@@ -215,3 +215,14 @@ def test_the_migration_rekeys_an_intact_unkeyed_chain_and_refuses_a_broken_one(w
     with connection.schema_editor() as editor:
         rekey(apps, editor)
     assert verify_chain().ok
+
+
+def test_deploy_check_warns_while_the_chain_key_is_derived_from_the_secret_key(settings):
+    from django.core.checks import run_checks
+
+    settings.DEBUG = False
+    settings.AUDIT_CHAIN_KEY_DERIVED = True
+    ids = {m.id for m in run_checks(include_deployment_checks=True)}
+    assert "portal.W001" in ids
+    settings.AUDIT_CHAIN_KEY_DERIVED = False
+    assert "portal.W001" not in {m.id for m in run_checks(include_deployment_checks=True)}

@@ -36,6 +36,8 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         PORTAL_VAR_DIR=str(tmp_path),
         # Outside debug every engine needs its own key (tests/workers/test_engine_keys.py).
         PORTAL_ENGINE_KEYS='{"gpu-1": "' + "e" * 40 + '"}',
+        # The audit chain's own HMAC key, not derived from SECRET_KEY (portal.W001).
+        AUDIT_CHAIN_KEY="a" * 40,
     )
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],

@@ -1,0 +1,21 @@
+"""Deploy checks the portal app owns (`manage.py check --deploy`)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.checks import Tags, Warning, register
+
+
+@register(Tags.security, deploy=True)
+def audit_chain_key_is_its_own(app_configs, **kwargs):
+    if settings.DEBUG or not settings.AUDIT_CHAIN_KEY_DERIVED:
+        return []
+    return [
+        Warning(
+            "AUDIT_CHAIN_KEY is not set: the audit chain's HMAC key is derived from SECRET_KEY, "
+            "so rotating SECRET_KEY would make every existing audit event fail the chain check.",
+            hint="Set AUDIT_CHAIN_KEY to a secret of 32+ characters kept outside the database, "
+            "and never change it.",
+            id="portal.W001",
+        )
+    ]
