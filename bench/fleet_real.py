@@ -223,11 +223,13 @@ def _verdict(r: BenchResult) -> list[str]:
     missed = [(i, s) for i, s in enumerate(r.restarts, 1) if not s.met]
     lines += [
         "",
-        "How it recovers: the reconcile pass (beat, every reconcile period) also runs on engines "
-        "marked `down`; it probes the engine first and, once it answers, marks it `warming` and "
-        "loads what it should hold in the same pass (`workers/controller.py`). So recovery is the "
-        'wait for the next reconcile tick (column "back (warming) after /ping") plus one '
-        "converge pass: observing the engine, planning, staging and loading.",
+        "How it recovers: a converge pass that finds an engine down or not answering schedules "
+        "one follow-up pass FLEET_DOWN_PROBE_SECONDS (2 s) later, and so on until it answers "
+        "(one watch per engine; reconcile ticks run on down engines too). The pass that finds "
+        "it answering marks it `warming` and loads what it should hold at once "
+        '(`workers/controller.py`). So recovery is the wait for the next probe (column "back '
+        '(warming) after /ping", at most about the probe period) plus one converge pass: '
+        "observing the engine, planning, staging and loading.",
     ]
     if missed:
         over = ", ".join(f"#{i} by {s.restore_s - s.goal_s:.2f} s" for i, s in missed)
