@@ -214,12 +214,17 @@ def render(r: dict[str, Any], wall_s: float, img_rel: str) -> str:
         "### The policy under test (`workers.cache_policy`)",
         "",
         "- Score (`score.py`): log-linear, weights in `ScoreWeights`: predicted share of the "
-        "coming requests (weight 1), reload cost (0.5), tenant SLO class (0.5: gold 1, silver "
-        "0.5, bronze 0), and recent hits, idle time and size (0 by default: the measured "
-        "scenarios did not gain from them; they stay settings).",
-        "- Demand (`demand.py`): decayed request counts on a request clock (half-lives 50 and "
-        "1000 requests); the long scale predicts unless the short one disagrees beyond chance "
-        "(Poisson z > 2.5), which catches bursts, drift and versions gone cold.",
+        "coming requests (weight 1), reload cost (0.5), tenant SLO class, and recent hits, idle "
+        "time and size (0 by default: the measured scenarios did not gain from them; they stay "
+        "settings). The SLO term (round 2, `fairness.py`): the simulator's `portal` steers a "
+        "boost on gold versions' predicted share each tick from each class's measured miss "
+        "ratio against its LRU reference (Che's approximation over the predicted shares), "
+        "instead of a fixed bonus and a fixed minimum residency.",
+        "- Demand (`demand.py`): decayed request counts on a request clock; a short scale (50 "
+        "requests) and a long one, chosen among 50, 250, 1000 and 4000 requests by how well "
+        "each predicted the requests that came (decayed log-likelihood); the long scale predicts "
+        "unless the short one disagrees beyond chance (Poisson z > 2.5), which catches bursts, "
+        "drift and versions gone cold.",
         "- On a miss it evicts the least valuable evictable version before vLLM would pick one; "
         "it pins the most valuable GPU-resident versions (never a transfer) while the engine "
         "has been quiet; prefetch (Load/Warm) exists but is off by default.",
@@ -228,9 +233,10 @@ def render(r: dict[str, Any], wall_s: float, img_rel: str) -> str:
         "never pinned; and beyond that, an unpinned GPU slot for every version with requests "
         "in flight (vLLM batches up to `--max-loras` distinct adapters whatever is pinned, and "
         "with too few unpinned slots a batch's adapters push each other out: read in "
-        "`punica_wrapper/utils.py`, not observed); tenant pin quotas; gold versions stay at "
-        "least 300 s; rank budget (no version above the engine's max rank; a budget on the sum "
-        "of pinned ranks).",
+        "`punica_wrapper/utils.py`, not observed); tenant pin quotas; a gold minimum residency "
+        "(300 s by default in the controller's `HardRules`; the simulator's `portal` sets it to "
+        "0 and protects gold through the steered boost); rank budget (no version above the "
+        "engine's max rank; a budget on the sum of pinned ranks).",
         "",
         "Oversubscription (2x, 8x) is adapters per engine-cache slot; with 8 GPU slots it is "
         "8x and 32x on the GPU. The request rate (1/s, ~4 s per request) keeps an engine busy "

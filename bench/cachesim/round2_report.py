@@ -64,7 +64,7 @@ def render(r: dict[str, Any]) -> str:
         "## Adapter cache, round 2 (issue 12): the online optimum, fairness, structure, fleet",
         "",
         f"Reproduce with `make bench-cache2` (this run: {r['wall_s'] / 60:.1f} min wall, "
-        f"{r['cpu_s'] / 60:.1f} min CPU on 2 processes, at nice 19 on a shared machine). Seeds "
+        f"{r['cpu_s'] / 60:.1f} min CPU, at nice 19 on a shared machine). Seeds "
         f"{seeds}; every number is the mean over the seeds, ratios show their per-seed range; "
         "every table has `lru`, `a0` and `belady` beside the policy, all from one run. The "
         "simulator and its policies are the ones of the section above (round 1); `lru` is still "
@@ -105,7 +105,8 @@ def _merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.cachesim.round2_report", description=__doc__)
-    ap.add_argument("--requests", type=int, default=10_000, help="per concurrent scenario")
+    ap.add_argument("--requests", type=int, default=5_000, help="per concurrent scenario")
+    ap.add_argument("--workers", type=int, default=2, help="processes")
     ap.add_argument("--sequential-requests", type=int, help="goals 1 and 3 (default: round 1's)")
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     ap.add_argument("--only", default="", help="goals to re-run, e.g. 2,4 (1 and 3 are one run)")
@@ -122,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seeds=seeds,
             requests=a.requests,
             sequential_requests=a.sequential_requests,
+            workers=a.workers,
             only=only,
         )
         new["wall_s"] = time.monotonic() - started
