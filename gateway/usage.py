@@ -18,8 +18,7 @@ from django.db import transaction
 
 from adapters.models import AdapterVersion
 from gateway.models import DailyUsage
-from portal.errors import PermissionDenied
-from tenants.models import Tenant, TenantRole
+from tenants.models import Tenant
 from workers import shared_state
 
 log = logging.getLogger(__name__)
@@ -137,25 +136,9 @@ def usage_persist(
 
 
 def require_usage_reader(access: Any, tenant: Tenant) -> None:
-    """Usage is billing data: a tenant's owners read it, and platform admins with platform powers
-    (an unbound token or a session); maintainers and viewers are refused. Pages and API ask here."""
-    if access.tenant_role(tenant) == TenantRole.OWNER:
-        return
-    if not access.is_platform_admin:
-        raise PermissionDenied(
-            "permission.denied", f"Usage of tenant '{tenant.slug}' is for its owners."
-        )
-    if access.bound_tenant_id is not None:
-        # As on every platform route: a tenant-bound token carries no platform powers.
-        raise PermissionDenied(
-            "token.tenant_bound",
-            "This token is bound to one tenant; platform actions need an unbound token.",
-        )
+    """Usage is billing data; who reads it is tenants/access.py's rule (pages and API ask here)."""
+    access.require_usage_reader(tenant)
 
 
 def may_read_usage(access: Any, tenant: Tenant) -> bool:
-    try:
-        require_usage_reader(access, tenant)
-    except PermissionDenied:
-        return False
-    return True
+    return access.may_read_usage(tenant)

@@ -176,6 +176,20 @@ class AccessContext:
     def _in_token_reach(self, tenant_id: int) -> bool:
         return self.bound_tenant_id is None or self.bound_tenant_id == tenant_id
 
+    def require_platform_role(self, *predicates: str) -> None:
+        """A platform power: any of `predicates` (e.g. "is_operator"), used unbound. A token
+        bound to one tenant is for that tenant's automation and never carries its user's
+        platform powers (platform routes, cross-tenant usage, the whole audit)."""
+        if not any(getattr(self, predicate) for predicate in predicates):
+            raise PermissionDenied(
+                "permission.denied", "Your platform role does not allow this action."
+            )
+        if self.bound_tenant_id is not None:
+            raise PermissionDenied(
+                "token.tenant_bound",
+                "This token is bound to one tenant; platform actions need an unbound token.",
+            )
+
     def require_platform_change(self, what: str, *, code: str) -> None:
         """Changes only a platform admin makes, acting with platform powers (an unbound token
         with the admin scope, or a session): where an engine lives, an adapter's pool or SLO
@@ -255,6 +269,25 @@ class AccessContext:
         may be filtered on by a detail (a filter on SLO class must not reveal a grant's tenant's)."""
         qs = self.visible_tenants()
         return qs if self.sees_all_tenants() else qs.filter(id__in=list(self.memberships))
+
+    # --- usage (billing data) ---
+    def require_usage_reader(self, tenant: Tenant) -> None:
+        """A tenant's usage: its owners, and platform admins with platform powers (a session or
+        an unbound token); maintainers, viewers and grantees are refused."""
+        if self.tenant_role(tenant) == TenantRole.OWNER:
+            return
+        if not self.is_platform_admin:
+            raise PermissionDenied(
+                "permission.denied", f"Usage of tenant '{tenant.slug}' is for its owners."
+            )
+        self.require_platform_role("is_platform_admin")
+
+    def may_read_usage(self, tenant: Tenant) -> bool:
+        try:
+            self.require_usage_reader(tenant)
+        except PermissionDenied:
+            return False
+        return True
 
     # --- audit ---
     def audit_tenant_ids(self) -> list[int] | None:

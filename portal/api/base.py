@@ -78,14 +78,5 @@ class PlatformViewSet(PortalViewSet):
         needed = self.platform_roles.get(self.action or "")
         if needed is None:
             raise PermissionDenied("permission.denied", "This action is not available.")
-        if needed and not any(getattr(self.access, predicate) for predicate in needed):
-            raise PermissionDenied(
-                "permission.denied", "Your platform role does not allow this action."
-            )
-        if needed and self.access.bound_tenant_id is not None:
-            # A token bound to one tenant is for that tenant's automation; it never carries its
-            # user's platform powers (the same rule the audit list applies).
-            raise PermissionDenied(
-                "token.tenant_bound",
-                "This token is bound to one tenant; platform actions need an unbound token.",
-            )
+        if needed:
+            self.access.require_platform_role(*needed)
