@@ -19,6 +19,7 @@ from portal.live_access import (
     LiveScope,
     access_generation,
     may_watch_fleet,
+    session_alive,
     tenant_scope,
 )
 from portal.live_publisher import (
@@ -87,6 +88,8 @@ class TenantEventsConsumer(ReadOnlySocket):
 
     @database_sync_to_async
     def _scope(self, user: Any) -> LiveScope | None:
+        if not session_alive(self.scope.get("session")):
+            return None
         return tenant_scope(user=user, tenant=self.scope["url_route"]["kwargs"]["tenant"])
 
     async def portal_event(self, message: dict) -> None:
@@ -125,7 +128,7 @@ class LiveNumbersSocket(ReadOnlySocket):
     def _decide(self, user: Any, *, watch: bool) -> tuple[int, Any]:
         # The generation is read before deciding: a change after this read bumps it again.
         gen = access_generation()
-        decision = self.decide(user)
+        decision = self.decide(user) if session_alive(self.scope.get("session")) else None
         if decision and watch:
             _watch(self.group_for(decision)[1])
         return gen, decision

@@ -6,7 +6,7 @@ queries a second, so the publisher reads one Redis counter per tick (`access_gen
 sends it with the numbers; a socket decides again whenever the counter moved, and at least every
 RECHECK_SECONDS whatever it says (a change made without signals still stops a stream in time).
 The counter moves after commit on every change to memberships, adapter grants, users and their
-platform groups.
+platform groups, and on every log-out (a socket also stops with the login it was opened with).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
@@ -63,6 +64,13 @@ def may_watch_fleet(*, user: Any) -> bool:
     return access is not None and access.sees_engines
 
 
+def session_alive(session: Any) -> bool:
+    """A socket lives as long as the login it was opened with: after a log-out (the session is
+    deleted) it stops, whatever the user may still see."""
+    key = getattr(session, "session_key", None)
+    return bool(key) and session.exists(key)
+
+
 # --- the generation ---
 
 
@@ -104,3 +112,4 @@ def connect() -> None:
     m2m_changed.connect(
         access_changed, sender=user_model.groups.through, dispatch_uid="portal.live_access.groups"
     )
+    user_logged_out.connect(access_changed, dispatch_uid="portal.live_access.logout")

@@ -295,3 +295,26 @@ async def test_events_stop_once_the_membership_is_revoked(world):
         f"tenant-{world.acme.id}.events", {"type": "portal.event", "event": event}
     )
     await assert_closed_without_data(socket)
+
+
+async def test_logging_out_stops_the_stream(world):
+    from django.test import Client
+    from django.urls import reverse
+
+    headers = await headers_for(world, "vera")
+    socket, connected, _ = await open_socket(METRICS, headers)
+    assert connected
+    pub, redis = publisher()
+    t = past_second()
+    await pub.tick(now=t)
+    assert (await socket.receive_json_from(timeout=5))["kind"] == "metrics"
+
+    def log_out():  # the browser's own log-out, with the socket's session cookie
+        client = Client()
+        client.cookies["sessionid"] = dict(headers)[b"cookie"].decode().split("=", 1)[1]
+        assert client.post(reverse("logout")).status_code == 302
+
+    await sync_to_async(log_out)()
+    await pub.tick(now=t + 1)
+    await redis.aclose()
+    await assert_closed_without_data(socket)
