@@ -17,6 +17,7 @@ from portal.login_guard import locked_out_error
 from tenants import serializers as s
 from tenants.access import AccessContext
 from tenants.models import ApiToken, Membership, Tenant
+from tenants.selectors import tenant_tokens
 from tenants.services import (
     membership_remove,
     membership_set,
@@ -226,10 +227,7 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
     tenant_capabilities = {"list": "view", "retrieve": "view", "create": "view", "destroy": "view"}
 
     def get_queryset(self):
-        qs = ApiToken.objects.filter(tenant=self.tenant).select_related("user", "tenant")
-        if not self.access.tenant_can(self.tenant, "manage_members"):
-            qs = qs.filter(user=self.request.user)
-        return qs
+        return tenant_tokens(access=self.access, tenant=self.tenant)
 
     @extend_schema(request=s.TokenCreateSerializer, responses={201: s.IssuedTokenSerializer})
     def create(self, request, tenant=None):

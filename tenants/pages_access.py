@@ -16,7 +16,7 @@ from portal.errors import ApplicationError, NotFound
 from portal.pagekit import access_for, page_view, post_text, render_page
 from tenants.access import AccessContext
 from tenants.models import Tenant, TenantRole
-from tenants.page_selectors import grants_of, members_of, tenant_tokens
+from tenants.selectors import grants_of, members_of, tenant_tokens
 from tenants.services import (
     GRANTABLE_ADAPTER_PERMS,
     adapter_grant,

@@ -1,17 +1,18 @@
-"""Reads about tenants and who may see them."""
+"""Reads about tenants and who may see them: members, per-adapter grants, tokens."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
 
-from tenants.models import Tenant
+from tenants.access import AccessContext
+from tenants.models import ApiToken, Membership, Tenant
 
 
 def tenants_visible_to(*, user: Any) -> QuerySet[Tenant]:
-    from tenants.access import AccessContext
-
     return AccessContext.for_user(user).visible_tenants()
 
 
@@ -30,3 +31,42 @@ def token_get(*, user: Any, token_id: int) -> Any:
     if token is None:
         raise NotFound("token.not_found", "You have no such token.")
     return token
+
+
+def members_of(*, tenant: Tenant) -> QuerySet[Membership]:
+    return (
+        Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
+    )
+
+
+@dataclass(frozen=True)
+class Grant:
+    adapter: str
+    username: str
+    perms: tuple[str, ...]
+
+
+def grants_of(*, access: AccessContext, tenant: Tenant) -> list[Grant]:
+    """Per-object grants on the adapters of `tenant` the caller can see, one row per user."""
+    from adapters.models import AdapterUserObjectPermission
+
+    rows = (
+        AdapterUserObjectPermission.objects.filter(
+            content_object__in=access.visible_adapters(tenant)
+        )
+        .order_by("content_object__name", "user__username", "permission__codename")
+        .values_list("content_object__name", "user__username", "permission__codename")
+    )
+    perms: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for adapter, username, codename in rows:
+        perms[(adapter, username)].append(codename)
+    return [Grant(a, u, tuple(p)) for (a, u), p in perms.items()]
+
+
+def tenant_tokens(*, access: AccessContext, tenant: Tenant) -> QuerySet[ApiToken]:
+    """Tokens bound to `tenant`: all of them for those who manage its members, else one's own
+    (the same reach as /api/v1/tenants/{t}/tokens/)."""
+    qs = ApiToken.objects.filter(tenant=tenant).select_related("user", "tenant")
+    if not access.tenant_can(tenant, "manage_members"):
+        qs = qs.filter(user=access.user)
+    return qs.order_by("-created_at", "-id")
