@@ -19,8 +19,14 @@ class _Recorder(BaseHTTPRequestHandler):
     seen: list[tuple[str, str]] = []
 
     def do_GET(self):  # noqa: N802 (http.server's name)
-        self.seen.append((self.path, self.headers.get("X-Portal-Engine-Key", "")))
-        self.send_response(200 if self.path == "/health" else 404)
+        key = self.headers.get("X-Portal-Engine-Key", "")
+        self.seen.append((self.path, key))
+        # A guarded engine: only /health is open; anything else without the key is 401.
+        if self.path == "/health":
+            status = 200
+        else:
+            status = 404 if key == "the-engine-key" else 401
+        self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
