@@ -22,11 +22,8 @@ class _Recorder(BaseHTTPRequestHandler):
         key = self.headers.get("X-Portal-Engine-Key", "")
         self.seen.append((self.path, key))
         # A guarded engine: only /health is open; anything else without the key is 401.
-        if self.path == "/health":
-            status = 200
-        else:
-            status = 404 if key == "the-engine-key" else 401
-        self.send_response(status)
+        keyed = key == "the-engine-key"
+        self.send_response(200 if self.path == "/health" else (404 if keyed else 401))
         self.send_header("Content-Length", "0")
         self.end_headers()
 
