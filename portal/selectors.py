@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.models import Engine
-
 
 def dashboard_context(*, user: Any) -> dict[str, Any]:
-    from tenants.selectors import tenants_visible_to
+    """Engines only through dashboard_fleet (those who see engines); a tenant's plan only where
+    the caller sees its details (a grant alone shows the name)."""
+    from tenants.access import AccessContext
     from workers.page_selectors import dashboard_fleet
 
+    access = AccessContext.for_user(user)
     return {
-        "engines": Engine.objects.select_related("base_model").all(),
-        "tenants": tenants_visible_to(user=user),
+        "tenants": access.visible_tenants().order_by("slug"),
+        "detailed_tenant_ids": set(access.tenants_with_details().values_list("id", flat=True)),
         **dashboard_fleet(user=user),
     }
 

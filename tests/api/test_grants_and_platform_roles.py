@@ -76,6 +76,12 @@ def test_it_shows_a_grantee_only_the_granted_adapter_on_pages_and_api(world, gus
     assert "support" in body and "billing" not in body
 
 
+def test_the_dashboard_shows_a_grantee_the_tenants_name_but_not_its_plan(world, gus):
+    mine = world.client("gus").get("/").content.decode()
+    assert "Acme Corp" in mine and "silver" not in mine
+    assert "silver" in world.client("vera").get("/").content.decode()
+
+
 def test_a_revoked_grant_leaves_nothing_of_the_tenant(world, gus):
     from tenants.services import adapter_revoke_grants
 
