@@ -117,3 +117,24 @@ def scheduled_adapters() -> QuerySet[Adapter]:
         .select_related("tenant")
         .order_by("tenant__slug", "name")[:ROW_LIMIT]
     )
+
+
+def fleet_advice() -> list[dict[str, Any]]:
+    """The flag advisor for every engine: flags now and advised, and why (one engine's page
+    shows the same advice with its launch command)."""
+    from workers.models import Engine
+    from workers.selectors import engine_advice
+
+    out = []
+    for engine in Engine.objects.select_related("base_model").order_by("name")[:ROW_LIMIT]:
+        advice = engine_advice(engine)
+        rows = [
+            {
+                "flag": "--" + name.replace("_", "-"),
+                "current": advice["current"][name],
+                "advised": value,
+            }
+            for name, value in advice["advised"].items()
+        ]
+        out.append({"engine": engine, "advice": advice, "rows": rows})
+    return out

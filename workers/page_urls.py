@@ -31,6 +31,7 @@ urlpatterns = [
     ),
     path("fleet/alarms/banner/", pages.alarm_banner, name="fleet-alarm-banner"),
     path("fleet/alarms/", pages_overview.alarms, name="fleet-alarms"),
+    path("fleet/advice/", pages_overview.advice, name="fleet-advice"),
     path("fleet/pools/", pages_overview.pools, name="fleet-pools"),
     path("fleet/residency/", pages_overview.residency, name="fleet-residency"),
     path("fleet/schedules/", pages_overview.schedules, name="fleet-schedules"),

@@ -54,3 +54,10 @@ def alarms(request: HttpRequest) -> HttpResponse:
         "tab": "alarms",
     }
     return render(request, "workers/alarms.html", context)
+
+
+@page_view
+def advice(request: HttpRequest) -> HttpResponse:
+    _require_operator(request)
+    context = {"engines": overview.fleet_advice(), "tab": "advice"}
+    return render(request, "workers/advice.html", context)

@@ -86,7 +86,7 @@ PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
     ("engine-undrain", "post"): ("fleet-engine-state",),
     ("engine-reconcile", "post"): ("fleet-engine-reconcile",),
     ("engine-actions", "get"): ("fleet-engine",),
-    ("engine-advice", "get"): ("fleet-engine",),
+    ("engine-advice", "get"): ("fleet-engine", "fleet-advice"),
     ("engine-launch-config", "get"): ("fleet-engine",),
     ("engine-alarms", "get"): ("fleet-engine", "fleet-alarms"),
     # audit and usage

@@ -56,6 +56,12 @@ def _fleet_engine(pw: PagesWorld) -> dict[str, Any]:
     return {"engine": FLEET_ENGINE}
 
 
+def _fleet_engine_none(pw: PagesWorld) -> dict[str, Any]:
+    """No URL arguments, but an engine exists (for fleet-wide pages that list engines)."""
+    _fleet_engine(pw)
+    return {}
+
+
 def _fleet_verb(verb: str) -> Kwargs:
     return lambda pw: {**_fleet_engine(pw), "verb": verb}
 
@@ -380,6 +386,7 @@ PAGE_ROUTES: list[PageRoute] = [
     PageRoute("fleet-residency", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-schedules", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-alarms", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
+    PageRoute("fleet-advice", _fleet_engine_none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     # --- registering and re-configuring engines (workers/pages_engine_forms.py) ---
     PageRoute(
         "fleet-engine-new",

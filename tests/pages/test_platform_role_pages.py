@@ -152,3 +152,12 @@ def test_an_operator_tunes_an_engine_but_only_an_admin_moves_it(pages, engine):
     refused = olga.post(url, {"url": "http://10.9.9.9:8000"})
     assert refused.status_code == 403 and b"engine.location" in refused.content
     assert 'name="url"' in adam.get(reverse("fleet-engine", args=[FLEET_ENGINE])).content.decode()
+
+
+def test_the_advisor_page_shows_every_engines_flags(pages, engine):
+    from workers.selectors import engine_advice
+
+    page = pages.client("olga").get(reverse("fleet-advice")).content.decode()
+    section = page[page.index(f'data-testid="advice-{FLEET_ENGINE}"') :]
+    advised = engine_advice(engine)["advised"]["max_loras"]
+    assert f"<code>--max-loras</code></td><td>{engine.max_loras}</td><td>{advised}</td>" in section
