@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-cache2 bench-validation bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-cache2 bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -48,10 +48,13 @@ lint: venv
 	@.venv/bin/ruff format --check .
 
 # Every benchmark; each rewrites only its own section of docs/benchmarks.md.
-bench: bench-validation bench-upload bench-list bench-cache bench-cache2 bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-live
+bench: bench-validation bench-validation-worst bench-upload bench-list bench-cache bench-cache2 bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-live
 
 bench-validation: venv
 	@$(PY) -m bench.validation_throughput --sizes-mib 1024,256 --repeat 5 --write-docs
+
+bench-validation-worst: venv
+	@$(PY) -m bench.validation_worst --repeat 3 --write-docs
 
 bench-upload: venv services
 	@$(PY) -m bench.upload_memory --size-mib 1024 --storage local,s3 --memory-limit-mib 512 --write-docs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 from django.db import OperationalError
 
 from adapters.services.validation import TransientValidationFailure, run_validation
@@ -16,6 +17,9 @@ from adapters.services.validation import TransientValidationFailure, run_validat
     retry_backoff=5,
     retry_backoff_max=300,
     max_retries=8,
+    # Its own limits, far below the hour other tasks get (settings explain what each one does).
+    soft_time_limit=settings.VALIDATION_SOFT_TIME_LIMIT,
+    time_limit=settings.VALIDATION_TIME_LIMIT,
 )
 def validate_version(self, version_id: int) -> str:
     version = run_validation(version_id=version_id)
@@ -42,6 +46,14 @@ def expire_direct_uploads() -> int:
     from adapters.services.direct_uploads import expire_direct_uploads as expire
 
     return expire()
+
+
+@shared_task(acks_late=True)
+def purge_rejected_quarantine() -> int:
+    """Beat entry (hourly): delete rejected versions' quarantine objects past their retention."""
+    from adapters.services.quarantine import purge_rejected_quarantine as purge
+
+    return purge()
 
 
 @shared_task(acks_late=True)

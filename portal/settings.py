@@ -268,6 +268,16 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3600, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
+# The validation task's own limits (prefork workers enforce them): validation is one linear pass,
+# so one upload cannot hold a worker for the hour other tasks get. At the soft limit the version is
+# rejected (validation.timeout); a run killed at the hard limit counts as an attempt, and a version
+# claimed again after VALIDATION_MAX_ATTEMPTS such runs is rejected (validation.attempts_exhausted).
+VALIDATION_SOFT_TIME_LIMIT = env_int("VALIDATION_SOFT_TIME_LIMIT", 300, minimum=5)
+VALIDATION_TIME_LIMIT = VALIDATION_SOFT_TIME_LIMIT + 30
+VALIDATION_MAX_ATTEMPTS = env_int("VALIDATION_MAX_ATTEMPTS", 3, minimum=1)
+# Rejected versions' quarantine objects are deleted this long after the rejection (their bytes
+# count against the tenant's storage quota until then).
+QUARANTINE_RETENTION_DAYS = env_int("QUARANTINE_RETENTION_DAYS", 7, minimum=0)
 # With acks_late, Redis redelivers an unacked task after this long. It must exceed the longest
 # task (staging a multi-GB adapter), or a slow task runs twice at once; the tasks are idempotent
 # and claim their work with a conditional update, so a redelivery after a crash is harmless.
@@ -287,6 +297,10 @@ CELERY_BEAT_SCHEDULE = {
     },
     "probe-engines": {"task": "workers.tasks.probe_engines", "schedule": 30.0},
     "expire-direct-uploads": {"task": "adapters.tasks.expire_direct_uploads", "schedule": 600.0},
+    "purge-rejected-quarantine": {
+        "task": "adapters.tasks.purge_rejected_quarantine",
+        "schedule": 3600.0,
+    },
     "reconcile-fleet": {
         "task": "workers.tasks.reconcile_fleet",
         "schedule": float(env_int("FLEET_RECONCILE_SECONDS", 30, minimum=1)),

@@ -28,8 +28,6 @@ from tenants.models import Tenant
 CONFIG_NAME = "adapter_config.json"
 MODEL_NAME = "adapter_model.safetensors"
 MAX_SIGNATURE_BYTES = 256 * 1024
-# Versions whose files no longer count against the storage quota.
-NOT_COUNTED = (VersionStatus.REJECTED, VersionStatus.RETIRED)
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +59,12 @@ def check_sizes(sizes: dict[str, int | None]) -> None:
 
 
 def storage_used(tenant: Tenant) -> int:
+    """Bytes of every version whose files are still stored, whatever its status: a rejected
+    version counts until the quarantine purge deletes its objects and empties its keys
+    (adapters/services/quarantine.py)."""
     return (
         AdapterVersion.objects.filter(tenant=tenant)
-        .exclude(status__in=NOT_COUNTED)
+        .exclude(quarantine_keys={}, serving_keys={})
         .aggregate(total=Sum("size_bytes"))["total"]
         or 0
     )

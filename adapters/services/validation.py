@@ -2,6 +2,10 @@
 
 The claim (uploaded -> validating) is a conditional update, so a redelivered task does nothing;
 a claim older than the lease is taken over, so a worker that died mid-run cannot strand a version.
+Every run ends in a verdict except a storage outage (retried, not a verdict on the adapter): a
+crash is `validation.internal_error`, the task's soft time limit `validation.timeout`, and a
+version whose runs keep dying without a verdict (the hard limit, out of memory) is rejected with
+`validation.attempts_exhausted` when it is claimed once more.
 """
 
 from __future__ import annotations
@@ -10,9 +14,11 @@ import base64
 import contextlib
 import logging
 from datetime import timedelta
+from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, OperationalError
 from django.db.models import Min, Q
 from django.utils import timezone
 
@@ -31,12 +37,17 @@ CHANGED_SINCE_UPLOAD = {
 }
 
 
+def _failure(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": message}
+
+
 class TransientValidationFailure(Exception):
     """Storage was unreachable; the claim is released so a retry can take it again."""
 
 
 def claim_lease() -> timedelta:
-    return timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
+    """Past the validation task's hard time limit, a claim's worker is surely gone."""
+    return timedelta(seconds=settings.VALIDATION_TIME_LIMIT + 60)
 
 
 def version_claim_for_validation(*, version_id: int) -> bool:
@@ -49,9 +60,12 @@ def version_claim_for_validation(*, version_id: int) -> bool:
     )
 
 
-def _release_claim(version_id: int) -> None:
+def _release_claim(version_id: int, attempts: int) -> None:
+    """Back to uploaded after a retryable failure, which does not count as an attempt."""
     AdapterVersion.objects.filter(pk=version_id, status=S.VALIDATING).update(
-        status=S.UPLOADED, updated_at=timezone.now()
+        status=S.UPLOADED,
+        updated_at=timezone.now(),
+        validation_report={"attempts": attempts} if attempts else {},
     )
 
 
@@ -72,20 +86,62 @@ def run_validation(*, version_id: int) -> AdapterVersion | None:
     if not version_claim_for_validation(version_id=version_id):
         log.info("validation of version %s already claimed or done", version_id)
         return None
+    earlier = 0
     try:
-        return _validate_claimed(version_id)
-    except Exception:
-        # Whatever failed (storage, a locked database), the next delivery must be able to claim it
-        # at once rather than after the lease.
+        version = AdapterVersion.objects.select_related("adapter__base_model", "tenant").get(
+            pk=version_id
+        )
+        # Counted before the run, in the row: a run the hard time limit kills leaves it counted.
+        earlier = int((version.validation_report or {}).get("attempts", 0))
+        if earlier >= settings.VALIDATION_MAX_ATTEMPTS:
+            return _record_failure(
+                version,
+                "validation.attempts_exhausted",
+                f"Validation was started {earlier} times and never finished (its worker was "
+                "stopped each time: the time limit or lack of memory). Upload the adapter "
+                "again; if this repeats, tell the platform team.",
+            )
+        AdapterVersion.objects.filter(pk=version_id).update(
+            validation_report={"attempts": earlier + 1}
+        )
+        return _validate_claimed(version)
+    except (TransientValidationFailure, OperationalError):
+        # Storage or a locked database: the next delivery must be able to claim it at once
+        # rather than after the lease.
         with contextlib.suppress(DatabaseError):
-            _release_claim(version_id)
+            _release_claim(version_id, earlier)
         raise
+    except SoftTimeLimitExceeded:
+        return _record_failure(
+            version,
+            "validation.timeout",
+            f"Validation took longer than its limit of {settings.VALIDATION_SOFT_TIME_LIMIT} s "
+            "and was stopped. Validation reads each file once, so this means very slow "
+            "storage or a very large file; upload the adapter again.",
+        )
+    except Exception as exc:
+        log.exception("validation of version %s crashed", version_id)
+        return _record_failure(
+            version,
+            "validation.internal_error",
+            f"Validation stopped on an internal error ({type(exc).__name__}); this is not a "
+            "verdict on the adapter's content. Upload it again; if this repeats, tell the "
+            f"platform team (version id {version_id}).",
+        )
 
 
-def _validate_claimed(version_id: int) -> AdapterVersion:
-    version = AdapterVersion.objects.select_related("adapter__base_model", "tenant").get(
-        pk=version_id
-    )
+def _record_failure(version: AdapterVersion, code: str, message: str) -> AdapterVersion:
+    """Reject with one error and no parsed facts: a verdict, through the one transition."""
+    report: dict[str, Any] = {
+        "valid": False,
+        "errors": [_failure(code, message)],
+        "checks": [],
+        "base_model": version.adapter.base_model.name,
+    }
+    return version_record_validation(version=version, report=report, fields={})
+
+
+def _validate_claimed(version: AdapterVersion) -> AdapterVersion:
     tenant = version.tenant
     keys = [
         TrustedKey(key_id=key.name, public_key_pem=key.public_key_pem.encode())
