@@ -90,20 +90,18 @@ class AdapterViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     def grants(self, request, tenant=None, adapter=None):
         """Give one user rights on this adapter only (owners)."""
         obj = selectors.adapter_get(access=self.access, tenant=self.tenant, name=adapter)
-        self.access.require_tenant(self.tenant, "manage_members")
         data = s.GrantSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         perms = adapter_grant(
-            actor=request.user, adapter=obj, request_id=self.request_id, **data.validated_data
+            access=self.access, adapter=obj, request_id=self.request_id, **data.validated_data
         )
         return Response({"username": data.validated_data["username"], "perms": perms})
 
     @action(detail=True, methods=["delete"], url_path=r"grants/(?P<username>[\w.@+-]+)")
     def revoke_grants(self, request, tenant=None, adapter=None, username=None):
         obj = selectors.adapter_get(access=self.access, tenant=self.tenant, name=adapter)
-        self.access.require_tenant(self.tenant, "manage_members")
         adapter_revoke_grants(
-            actor=request.user, adapter=obj, username=username, request_id=self.request_id
+            access=self.access, adapter=obj, username=username, request_id=self.request_id
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
 

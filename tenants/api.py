@@ -96,7 +96,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformView
         data = s.UserCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         user = user_create(
-            actor=request.user,
+            access=self.access,
             roles=data.validated_data.pop("platform_roles"),
             request_id=self.request_id,
             **data.validated_data,
@@ -146,7 +146,7 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         data = s.TenantSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         tenant = tenant_create(
-            actor=request.user, request_id=self.request_id, **data.validated_data
+            access=self.access, request_id=self.request_id, **data.validated_data
         )
         return Response(s.TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
 
@@ -156,7 +156,7 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         data = s.TenantUpdateSerializer(obj, data=request.data, partial=True)
         data.is_valid(raise_exception=True)
         obj = tenant_update(
-            actor=request.user, tenant=obj, request_id=self.request_id, **data.validated_data
+            access=self.access, tenant=obj, request_id=self.request_id, **data.validated_data
         )
         return Response(s.TenantSerializer(obj).data)
 
@@ -189,7 +189,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
         data = s.MembershipSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         membership = membership_set(
-            actor=request.user,
+            access=self.access,
             tenant=self.tenant,
             username=data.validated_data["user"]["username"],
             role=data.validated_data["role"],
@@ -203,7 +203,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
         data = s.MembershipRoleSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         membership = membership_set(
-            actor=request.user,
+            access=self.access,
             tenant=self.tenant,
             username=membership.user.username,
             role=data.validated_data["role"],
@@ -213,7 +213,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
 
     def destroy(self, request, tenant=None, username=None):
         membership_remove(
-            actor=request.user, membership=self.get_object(), request_id=self.request_id
+            access=self.access, membership=self.get_object(), request_id=self.request_id
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
 

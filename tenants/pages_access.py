@@ -73,7 +73,7 @@ def members(request: HttpRequest, tenant: str) -> HttpResponse:
     username = post_text(request, "username", max_length=150)
     try:
         membership_set(
-            actor=request.user,
+            access=access,
             tenant=found,
             username=username,
             role=post_text(request, "role", max_length=20),
@@ -92,7 +92,7 @@ def member_remove(request: HttpRequest, tenant: str, username: str) -> HttpRespo
     if membership is None:
         raise NotFound("membership.not_found", f"'{username}' is not a member of '{found.slug}'.")
     try:
-        membership_remove(actor=request.user, membership=membership, request_id=request.request_id)
+        membership_remove(access=access, membership=membership, request_id=request.request_id)
     except ApplicationError as exc:
         return _page(request, access, found, exc)
     return _done(request, found, f"{username} is no longer a member of {found.slug}.")
@@ -107,7 +107,7 @@ def grant_add(request: HttpRequest, tenant: str) -> HttpResponse:
     try:
         adapter = adapter_get(access=access, tenant=found, name=post_text(request, "adapter"))
         perms = adapter_grant(
-            actor=request.user,
+            access=access,
             adapter=adapter,
             username=username,
             perms=request.POST.getlist("perms"),
@@ -124,7 +124,7 @@ def grant_revoke(request: HttpRequest, tenant: str, adapter: str, username: str)
     access, found = _scope(request, tenant, "manage_members")
     target = adapter_get(access=access, tenant=found, name=adapter)
     adapter_revoke_grants(
-        actor=request.user, adapter=target, username=username, request_id=request.request_id
+        access=access, adapter=target, username=username, request_id=request.request_id
     )
     return _done(request, found, f"{username}'s rights on {adapter} are revoked.")
 

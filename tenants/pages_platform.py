@@ -76,7 +76,7 @@ def platform_tenants(request: HttpRequest) -> HttpResponse:
     try:
         data = form_data(s.TenantSerializer, request.POST, code="tenant.invalid")
         tenant = tenant_create(
-            actor=request.user,
+            access=access_for(request),
             slug=data.pop("slug"),
             name=data.pop("name"),
             request_id=request.request_id,
@@ -102,7 +102,7 @@ def platform_tenant(request: HttpRequest, tenant: str) -> HttpResponse:
                 s.TenantUpdateSerializer, request.POST, code="tenant.invalid", instance=found
             )
             found = tenant_update(
-                actor=request.user, tenant=found, request_id=request.request_id, **data
+                access=access_for(request), tenant=found, request_id=request.request_id, **data
             )
         except ApplicationError as exc:
             error = exc
@@ -139,7 +139,7 @@ def platform_users(request: HttpRequest) -> HttpResponse:
     try:
         data = form_data(s.UserCreateSerializer, request.POST, code="user.invalid")
         user = user_create(
-            actor=request.user,
+            access=access_for(request),
             roles=data.pop("platform_roles"),
             request_id=request.request_id,
             **data,

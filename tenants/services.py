@@ -1,4 +1,8 @@
-"""Writes for tenants, memberships, platform roles and per-adapter grants. Every change is audited."""
+"""Writes for tenants, memberships, platform roles and per-adapter grants. Every change is audited.
+
+One convention (as the lifecycle services): the caller's AccessContext comes in, and who may make
+the change is asked inside (tenants/access.py), so no caller can forget it.
+"""
 
 from __future__ import annotations
 
@@ -35,9 +39,16 @@ def _snapshot(obj: Any, fields: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in fields}
 
 
+def _platform_admin(access: Any) -> Any:
+    """The actor of a platform change (tenants, users, platform roles): a platform admin."""
+    access.require_platform_role("is_platform_admin")
+    return access.user
+
+
 def tenant_create(
-    *, actor: Any, slug: str, name: str, request_id: str = "", **fields: Any
+    *, access: Any, slug: str, name: str, request_id: str = "", **fields: Any
 ) -> Tenant:
+    actor = _platform_admin(access)
     unknown = set(fields) - set(TENANT_FIELDS)
     if unknown:
         raise ApplicationError(
@@ -61,7 +72,8 @@ def tenant_create(
     return tenant
 
 
-def tenant_update(*, actor: Any, tenant: Tenant, request_id: str = "", **changes: Any) -> Tenant:
+def tenant_update(*, access: Any, tenant: Tenant, request_id: str = "", **changes: Any) -> Tenant:
+    actor = _platform_admin(access)
     unknown = set(changes) - set(TENANT_FIELDS)
     if unknown:
         raise ApplicationError(
@@ -91,8 +103,10 @@ def tenant_update(*, actor: Any, tenant: Tenant, request_id: str = "", **changes
 
 
 def membership_set(
-    *, actor: Any, tenant: Tenant, username: str, role: str, request_id: str = ""
+    *, access: Any, tenant: Tenant, username: str, role: str, request_id: str = ""
 ) -> Membership:
+    access.require_tenant(tenant, "manage_members")
+    actor = access.user
     if role not in TenantRole.values:
         raise ApplicationError(
             "membership.bad_role", f"role must be one of {', '.join(TenantRole.values)}."
@@ -122,7 +136,9 @@ def membership_set(
     return membership
 
 
-def membership_remove(*, actor: Any, membership: Membership, request_id: str = "") -> None:
+def membership_remove(*, access: Any, membership: Membership, request_id: str = "") -> None:
+    access.require_tenant(membership.tenant, "manage_members")
+    actor = access.user
     with transaction.atomic():
         locked = (
             Membership.objects.select_for_update()
@@ -158,8 +174,9 @@ def _guard_last_owner(tenant: Tenant, membership: Membership, *, new_role: str |
 
 
 def platform_roles_set(
-    *, actor: Any, user: Any, roles: list[str], request_id: str = ""
+    *, access: Any, user: Any, roles: list[str], request_id: str = ""
 ) -> list[str]:
+    actor = _platform_admin(access)
     unknown = set(roles) - set(PlatformRole.values)
     if unknown:
         raise ApplicationError(
@@ -187,7 +204,7 @@ def platform_roles_set(
 
 def user_create(
     *,
-    actor: Any,
+    access: Any,
     username: str,
     password: str,
     email: str = "",
@@ -196,6 +213,7 @@ def user_create(
 ) -> Any:
     from django.contrib.auth.password_validation import validate_password
 
+    actor = _platform_admin(access)
     if User.objects.filter(username=username).exists():
         raise Conflict("user.exists", f"A user named '{username}' already exists.")
     user = User(username=username, email=email)
@@ -216,7 +234,7 @@ def user_create(
             request_id=request_id,
         )
         if roles:
-            platform_roles_set(actor=actor, user=user, roles=roles, request_id=request_id)
+            platform_roles_set(access=access, user=user, roles=roles, request_id=request_id)
     return user
 
 
@@ -230,14 +248,12 @@ def user_update(
 ) -> Any:
     """A platform admin changes a user's platform roles and/or whether they may log in; one
     transaction, each change audited. Nobody deactivates themselves (they could not undo it)."""
-    from portal.errors import PermissionDenied
-
-    if not access.is_platform_admin:
-        raise PermissionDenied("permission.denied", "Only platform admins may change users.")
-    actor = access.user
+    actor = _platform_admin(access)
     with transaction.atomic():
         if platform_roles is not None:
-            platform_roles_set(actor=actor, user=user, roles=platform_roles, request_id=request_id)
+            platform_roles_set(
+                access=access, user=user, roles=platform_roles, request_id=request_id
+            )
         if is_active is not None and is_active != user.is_active:
             if user.pk == actor.pk:
                 raise ApplicationError("user.self_deactivate", "You cannot deactivate yourself.")
@@ -256,9 +272,11 @@ def user_update(
 
 
 def adapter_grant(
-    *, actor: Any, adapter: Any, username: str, perms: list[str], request_id: str = ""
+    *, access: Any, adapter: Any, username: str, perms: list[str], request_id: str = ""
 ) -> list[str]:
     """Give one user rights on one adapter only (a guardian object permission)."""
+    access.require_tenant(adapter.tenant, "manage_members")
+    actor = access.user
     unknown = set(perms) - set(GRANTABLE_ADAPTER_PERMS)
     if unknown or not perms:
         raise ApplicationError(
@@ -283,7 +301,11 @@ def adapter_grant(
     return granted
 
 
-def adapter_revoke_grants(*, actor: Any, adapter: Any, username: str, request_id: str = "") -> None:
+def adapter_revoke_grants(
+    *, access: Any, adapter: Any, username: str, request_id: str = ""
+) -> None:
+    access.require_tenant(adapter.tenant, "manage_members")
+    actor = access.user
     user = User.objects.filter(username=username).first()
     if user is None:
         raise NotFound("user.not_found", f"No user '{username}'.")

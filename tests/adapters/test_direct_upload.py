@@ -15,6 +15,7 @@ from adapters.models import AdapterVersion, DirectUpload
 from adapters.services.direct_uploads import expire_direct_uploads
 from portal.audit import verify_chain
 from portal.models import AuditEvent
+from tenants.access import AccessContext
 from tenants.services import adapter_grant
 from tests.factories import adapter_files, make_user
 from tests.storage.probes import leftovers
@@ -266,7 +267,10 @@ def test_a_pending_upload_belongs_to_who_started_it(world, s3_backend):
     gus = APIClient()
     gus.force_login(make_user("gus"))
     adapter_grant(
-        actor=world.users["alice"], adapter=world.support, username="gus", perms=["upload_version"]
+        access=AccessContext.for_user(world.users["alice"]),
+        adapter=world.support,
+        username="gus",
+        perms=["upload_version"],
     )
     assert gus.get(UPLOADS.format("acme", "support")).json()["results"] == []
     for response in (

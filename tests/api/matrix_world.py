@@ -152,7 +152,7 @@ def build_state(tmp_path: Path) -> State:
     users["gus"] = make_user("gus")
     users["sue"] = User.objects.create_superuser("sue", password=PASSWORD)
     adapter_grant(
-        actor=users["alice"],
+        access=AccessContext.for_user(users["alice"]),
         adapter=world.support,
         username="gus",
         perms=["view_adapter", "change_adapter", "upload_version"],

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 
 from adapters.models import Adapter, AdapterVersion
 from portal.models import AuditEvent
+from tenants.access import AccessContext
 from tenants.services import adapter_grant
 from tests.factories import PASSWORD, make_user
 
@@ -29,7 +30,10 @@ def gus(world):
     )
     user = make_user("gus")
     adapter_grant(
-        actor=world.users["alice"], adapter=world.support, username="gus", perms=["view_adapter"]
+        access=AccessContext.for_user(world.users["alice"]),
+        adapter=world.support,
+        username="gus",
+        perms=["view_adapter"],
     )
     world.users["gus"] = user
     return user
@@ -85,7 +89,9 @@ def test_the_dashboard_shows_a_grantee_the_tenants_name_but_not_its_plan(world, 
 def test_a_revoked_grant_leaves_nothing_of_the_tenant(world, gus):
     from tenants.services import adapter_revoke_grants
 
-    adapter_revoke_grants(actor=world.users["alice"], adapter=world.support, username="gus")
+    adapter_revoke_grants(
+        access=AccessContext.for_user(world.users["alice"]), adapter=world.support, username="gus"
+    )
     client = world.client("gus")
     assert client.get("/api/v1/tenants/acme/").status_code == 404
     assert client.get("/api/v1/tenants/").json()["results"] == []
@@ -134,10 +140,24 @@ def test_a_platform_admin_acts_in_a_tenant_only_after_joining_it(world, tmp_path
 
 
 def test_a_superuser_holds_no_object_permission_it_was_not_granted(world, sue):
-    from tenants.access import AccessContext
-
     access = AccessContext.for_user(sue)
     for perm in ("change_adapter", "upload_version", "release_version", "delete_adapter"):
         assert not access.adapter_can(world.support, perm), perm
     # Seeing is the platform admin's (every tenant is visible to it); acting is not.
     assert access.adapter_can(world.support, "view_adapter")
+
+
+def test_the_access_services_ask_who_may_change_members_and_grants_themselves(world):
+    """The check is inside the service (tenants.services), whichever page or endpoint calls."""
+    from portal.errors import PermissionDenied
+    from tenants.services import membership_set
+
+    for who in ("bob", "vera", "rita", "olga", "charlie"):
+        access = AccessContext.for_user(world.users[who])
+        with pytest.raises(PermissionDenied):
+            membership_set(access=access, tenant=world.acme, username="nora", role="owner")
+        with pytest.raises(PermissionDenied):
+            adapter_grant(
+                access=access, adapter=world.support, username="nora", perms=["view_adapter"]
+            )
+    assert not world.acme.memberships.filter(user__username="nora").exists()

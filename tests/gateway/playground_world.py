@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adapters.models import Adapter, AdapterVersion
+from tenants.access import AccessContext
 from tenants.services import adapter_grant
 from tests.factories import World
 
@@ -47,10 +48,16 @@ def build_playground_world(world: World) -> PlaygroundWorld:
         foreign=make_version(world.legal, 1, "active"),
     )
     adapter_grant(
-        actor=world.users["alice"], adapter=world.support, username="nora", perms=["upload_version"]
+        access=AccessContext.for_user(world.users["alice"]),
+        adapter=world.support,
+        username="nora",
+        perms=["upload_version"],
     )
     world.users["vic"] = make_user("vic")
     adapter_grant(
-        actor=world.users["alice"], adapter=world.support, username="vic", perms=["view_adapter"]
+        access=AccessContext.for_user(world.users["alice"]),
+        adapter=world.support,
+        username="vic",
+        perms=["view_adapter"],
     )
     return pw

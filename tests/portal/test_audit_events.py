@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from portal.models import AuditEvent
+from tenants.access import AccessContext
 from tenants.services import membership_remove, membership_set
 from tenants.tokens import token_issue, token_revoke
 
@@ -32,12 +33,18 @@ def test_token_creation_and_revocation_are_audited(world):
 
 def test_membership_changes_are_audited_with_before_and_after(world):
     membership = membership_set(
-        actor=world.users["alice"], tenant=world.acme, username="nora", role="viewer"
+        access=AccessContext.for_user(world.users["alice"]),
+        tenant=world.acme,
+        username="nora",
+        role="viewer",
     )
     membership_set(
-        actor=world.users["alice"], tenant=world.acme, username="nora", role="maintainer"
+        access=AccessContext.for_user(world.users["alice"]),
+        tenant=world.acme,
+        username="nora",
+        role="maintainer",
     )
-    membership_remove(actor=world.users["alice"], membership=membership)
+    membership_remove(access=AccessContext.for_user(world.users["alice"]), membership=membership)
     events = list(AuditEvent.objects.filter(action__startswith="membership."))
     assert [(e.action, e.before, e.after) for e in events] == [
         ("membership.set", None, {"role": "viewer"}),
@@ -53,7 +60,8 @@ def test_the_last_owner_cannot_be_removed(world):
 
     with pytest.raises(Conflict) as refused:
         membership_remove(
-            actor=world.users["adam"], membership=Membership.objects.get(user__username="alice")
+            access=AccessContext.for_user(world.users["adam"]),
+            membership=Membership.objects.get(user__username="alice"),
         )
     assert refused.value.code == "membership.last_owner"
     assert Membership.objects.filter(user__username="alice", role="owner").exists()

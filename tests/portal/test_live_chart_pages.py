@@ -14,6 +14,7 @@ from asgiref.sync import async_to_sync
 from django.urls import reverse
 
 from adapters.models import Adapter
+from tenants.access import AccessContext
 from tests.pages.builders import client_for, validated
 from tests.portal.live_helpers import publisher
 from tests.portal.test_live_metrics import measurement
@@ -101,7 +102,7 @@ def test_the_tenant_page_adds_up_what_its_user_may_see(world, tmp_path):
         )
         validated(world, "bob", adapter, tmp_path / name)
     adapter_grant(
-        actor=world.users["alice"],
+        access=AccessContext.for_user(world.users["alice"]),
         adapter=Adapter.objects.get(name=names[0]),
         username="nora",
         perms=["view_adapter"],

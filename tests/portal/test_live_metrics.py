@@ -10,6 +10,7 @@ from channels.layers import get_channel_layer
 
 from adapters.models import Adapter
 from gateway.recorder import Measurement, Recorder
+from tenants.access import AccessContext
 from tenants.services import adapter_grant, adapter_revoke_grants, membership_remove
 from tests.portal.live_helpers import open_socket, past_second, publisher, session_headers
 
@@ -56,7 +57,10 @@ def code_style(world):
 def grantee(world):
     """nora: no membership, a grant on acme/support only."""
     adapter_grant(
-        actor=world.users["alice"], adapter=world.support, username="nora", perms=["view_adapter"]
+        access=AccessContext.for_user(world.users["alice"]),
+        adapter=world.support,
+        username="nora",
+        perms=["view_adapter"],
     )
     return world.users["nora"]
 
@@ -219,7 +223,9 @@ async def test_a_revoked_membership_stops_the_stream(world):
 
     def revoke():
         membership = world.users["vera"].memberships.get(tenant=world.acme)
-        membership_remove(actor=world.users["alice"], membership=membership)
+        membership_remove(
+            access=AccessContext.for_user(world.users["alice"]), membership=membership
+        )
 
     await sync_to_async(revoke)()
     await pub.tick(now=t + 1)
@@ -235,7 +241,7 @@ async def test_a_revoked_grant_stops_the_stream(world, grantee):
     await pub.tick(now=t)
     assert (await socket.receive_json_from(timeout=5))["kind"] == "metrics"
     await sync_to_async(adapter_revoke_grants)(
-        actor=world.users["alice"], adapter=world.support, username="nora"
+        access=AccessContext.for_user(world.users["alice"]), adapter=world.support, username="nora"
     )
     await pub.tick(now=t + 1)
     await redis.aclose()
@@ -287,7 +293,9 @@ async def test_events_stop_once_the_membership_is_revoked(world):
 
     def revoke():
         membership = world.users["vera"].memberships.get(tenant=world.acme)
-        membership_remove(actor=world.users["alice"], membership=membership)
+        membership_remove(
+            access=AccessContext.for_user(world.users["alice"]), membership=membership
+        )
 
     await sync_to_async(revoke)()
     event = {"kind": "version.status", "version": "support@1", "from": "a", "to": "b"}
