@@ -70,6 +70,9 @@ def _aliases_page(
 def aliases(request: HttpRequest, tenant: str) -> HttpResponse:
     scope = tenant_scope(request, tenant)
     if request.method != "POST":
+        # As GET /api/v1/tenants/{t}/aliases/: the tenant's members and cross-tenant roles; a
+        # grantee of one adapter sees nothing else of the tenant.
+        scope.access.require_tenant(scope.tenant, "view")
         return _aliases_page(request, scope)
     # Refuse a role without the right before reading its input, as the API does.
     scope.access.require_tenant(scope.tenant, "manage_aliases")

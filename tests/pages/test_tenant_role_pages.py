@@ -220,3 +220,14 @@ def test_the_adapter_page_offers_settings_to_those_who_may_change_them(pages):
     assert page.count("Save settings") == 1 and "Platform settings" not in page
     assert "Save settings" not in pages.client("vera").get(url).content.decode()
     assert "Platform settings" in pages.client("adam").get(url).content.decode()
+
+
+def test_a_grantee_reaches_only_the_granted_adapter(pages):
+    pages.client("alice").post(
+        reverse("grant-add", args=["acme"]),
+        {"adapter": "support", "username": "nora", "perms": ["view_adapter"]},
+    )
+    nora = pages.client("nora")
+    assert nora.get(reverse("adapter-detail", args=["acme", "support"])).status_code == 200
+    for name in ("tenant-aliases", "tenant-members", "tenant-keys", "tenant-usage"):
+        assert nora.get(reverse(name, args=["acme"])).status_code == 403, name
