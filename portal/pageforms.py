@@ -27,11 +27,13 @@ def without_blanks(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def require_platform_role(access: Any, predicate: str, what: str) -> None:
-    """The platform pages' check: the same AccessContext predicate the API's PlatformViewSet
-    names for the action (e.g. "is_platform_admin" for tenants, "is_operator" for engines)."""
+    """The platform pages' check: AccessContext.require_platform_role, as the API's
+    PlatformViewSet asks it (e.g. "is_platform_admin" for tenants), in the page's words."""
     from portal.errors import PermissionDenied
 
-    if not getattr(access, predicate):
+    try:
+        access.require_platform_role(predicate)
+    except PermissionDenied as exc:
         raise PermissionDenied(
-            "permission.denied", f"Your platform role does not allow you to {what}."
-        )
+            exc.code, f"Your platform role does not allow you to {what}."
+        ) from None
