@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import models
 from rest_framework import serializers
 
 from adapters.models import (
@@ -36,26 +37,25 @@ class BaseModelSerializer(serializers.ModelSerializer):
 
 class BaseModelCreateSerializer(serializers.Serializer):
     name = serializers.SlugField(max_length=100)
-    source = serializers.CharField(max_length=500)
+    # DRF's metaclass takes declared fields off the class: Field.source is not shadowed.
+    source = serializers.CharField(max_length=500)  # type: ignore[assignment]
     revision = serializers.CharField(max_length=100, required=False, default="")
     hf_config = serializers.DictField(help_text="The model's config.json")
 
 
-def _validate_timezone(value: str) -> str:
+def _validate_timezone(value: str) -> None:
     if not schedules.valid_timezone(value):
         raise serializers.ValidationError(
             f"'{value}' is not an IANA time zone (e.g. Europe/Berlin, America/New_York, UTC)."
         )
-    return value
 
 
-def _validate_days(value: str) -> str:
+def _validate_days(value: str) -> None:
     if schedules.parse_days(value) is None:
         raise serializers.ValidationError(
             f"'{value}' is not a crontab day_of_week (e.g. mon-fri, sat,sun, 1-5; Sunday is 0; "
             "a range may not wrap past Saturday)."
         )
-    return value
 
 
 class AdapterSerializer(serializers.ModelSerializer):
@@ -137,7 +137,10 @@ class AdapterSerializer(serializers.ModelSerializer):
     def _current(self, name: str) -> Any:
         if self.instance is not None:
             return getattr(self.instance, name)
-        return Adapter._meta.get_field(name).get_default()
+        field = Adapter._meta.get_field(name)
+        if not isinstance(field, models.Field):  # a reverse relation has no default
+            raise LookupError(f"Adapter.{name} is not a concrete field")
+        return field.get_default()
 
 
 WINDOW_FIELDS = ("warmup_policy", "warmup_timezone", "warmup_days", "warmup_start", "warmup_end")
@@ -259,7 +262,9 @@ class AliasSerializer(serializers.ModelSerializer):
         ]
 
     def get_guard(self, alias: Alias) -> dict:
-        return {name: getattr(alias, name) for name in AliasGuardSerializer().fields}
+        # .keys(): iterating BindingDict yields names, but the stubs type it as yielding fields.
+        names = AliasGuardSerializer().fields.keys()  # noqa: SIM118
+        return {name: getattr(alias, name) for name in names}
 
 
 class AliasWriteSerializer(serializers.Serializer):
@@ -279,7 +284,10 @@ class AliasRollbackSerializer(serializers.Serializer):
 
 
 class AliasRevisionSerializer(serializers.ModelSerializer):
-    parent = serializers.IntegerField(source="parent.number", read_only=True, allow_null=True)
+    # DRF's metaclass takes declared fields off the class: Field.parent is not shadowed.
+    parent = serializers.IntegerField(  # type: ignore[assignment]
+        source="parent.number", read_only=True, allow_null=True
+    )
     actor = serializers.CharField(source="actor_label", read_only=True)
 
     class Meta:
@@ -358,7 +366,10 @@ class CompletedPartSerializer(serializers.Serializer):
 
 
 class DirectUploadCompleteSerializer(serializers.Serializer):
-    parts = CompletedPartSerializer(many=True, allow_empty=False, max_length=10_000)
+    # many=True hands max_length to ListSerializer (DRF 3.14+); the stubs' __init__ lacks it.
+    parts = CompletedPartSerializer(  # type: ignore[call-arg]
+        many=True, allow_empty=False, max_length=10_000
+    )
     signature = serializers.CharField(
         required=False,
         trim_whitespace=False,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import logging
 import math
@@ -622,7 +623,7 @@ def _state_changes(engine_name: str, since: float) -> list[tuple[float, str, str
         object_id=engine_name,
         created_at__gte=datetime.fromtimestamp(since, UTC),
     ).order_by("created_at")
-    return [(e.created_at.timestamp(), e.after["state"], e.actor_label) for e in events]
+    return [(e.created_at.timestamp(), (e.after or {})["state"], e.actor_label) for e in events]
 
 
 def _engine_up(row: Any) -> bool:
@@ -656,7 +657,10 @@ def measure_restart(
     restored = time.time()
     loads = [
         wait_until(
-            f"the load of {n}", lambda n=n: _action(n, "load", t0, row), timeout=30, every=0.1
+            f"the load of {n}",
+            functools.partial(_action, n, "load", t0, row),
+            timeout=30,
+            every=0.1,
         )
         for n in sorted(names)
     ]
@@ -811,12 +815,15 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> BenchR
     finally:
         events.stop()
         poller.close()
+    probe_s = settings.CELERY_BEAT_SCHEDULE["probe-engines"]["schedule"]
+    if not isinstance(probe_s, int | float):  # a crontab would have no single period to report
+        raise RuntimeError(f"probe-engines runs on {probe_s!r}, not every N seconds")
     return BenchResult(
         releases=releases,
         warmup=warmup,
         restarts=restarts,
         reconcile_s=float(args.reconcile_seconds),
-        probe_s=float(settings.CELERY_BEAT_SCHEDULE["probe-engines"]["schedule"]),
+        probe_s=float(probe_s),
         k=MAX_CPU_LORAS - 1,
         engine_start_s=engine_start_s,
         seconds=time.time() - started,

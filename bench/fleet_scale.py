@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import math
 import os
 import platform
@@ -94,7 +95,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
 def trackers(fleet: Fleet, result: PassResult | None = None) -> dict[str, DemandTracker]:
     out = {}
     for pool in fleet.pools:
-        out[pool], cpu, wall = _timed(lambda p=pool: build_tracker(fleet, p))
+        out[pool], cpu, wall = _timed(functools.partial(build_tracker, fleet, pool))
         if result is not None:
             result.tracker_cpu[pool], result.tracker_wall[pool] = cpu, wall
     return out

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import platform
@@ -326,12 +327,16 @@ async def measure_throughput(
     target: gs.Target, pid: int | None, *, upstream: str, count: int, concurrency: int
 ) -> Throughput:
     body = gs.request_body(target, chat=True, stream=False, max_tokens=1, text=PROMPT)
-    kwargs = {"path": "/v1/chat/completions", "body": body, "concurrency": concurrency}
-    await gs.raw_closed_loop(target, count=max(50, count // 10), deadline_s=60, **kwargs)  # warm
-    cpu_before = gs.cpu_seconds(pid) if pid else None
-    samples, seconds = await gs.raw_closed_loop(
-        target, count=count, deadline_s=LOAD_DEADLINE_S, **kwargs
+    loop = functools.partial(
+        gs.raw_closed_loop,
+        target,
+        path="/v1/chat/completions",
+        body=body,
+        concurrency=concurrency,
     )
+    await loop(count=max(50, count // 10), deadline_s=60)  # warm
+    cpu_before = gs.cpu_seconds(pid) if pid else None
+    samples, seconds = await loop(count=count, deadline_s=LOAD_DEADLINE_S)
     cpu_s = gs.cpu_seconds(pid) - cpu_before if pid and cpu_before is not None else None
     errors = sum(not s.ok for s in samples)
     if errors:

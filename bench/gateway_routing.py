@@ -352,7 +352,7 @@ def gateway_counters(redis_url: str) -> dict[str, int]:
         client.close()
     out: dict[str, int] = {}
     for key, value in fields.items():
-        what = key.decode().rsplit("|", 1)[-1]
+        what = (key.decode() if isinstance(key, bytes) else key).rsplit("|", 1)[-1]
         if what in ("gpu", "cpu", "cold"):
             out[what] = out.get(what, 0) + int(value)
     return out

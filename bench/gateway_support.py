@@ -423,7 +423,7 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited:\n{log.read_text(errors='replace')[-3000:]}")
+            raise RuntimeError(f"{proc.args!r} exited:\n{log.read_text(errors='replace')[-3000:]}")
         try:
             urllib.request.urlopen(url, timeout=1)  # noqa: S310 - a loopback URL we built
             return

@@ -194,6 +194,8 @@ def seed(tenants: int, subscribers: int) -> list[tuple[str, str]]:
         session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
         session[HASH_SESSION_KEY] = user.get_session_auth_hash()
         session.save()
+        if session.session_key is None:
+            raise RuntimeError(f"the session of {user.username} was not saved")
         out.append((slug, session.session_key))
     return out
 

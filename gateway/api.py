@@ -9,14 +9,18 @@ Both usage endpoints answer CSV with `?format=csv` or `Accept: text/csv`; errors
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
+from django.db.models import Manager, QuerySet
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.renderers import JSONRenderer
+from rest_framework.pagination import BasePagination
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
+from rest_framework.schemas.inspectors import ViewInspector
+from rest_framework.views import APIView
 
 from adapters import selectors as adapter_selectors
 from adapters.models import Adapter
@@ -39,8 +43,8 @@ class GatewayNumbersViewSet:
     """What the three viewsets share: one object per answer, no pagination, and a queryset only
     for the schema generator (the handlers read through gateway.selectors)."""
 
-    schema = OneObjectSchema()
-    pagination_class = None
+    schema: ViewInspector | None = OneObjectSchema()
+    pagination_class: type[BasePagination] | None = None
 
 
 class AdapterMetricsViewSet(GatewayNumbersViewSet, TenantScopedViewSet):
@@ -50,7 +54,7 @@ class AdapterMetricsViewSet(GatewayNumbersViewSet, TenantScopedViewSet):
     tenant_capabilities = {"list": "object"}  # the adapter lookup decides (404 if not visible)
 
     @extend_schema(parameters=[s.WindowSerializer], responses={200: s.AdapterMetricsSerializer})
-    def list(self, request: Any, tenant: str | None = None, adapter: str | None = None) -> Response:
+    def list(self, request: Any, tenant: str | None = None, adapter: str = "") -> Response:
         obj = adapter_selectors.adapter_get(access=self.access, tenant=self.tenant, name=adapter)
         query = s.WindowSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -81,8 +85,11 @@ USAGE_PARAMETERS = [
 class UsageMixin(GatewayNumbersViewSet):
     """JSON or CSV of the usage rows; an error is JSON whatever the caller accepts."""
 
-    queryset = DailyUsage.objects.none()
-    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, s.UsageCsvRenderer]
+    queryset: QuerySet[Any] | Manager[Any] | None = DailyUsage.objects.none()
+    renderer_classes: Sequence[type[BaseRenderer]] = [
+        *APIView.renderer_classes,  # the default renderers (api_settings)
+        s.UsageCsvRenderer,
+    ]
 
     def usage_response(self, request: Any, *, tenant: Tenant | None) -> Response:
         day_from, day_to = s.usage_range(request.query_params)

@@ -181,7 +181,7 @@ class Gateway:
         data = []
         for name, _route, tenant_id in table.names_for(caller.tenant_ids):
             own = tenant_id is not None and len(caller.tenant_ids) > 1
-            shown = f"{table.tenants[tenant_id]}/{name}" if own else name
+            shown = f"{table.tenants[tenant_id]}/{name}" if own and tenant_id is not None else name
             data.append(
                 {
                     "id": shown,

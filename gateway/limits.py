@@ -172,8 +172,12 @@ class Admission:
         if self.counted and not on_engine:
             return
         now = time.time()
-        limit = engine_limit(target.served_name, pinned, max_loras) if on_engine else -2
-        argv = [
+        limit = (
+            engine_limit(target.served_name, pinned, max_loras)
+            if on_engine and target is not None
+            else -2
+        )
+        argv: list[str | int] = [
             SKIP if self.counted or not self.tenant_id else self.rpm_limit,
             SKIP if self.counted or target is None else concurrency_limit(target),
             target.served_name if target is not None else "",
@@ -234,7 +238,10 @@ class Admission:
                     _conc_key(target.served_name if target is not None else ""),
                     inflight_key(self.engine or ""),
                 ],
-                args=[1 if release_conc else 0, target.served_name if on_engine else ""],
+                args=[
+                    1 if release_conc else 0,
+                    target.served_name if on_engine and target is not None else "",
+                ],
             )
         self.counted = False
         self.engine = None

@@ -172,7 +172,7 @@ def gateway_families(snapshot: GatewaySnapshot) -> Iterator[Metric]:
         if not adapter:
             continue  # the base model has no cache to hit or miss
         cold.add_metric(list(key), values.get("cold", 0))
-        load.add_metric(list(key), values.get("cold", 0), values.get("load_ms_sum", 0))
+        load.add_metric(list(key), int(values.get("cold", 0)), values.get("load_ms_sum", 0))
         for tier in HIT_TIERS:
             hits.add_metric([*key, tier], values.get(tier, 0))
         totals = per_adapter[(tenant, adapter)]

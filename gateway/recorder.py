@@ -15,7 +15,7 @@ cardinality stays bounded with thousands of adapters:
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -59,7 +59,8 @@ def bucket(ms: float) -> str:
 class Recorder:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
-        self._counters: Counter[tuple[str, str]] = Counter()
+        # Sums of counts and of milliseconds (fractions, for the seconds charts): floats.
+        self._counters: defaultdict[tuple[str, str], float] = defaultdict(float)
         self._demand: list[tuple[str, str]] = []
 
     def add(self, m: Measurement) -> None:
@@ -69,7 +70,7 @@ class Recorder:
         sec = int(m.at)
         minute = sec // 60
         day = datetime.fromtimestamp(m.at, UTC).strftime("%Y-%m-%d")
-        rows = [
+        rows: list[tuple[str, str, float]] = [
             ("lp:gwm:counters", f"{key}|requests", 1),
             ("lp:gwm:counters", f"{key}|{m.served_from}", 1),
             ("lp:gwm:counters", f"{key}|tokens_in", m.prompt_tokens),
@@ -119,7 +120,7 @@ class Recorder:
         """Send what accumulated; returns how many fields were written."""
         if not self._counters and not self._demand:
             return 0
-        counters, self._counters = self._counters, Counter()
+        counters, self._counters = self._counters, defaultdict(float)
         demand, self._demand = self._demand, []
         pipe = self.redis.pipeline(transaction=False)
         ttls: dict[str, int] = {}

@@ -6,7 +6,7 @@ import csv
 import io
 import re
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
@@ -17,6 +17,13 @@ from portal.errors import ApplicationError
 
 WINDOW = re.compile(r"^([1-9][0-9]{0,4})(s|m)$")
 MAX_USAGE_DAYS = 92  # one quarter per request; more is a report, not an API call
+
+
+class Window(TypedDict, total=False):
+    """adapter_series' window: one of the two."""
+
+    seconds: int
+    minutes: int
 
 
 class WindowSerializer(serializers.Serializer):
@@ -35,17 +42,19 @@ class WindowSerializer(serializers.Serializer):
         return value
 
     @staticmethod
-    def as_kwargs(window: str) -> dict[str, int]:
+    def as_kwargs(window: str) -> Window:
         match = WINDOW.match(window)
         assert match is not None
-        unit = "seconds" if match.group(2) == "s" else "minutes"
-        return {unit: int(match.group(1))}
+        if match.group(2) == "s":
+            return {"seconds": int(match.group(1))}
+        return {"minutes": int(match.group(1))}
 
 
 class SeriesPointSerializer(serializers.Serializer):
     t = serializers.IntegerField(help_text="Epoch seconds at the start of the period")
     requests = serializers.IntegerField()
-    errors = serializers.IntegerField()
+    # DRF's metaclass takes declared fields off the class: Serializer.errors is not shadowed.
+    errors = serializers.IntegerField()  # type: ignore[assignment]
     cold = serializers.IntegerField(allow_null=True)
     hit_ratio = serializers.FloatField(allow_null=True)
     ttft_ms = serializers.FloatField(allow_null=True, help_text="Mean time to first token")

@@ -29,7 +29,7 @@ class EnginePool:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = aiohttp.ClientTimeout(total=None, connect=2.0, sock_read=timeout)
-        self._sessions: dict[tuple[str, str], aiohttp.ClientSession] = {}
+        self._sessions: dict[tuple[str, str | None], aiohttp.ClientSession] = {}
 
     def session(self, engine: EngineInfo) -> aiohttp.ClientSession:
         key = (engine.url, engine.key)

@@ -8,11 +8,17 @@ one that audits each deleted object itself.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.db import transaction
+from django.db.models import QuerySet
 from django.db.models.signals import post_save
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.translation import gettext_lazy
 
 from portal.audit import record_event
 
@@ -35,7 +41,14 @@ def audit_log_entry(sender, instance: LogEntry, created: bool, **kwargs) -> None
     )
 
 
-def audited_delete_selected(modeladmin, request, queryset):
+# Django's own action's permission and wording (same msgid, so its translations still apply).
+@admin.action(
+    permissions=["delete"],
+    description=gettext_lazy("Delete selected %(verbose_name_plural)s"),
+)
+def audited_delete_selected(
+    modeladmin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]
+) -> TemplateResponse | None:
     confirmed = bool(request.POST.get("post"))
     doomed = [(str(obj.pk), str(obj)[:200]) for obj in queryset] if confirmed else []
     with transaction.atomic():
@@ -53,10 +66,6 @@ def audited_delete_selected(modeladmin, request, queryset):
                     request_id=getattr(request, "request_id", ""),
                 )
     return response
-
-
-audited_delete_selected.allowed_permissions = delete_selected.allowed_permissions
-audited_delete_selected.short_description = delete_selected.short_description
 
 
 def connect() -> None:

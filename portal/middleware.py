@@ -5,10 +5,24 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from django.http import HttpRequest, HttpResponse
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class PortalRequest(HttpRequest):
+    """The request a page view gets: this middleware's id and, behind `page_view`'s login, a user.
+
+    Only a type: views annotate with it (django-stubs' pattern for attributes middleware adds).
+    """
+
+    request_id: str
+    user: User
 
 
 class RequestIdMiddleware:
@@ -18,7 +32,9 @@ class RequestIdMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         incoming = request.headers.get("X-Request-ID", "")
         # A caller-chosen id is kept only when it is harmless to log and store.
-        request.request_id = incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+        request_id = incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+        # Setting the attribute is what makes the request a PortalRequest.
+        cast(PortalRequest, request).request_id = request_id
         response = self.get_response(request)
-        response["X-Request-ID"] = request.request_id
+        response["X-Request-ID"] = request_id
         return response

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from portal.errors import ApplicationError
+from portal.middleware import PortalRequest
 from portal.pagekit import access_for, page_view, post_int, post_text, render_page
 from tenants.models import TokenScope
 from tenants.selectors import token_get, tokens_of
 from tenants.tokens import MAX_EXPIRY_DAYS, token_issue, token_revoke
 
 
-def _tokens_context(request: HttpRequest, **extra: object) -> dict[str, object]:
+def _tokens_context(request: PortalRequest, **extra: object) -> dict[str, object]:
     return {
         "tokens": tokens_of(user=request.user),
         "scopes": TokenScope.values,
@@ -24,7 +25,7 @@ def _tokens_context(request: HttpRequest, **extra: object) -> dict[str, object]:
 
 
 @page_view
-def tokens(request: HttpRequest) -> HttpResponse:
+def tokens(request: PortalRequest) -> HttpResponse:
     if request.method != "POST":
         return render_page(request, "tenants/tokens.html", _tokens_context(request))
     access = access_for(request)
@@ -52,7 +53,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
 
 @page_view
 @require_POST
-def token_revoke_page(request: HttpRequest, token_id: int) -> HttpResponse:
+def token_revoke_page(request: PortalRequest, token_id: int) -> HttpResponse:
     token_revoke(
         token=token_get(user=request.user, token_id=token_id),
         actor=request.user,

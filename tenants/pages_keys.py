@@ -4,18 +4,19 @@ whether uploads must be signed (the services check manage_keys, as for the API).
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from portal.errors import ApplicationError
+from portal.middleware import PortalRequest
 from portal.pagekit import access_for, page_view, post_text, render_page
 from tenants import signing_keys as service
 from tenants.access import AccessContext
 from tenants.models import Tenant
 
 
-def _tenant(request: HttpRequest, slug: str) -> tuple[AccessContext, Tenant]:
+def _tenant(request: PortalRequest, slug: str) -> tuple[AccessContext, Tenant]:
     access = access_for(request)
     tenant = access.get_tenant(slug)
     access.require_tenant(tenant, "view")
@@ -23,7 +24,7 @@ def _tenant(request: HttpRequest, slug: str) -> tuple[AccessContext, Tenant]:
 
 
 def _page(
-    request: HttpRequest,
+    request: PortalRequest,
     access: AccessContext,
     tenant: Tenant,
     error: ApplicationError | None = None,
@@ -47,7 +48,7 @@ def _page(
 
 
 @page_view
-def keys(request: HttpRequest, tenant: str) -> HttpResponse:
+def keys(request: PortalRequest, tenant: str) -> HttpResponse:
     """GET: keys and policy; POST {name, public_key_pem}: add a key."""
     access, found = _tenant(request, tenant)
     if request.method != "POST":
@@ -70,7 +71,7 @@ def keys(request: HttpRequest, tenant: str) -> HttpResponse:
 
 @page_view
 @require_POST
-def key_revoke(request: HttpRequest, tenant: str, key: str) -> HttpResponse:
+def key_revoke(request: PortalRequest, tenant: str, key: str) -> HttpResponse:
     access, found = _tenant(request, tenant)
     service.signing_key_revoke(
         access=access,
@@ -83,7 +84,7 @@ def key_revoke(request: HttpRequest, tenant: str, key: str) -> HttpResponse:
 
 @page_view
 @require_POST
-def signature_policy(request: HttpRequest, tenant: str) -> HttpResponse:
+def signature_policy(request: PortalRequest, tenant: str) -> HttpResponse:
     access, found = _tenant(request, tenant)
     required = request.POST.get("require_signatures") == "on"
     try:

@@ -45,10 +45,9 @@ def parse_public_key(pem: str) -> tuple[str, str]:
             "signing_key.invalid_pem",
             "public_key_pem is not a PEM public key (-----BEGIN PUBLIC KEY----- ...).",
         ) from None
-    supported = isinstance(key, ed25519.Ed25519PublicKey) or (
+    if isinstance(key, ed25519.Ed25519PublicKey) or (
         isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in EC_CURVES
-    )
-    if supported:
+    ):
         algorithm = key_algorithm_name(key)
     else:
         kind = key.curve.name if isinstance(key, ec.EllipticCurvePublicKey) else type(key).__name__

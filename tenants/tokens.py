@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, User
 from django.db import transaction
 from django.utils import timezone
 
@@ -50,7 +50,7 @@ def parse_scopes(scopes: list[str] | None) -> list[str]:
 
 def token_issue(
     *,
-    user: AbstractBaseUser,
+    user: User,
     scopes: list[str],
     tenant: Tenant | None = None,
     name: str = "",

@@ -76,7 +76,8 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
 
     def _act(self, verb: str) -> Response:
         engine = self.get_object()
-        version = version_from_label(self.request.data.get("version"))
+        data = self.request.data  # a JSON list has no "version": refused as a bad label
+        version = version_from_label(data.get("version") if isinstance(data, dict) else None)
         row = operator_act(
             engine=engine,
             version=version,

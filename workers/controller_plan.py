@@ -98,10 +98,10 @@ def plan_converge(
         builder.make_room(name, demand, shield)
         builder.add(Load(name, "wanted" if name != incoming else "a request needs it"))
     for name, want in sorted(wanted.items()):
-        res = builder.state.get(name)
-        if res is None:
+        planned = builder.state.get(name)
+        if planned is None:
             continue
-        if want == WANT_PINNED and not res.pinned:
+        if want == WANT_PINNED and not planned.pinned:
             builder.add(Pin(name, "pinned by request"))
         elif want == WANT_WARM and res.tier != "gpu":
             builder.add(Warm(name, "kept warm"))

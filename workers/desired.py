@@ -20,6 +20,7 @@ from portal.audit import record_event
 from portal.errors import ApplicationError
 from workers import shared_state
 from workers.cache_policy import EngineChoice, choose_engine
+from workers.cache_policy.routing import Where
 from workers.models import Engine, Residency, ResidencyState
 from workers.selectors import LOADABLE_ENGINE_STATES, engines_for_version, holdable
 
@@ -155,7 +156,7 @@ def _choices(version: AdapterVersion, engines: Iterable[Engine]) -> list[EngineC
     for engine in engines:
         row = rows.get(engine.pk)
         observed = row.observed_state if row is not None else ResidencyState.ABSENT
-        where = (
+        where: Where = (
             "gpu"
             if observed in (ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
             else "cpu"

@@ -180,7 +180,7 @@ _trackers_lock = threading.Lock()
 
 def pool_demand(pool: str) -> DemandTracker:
     with _trackers_lock:
-        seen, tracker = _trackers.get(pool, (0, None))  # type: ignore[assignment]
+        seen, tracker = _trackers.get(pool, (0, None))
         total, new = shared_state.demand_since(pool, seen)
         if tracker is None or new is None:
             tracker = DemandTracker.from_history(shared_state.demand_history(pool))

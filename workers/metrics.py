@@ -71,15 +71,15 @@ def fleet_snapshot(*, now: datetime | None = None) -> FleetSnapshot:
         .order_by()
     ):
         snapshot.resident[(row["engine_id"], row["observed_state"])] = (row["n"], row["size"] or 0)
-    for row in (
+    for action in (
         FleetAction.objects.filter(ok=True, kind__in=(FleetActionKind.LOAD, *EVICTING))
         .values("engine_id", "kind")
         .annotate(n=Count("id"))
         .order_by()
     ):
-        kind = "evict" if row["kind"] in EVICTING else "load"
-        key = (row["engine_id"], kind)
-        snapshot.actions[key] = snapshot.actions.get(key, 0) + row["n"]
+        kind = "evict" if action["kind"] in EVICTING else "load"
+        key = (action["engine_id"], kind)
+        snapshot.actions[key] = snapshot.actions.get(key, 0) + action["n"]
     # Bounded by the load rate over one hour (the thrash alarm fires long before it is large).
     for engine_id, latency in FleetAction.objects.filter(
         kind=FleetActionKind.LOAD,
@@ -88,14 +88,15 @@ def fleet_snapshot(*, now: datetime | None = None) -> FleetSnapshot:
         created_at__gt=now - timedelta(seconds=LATENCY_WINDOW_S),
         created_at__lte=now,
     ).values_list("engine_id", "latency_ms"):
-        snapshot.latencies[engine_id].append(latency)
-    for row in (
+        if latency is not None:  # always, by the filter; narrows the nullable column's type
+            snapshot.latencies[engine_id].append(latency)
+    for alarm in (
         EngineAlarm.objects.filter(cleared_at__isnull=True)
         .values("engine_id", "kind")
         .annotate(n=Count("id"))
         .order_by()
     ):
-        snapshot.alarms[(row["engine_id"], row["kind"])] = row["n"]
+        snapshot.alarms[(alarm["engine_id"], alarm["kind"])] = alarm["n"]
     return snapshot
 
 

@@ -60,7 +60,7 @@ def engine_slots(engines: Iterable[Engine]) -> list[EngineSlots]:
     engines = list(engines)
     ids = [e.pk for e in engines]
     counts = {
-        row.pop("engine_id"): row
+        row["engine_id"]: (row["hot"], row["warm"], row["staged"], row["pinned"])
         for row in Residency.objects.filter(engine_id__in=ids)
         .order_by()
         .values("engine_id")
@@ -79,16 +79,21 @@ def engine_slots(engines: Iterable[Engine]) -> list[EngineSlots]:
         .annotate(n=Count("id"))
         .values_list("engine_id", "n")
     )
-    empty = {"hot": 0, "warm": 0, "staged": 0, "pinned": 0}
-    return [
-        EngineSlots(
-            engine=e,
-            **counts.get(e.pk, empty),
-            pin_capacity=engine_pin_capacity(e),
-            open_alarms=alarms.get(e.pk, 0),
+    out = []
+    for e in engines:
+        hot, warm, staged, pinned = counts.get(e.pk, (0, 0, 0, 0))
+        out.append(
+            EngineSlots(
+                engine=e,
+                hot=hot,
+                warm=warm,
+                staged=staged,
+                pinned=pinned,
+                pin_capacity=engine_pin_capacity(e),
+                open_alarms=alarms.get(e.pk, 0),
+            )
         )
-        for e in engines
-    ]
+    return out
 
 
 def all_engine_slots() -> list[EngineSlots]:

@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.errors import ApplicationError, NotFound, PermissionDenied
+from portal.middleware import PortalRequest
 from portal.pagekit import access_for, is_htmx, page_view, post_text, render_page
 from workers import page_selectors as fleet
 from workers.alarms import open_alarms
@@ -39,7 +40,7 @@ def _engine(request: HttpRequest, name: str) -> Engine:
 
 
 @page_view
-def engine_list(request: HttpRequest) -> HttpResponse:
+def engine_list(request: PortalRequest) -> HttpResponse:
     _require_operator(request)
     return render(request, "workers/engines.html", {"slots": fleet.all_engine_slots()})
 
@@ -57,18 +58,18 @@ def _engine_context(engine: Engine) -> dict[str, Any]:
 
 
 def _engine_page(
-    request: HttpRequest, engine: Engine, error: ApplicationError | None = None
+    request: PortalRequest, engine: Engine, error: ApplicationError | None = None
 ) -> HttpResponse:
     return render_page(request, "workers/engine_detail.html", _engine_context(engine), error=error)
 
 
 @page_view
-def engine_detail(request: HttpRequest, engine: str) -> HttpResponse:
+def engine_detail(request: PortalRequest, engine: str) -> HttpResponse:
     return _engine_page(request, _engine(request, engine))
 
 
 def _version_answer(
-    request: HttpRequest,
+    request: PortalRequest,
     engine: Engine,
     version: Any,
     done: str,
@@ -90,7 +91,7 @@ def _version_answer(
 
 @page_view
 @require_POST
-def version_act(request: HttpRequest, engine: str, verb: str) -> HttpResponse:
+def version_act(request: PortalRequest, engine: str, verb: str) -> HttpResponse:
     found = _engine(request, engine)
     if verb not in VERSION_VERBS:
         raise NotFound("fleet.bad_verb", f"Unknown action '{verb}'.")
@@ -117,7 +118,7 @@ def version_act(request: HttpRequest, engine: str, verb: str) -> HttpResponse:
 
 @page_view
 @require_POST
-def engine_state(request: HttpRequest, engine: str, verb: str) -> HttpResponse:
+def engine_state(request: PortalRequest, engine: str, verb: str) -> HttpResponse:
     found = _engine(request, engine)
     if verb not in ENGINE_VERBS:
         raise NotFound("fleet.bad_verb", f"Unknown action '{verb}'.")
@@ -133,7 +134,7 @@ def engine_state(request: HttpRequest, engine: str, verb: str) -> HttpResponse:
 
 @page_view
 @require_POST
-def engine_reconcile(request: HttpRequest, engine: str) -> HttpResponse:
+def engine_reconcile(request: PortalRequest, engine: str) -> HttpResponse:
     found = _engine(request, engine)
     engine_request_reconcile(engine=found, actor=request.user, request_id=request.request_id)
     messages.success(request, f"A converge pass on '{found.name}' is queued.")
@@ -141,7 +142,7 @@ def engine_reconcile(request: HttpRequest, engine: str) -> HttpResponse:
 
 
 @page_view
-def alarm_banner(request: HttpRequest) -> HttpResponse:
+def alarm_banner(request: PortalRequest) -> HttpResponse:
     """The fragment the base layout loads (and refreshes) on operators' pages."""
     _require_operator(request)
     return render(request, "workers/_alarm_banner.html", fleet.alarm_banner())

@@ -5,11 +5,12 @@ engine is a platform admin's; its limits and pool an operator's)."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.errors import ApplicationError
+from portal.middleware import PortalRequest
 from portal.pageforms import form_data
 from portal.pagekit import access_for, page_view
 from workers import page_selectors as fleet
@@ -31,7 +32,7 @@ SETTINGS_FIELDS = (
 )
 
 
-def _posted(request: HttpRequest, names: tuple[str, ...]) -> QueryDict:
+def _posted(request: PortalRequest, names: tuple[str, ...]) -> QueryDict:
     """Only the fields the form sent, so a partial update leaves the others alone."""
     posted = QueryDict(mutable=True)
     for name in names:
@@ -42,7 +43,7 @@ def _posted(request: HttpRequest, names: tuple[str, ...]) -> QueryDict:
 
 @page_view
 @require_POST
-def engine_new(request: HttpRequest) -> HttpResponse:
+def engine_new(request: PortalRequest) -> HttpResponse:
     _require_operator(request)
     access = access_for(request)
     try:
@@ -57,7 +58,7 @@ def engine_new(request: HttpRequest) -> HttpResponse:
 
 @page_view
 @require_POST
-def engine_edit(request: HttpRequest, engine: str) -> HttpResponse:
+def engine_edit(request: PortalRequest, engine: str) -> HttpResponse:
     found = _engine(request, engine)
     try:
         changes = form_data(

@@ -23,14 +23,11 @@ def pools(request: HttpRequest) -> HttpResponse:
 def residency(request: HttpRequest) -> HttpResponse:
     """`?engine=`, `?tenant=`, `?pinned=1` narrow the list (pins are desired pins)."""
     _require_operator(request)
-    filters = {
-        "engine": request.GET.get("engine", "").strip()[:100],
-        "tenant": request.GET.get("tenant", "").strip()[:40],
-        "pinned": request.GET.get("pinned") == "1",
-    }
-    rows = overview.fleet_residency(
-        engine=filters["engine"], tenant=filters["tenant"], pinned_only=filters["pinned"]
-    )
+    engine = request.GET.get("engine", "").strip()[:100]
+    tenant = request.GET.get("tenant", "").strip()[:40]
+    pinned = request.GET.get("pinned") == "1"
+    filters = {"engine": engine, "tenant": tenant, "pinned": pinned}
+    rows = overview.fleet_residency(engine=engine, tenant=tenant, pinned_only=pinned)
     context = {"rows": rows, "filters": filters, "limit": overview.ROW_LIMIT, "tab": "residency"}
     return render(request, "workers/residency.html", context)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -12,6 +13,9 @@ from adapters.models import Adapter, AdapterVersion, VersionStatus
 from portal.errors import Conflict, NotFound
 from workers.models import Engine, EngineState, Residency, ResidencyState
 from workers.vllm_client import EngineError, VLLMClient
+
+if TYPE_CHECKING:
+    from workers.advisor import Advice
 
 # States of a version that engines may hold: active is served; staged may be tried out by its
 # tenant's maintainers (playground) before release.
@@ -194,7 +198,15 @@ def placement_row(
     }
 
 
-def _advice(engine: Engine, window_s: int = 3600):
+class EngineAdvice(TypedDict):
+    engine: str
+    current: dict[str, int]  # the engine's flags now
+    advised: dict[str, int]
+    changed: bool
+    reasons: list[str]
+
+
+def _advice(engine: Engine, window_s: int = 3600) -> Advice:
     import time
 
     from workers import shared_state
@@ -205,7 +217,7 @@ def _advice(engine: Engine, window_s: int = 3600):
     return advise(advisor_inputs_for(engine, window_s=window_s, inflight=busy))
 
 
-def engine_advice(engine: Engine) -> dict[str, object]:
+def engine_advice(engine: Engine) -> EngineAdvice:
     """The advisor's output for one engine, from its residency, actions and busy samples."""
     advice = _advice(engine)
     return {

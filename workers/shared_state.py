@@ -28,6 +28,11 @@ def client() -> redis.Redis:
     return _client(settings.REDIS_URL)
 
 
+def _text(raw: bytes | str) -> str:
+    # redis-py types replies as bytes | str; this client does not decode them, so they are bytes.
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
 def inflight_key(engine: str) -> str:
     return f"{_PREFIX}:inflight:{engine}"
 
@@ -47,7 +52,7 @@ def inflight_end(engine: str, served_name: str) -> None:
 
 def inflight_counts(engine: str) -> dict[str, int]:
     raw = client().hgetall(inflight_key(engine))
-    return {k.decode(): max(0, int(v)) for k, v in raw.items() if int(v) > 0}
+    return {_text(k): max(0, int(v)) for k, v in raw.items() if int(v) > 0}
 
 
 def inflight_clear(engine: str) -> None:
@@ -85,10 +90,10 @@ def demand_history(pool: str) -> list[tuple[float, str]]:
     return _parse_demand(client().lrange(demand_key(pool), 0, -1))
 
 
-def _parse_demand(raw_newest_first: list[bytes]) -> list[tuple[float, str]]:
+def _parse_demand(raw_newest_first: list[bytes | str]) -> list[tuple[float, str]]:
     out: list[tuple[float, str]] = []
     for raw in reversed(raw_newest_first):
-        at, _, name = raw.decode().partition(" ")
+        at, _, name = _text(raw).partition(" ")
         try:
             out.append((float(at), name))
         except ValueError:
@@ -121,7 +126,7 @@ def load_claim(engine: str, served_name: str, *, ttl_s: float) -> bool:
 def load_outcome(engine: str, served_name: str) -> str | None:
     """'pending', 'ok', 'error:<reason>', or None (no load claimed or its claim expired)."""
     raw = client().get(_load_key(engine, served_name))
-    return raw.decode() if raw is not None else None
+    return _text(raw) if raw is not None else None
 
 
 def load_finish(engine: str, served_name: str, outcome: str, *, keep_s: float = 2.0) -> None:
@@ -158,7 +163,7 @@ def busy_intervals(engine: str, *, since: float) -> list[tuple[float, int]]:
     """(seconds, distinct adapters running) per interval between samples, oldest first."""
     samples: list[tuple[float, int]] = []
     for raw in reversed(client().lrange(_busy_key(engine), 0, -1)):
-        at, _, count = raw.decode().partition(" ")
+        at, _, count = _text(raw).partition(" ")
         try:
             samples.append((float(at), int(count)))
         except ValueError:

@@ -4,7 +4,7 @@ API's serializers and written by the registry services, which check who may do i
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
@@ -13,6 +13,7 @@ from adapters.pages.lookup import adapter_in_scope, tenant_scope
 from adapters.pages.registry import adapter_page, tenant_page
 from adapters.services.registry import PLATFORM_FIELDS, adapter_create, adapter_update
 from portal.errors import ApplicationError
+from portal.middleware import PortalRequest
 from portal.pageforms import form_data
 from portal.pagekit import page_view
 
@@ -30,7 +31,7 @@ TENANT_FORM_FIELDS = (
 
 @page_view
 @require_POST
-def adapter_create_page(request: HttpRequest, tenant: str) -> HttpResponse:
+def adapter_create_page(request: PortalRequest, tenant: str) -> HttpResponse:
     scope = tenant_scope(request, tenant)
     # Refuse a role without the right before reading its input, as the API does.
     scope.access.require_tenant(scope.tenant, "create_adapter")
@@ -52,7 +53,7 @@ def adapter_create_page(request: HttpRequest, tenant: str) -> HttpResponse:
 
 @page_view
 @require_POST
-def adapter_update_page(request: HttpRequest, tenant: str, adapter: str) -> HttpResponse:
+def adapter_update_page(request: PortalRequest, tenant: str, adapter: str) -> HttpResponse:
     """`part=platform` carries pool and SLO class (platform admins); else the tenant's fields."""
     scope, found = adapter_in_scope(request, tenant, adapter)
     fields = PLATFORM_FIELDS if request.POST.get("part") == "platform" else TENANT_FORM_FIELDS

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
@@ -20,13 +20,14 @@ from adapters.services.aliases import (
 )
 from adapters.services.releases import alias_promote, alias_rollback, revisions_of
 from portal.errors import ApplicationError, NotFound
+from portal.middleware import PortalRequest
 from portal.pagekit import page_view, post_int, post_text, render_page
 
 TARGET_ROWS = 4
 REVISIONS_SHOWN = 5
 
 
-def _targets(request: HttpRequest) -> list[dict[str, Any]]:
+def _targets(request: PortalRequest) -> list[dict[str, Any]]:
     targets = []
     for row in range(TARGET_ROWS):
         ref = post_text(request, f"version_{row}", max_length=60)
@@ -43,7 +44,7 @@ def _targets(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 def _aliases_page(
-    request: HttpRequest, scope: Scope, error: ApplicationError | None = None
+    request: PortalRequest, scope: Scope, error: ApplicationError | None = None
 ) -> HttpResponse:
     return render_page(
         request,
@@ -67,7 +68,7 @@ def _aliases_page(
 
 
 @page_view
-def aliases(request: HttpRequest, tenant: str) -> HttpResponse:
+def aliases(request: PortalRequest, tenant: str) -> HttpResponse:
     scope = tenant_scope(request, tenant)
     if request.method != "POST":
         # As GET /api/v1/tenants/{t}/aliases/: the tenant's members and cross-tenant roles; a
@@ -100,7 +101,7 @@ def _alias(scope: Scope, name: str) -> Any:
 
 @page_view
 @require_POST
-def alias_delete_page(request: HttpRequest, tenant: str, alias: str) -> HttpResponse:
+def alias_delete_page(request: PortalRequest, tenant: str, alias: str) -> HttpResponse:
     scope = tenant_scope(request, tenant)
     found = _alias(scope, alias)
     alias_delete(access=scope.access, alias=found, request_id=request.request_id)
@@ -110,7 +111,7 @@ def alias_delete_page(request: HttpRequest, tenant: str, alias: str) -> HttpResp
 
 @page_view
 @require_POST
-def alias_promote_page(request: HttpRequest, tenant: str, alias: str) -> HttpResponse:
+def alias_promote_page(request: PortalRequest, tenant: str, alias: str) -> HttpResponse:
     """All of the alias's traffic to one of its active versions (`version`: adapter@N)."""
     scope = tenant_scope(request, tenant)
     found = _alias(scope, alias)
@@ -133,7 +134,7 @@ def alias_promote_page(request: HttpRequest, tenant: str, alias: str) -> HttpRes
 
 @page_view
 @require_POST
-def alias_rollback_page(request: HttpRequest, tenant: str, alias: str) -> HttpResponse:
+def alias_rollback_page(request: PortalRequest, tenant: str, alias: str) -> HttpResponse:
     """Back to the targets the alias had before its current revision."""
     scope = tenant_scope(request, tenant)
     found = _alias(scope, alias)

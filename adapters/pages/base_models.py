@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 
 from adapters import serializers as s
 from adapters.models import BaseModel
 from adapters.services.registry import base_model_register
 from portal.errors import ApplicationError
+from portal.middleware import PortalRequest
 from portal.pageforms import form_data, require_platform_role
 from portal.pagekit import access_for, page_view, post_text, render_page
 
 MAX_CONFIG_CHARS = 64 * 1024
 
 
-def _hf_config(request: HttpRequest) -> dict:
+def _hf_config(request: PortalRequest) -> dict:
     raw = request.POST.get("hf_config", "")
     if len(raw) > MAX_CONFIG_CHARS:
         raise ApplicationError(
@@ -36,7 +37,7 @@ def _hf_config(request: HttpRequest) -> dict:
     return parsed
 
 
-def _page(request: HttpRequest, error: ApplicationError | None = None) -> HttpResponse:
+def _page(request: PortalRequest, error: ApplicationError | None = None) -> HttpResponse:
     return render_page(
         request,
         "adapters/base_models.html",
@@ -49,7 +50,7 @@ def _page(request: HttpRequest, error: ApplicationError | None = None) -> HttpRe
 
 
 @page_view
-def base_models(request: HttpRequest) -> HttpResponse:
+def base_models(request: PortalRequest) -> HttpResponse:
     """GET: every base model and its LoRA-targetable modules; POST: register one."""
     require_platform_role(access_for(request), "is_platform_admin", "manage base models")
     if request.method != "POST":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -12,6 +12,7 @@ from adapters.pages.lookup import version_in_scope
 from adapters.selectors import versions_visible
 from adapters.services.lifecycle import version_approve, version_reject
 from portal.errors import ApplicationError
+from portal.middleware import PortalRequest
 from portal.pagekit import access_for, is_htmx, page_view, post_text, render_page
 from tenants.access import AccessContext
 
@@ -23,7 +24,7 @@ def _require_reviewer(access: AccessContext) -> None:
 
 
 def _queue_page(
-    request: HttpRequest, access: AccessContext, error: ApplicationError | None = None
+    request: PortalRequest, access: AccessContext, error: ApplicationError | None = None
 ) -> HttpResponse:
     queue = (
         versions_visible(access=access)
@@ -35,14 +36,14 @@ def _queue_page(
 
 
 @page_view
-def review_queue(request: HttpRequest) -> HttpResponse:
+def review_queue(request: PortalRequest) -> HttpResponse:
     access = access_for(request)
     _require_reviewer(access)
     return _queue_page(request, access)
 
 
 def _answer(
-    request: HttpRequest, version: AdapterVersion, done: str, error: ApplicationError | None
+    request: PortalRequest, version: AdapterVersion, done: str, error: ApplicationError | None
 ) -> HttpResponse:
     """HTMX swaps the row (with the error in it); a plain form gets the queue page back."""
     if is_htmx(request):
@@ -60,7 +61,7 @@ def _answer(
 
 @page_view
 @require_POST
-def review_approve(request: HttpRequest, tenant: str, adapter: str, number: int) -> HttpResponse:
+def review_approve(request: PortalRequest, tenant: str, adapter: str, number: int) -> HttpResponse:
     scope, version = version_in_scope(request, tenant, adapter, number)
     _require_reviewer(scope.access)
     try:
@@ -78,7 +79,7 @@ def review_approve(request: HttpRequest, tenant: str, adapter: str, number: int)
 
 @page_view
 @require_POST
-def review_reject(request: HttpRequest, tenant: str, adapter: str, number: int) -> HttpResponse:
+def review_reject(request: PortalRequest, tenant: str, adapter: str, number: int) -> HttpResponse:
     scope, version = version_in_scope(request, tenant, adapter, number)
     _require_reviewer(scope.access)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
@@ -13,26 +13,27 @@ from adapters.pages.lookup import adapter_in_scope
 from adapters.services.direct_uploads import direct_upload_abort, pending_upload_get
 from adapters.services.uploads import MAX_SIGNATURE_BYTES, IncomingFile, version_upload
 from portal.errors import ApplicationError
+from portal.middleware import PortalRequest
 from portal.pagekit import page_view, render_page
 
 FILE_FIELDS = ("adapter_config", "adapter_model")
 
 
-def _incoming(request: HttpRequest, field: str) -> IncomingFile:
+def _incoming(request: PortalRequest, field: str) -> IncomingFile:
     uploaded = request.FILES.get(field)
     if uploaded is None:
         raise ApplicationError("upload.missing_file", f"Choose a file for '{field}'.")
     return IncomingFile(uploaded, uploaded.size)
 
 
-def _signature(request: HttpRequest) -> bytes | None:
+def _signature(request: PortalRequest) -> bytes | None:
     uploaded = request.FILES.get("signature")
     # One byte past the limit, so the service can tell a too-large signature from a full one.
     return uploaded.read(MAX_SIGNATURE_BYTES + 1) if uploaded is not None else None
 
 
 @page_view
-def version_upload_page(request: HttpRequest, tenant: str, adapter: str) -> HttpResponse:
+def version_upload_page(request: PortalRequest, tenant: str, adapter: str) -> HttpResponse:
     scope, found = adapter_in_scope(request, tenant, adapter)
     scope.access.require_adapter(found, "upload_version")
     context = {
@@ -60,7 +61,7 @@ def version_upload_page(request: HttpRequest, tenant: str, adapter: str) -> Http
 @page_view
 @require_POST
 def direct_upload_abort_page(
-    request: HttpRequest, tenant: str, adapter: str, upload: str
+    request: PortalRequest, tenant: str, adapter: str, upload: str
 ) -> HttpResponse:
     """Abort a pending direct-to-storage upload (started through the API) from the adapter page:
     the uploader's own, or anyone's for the tenant's owners (the service decides)."""

@@ -10,7 +10,7 @@ import base64
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from adapters.models import Adapter, AdapterVersion, DirectUpload, VersionStatus
 from adapters.storage import StorageError, StoredObject, TooLarge, get_storage, quarantine_key
+from adapters.storage.streams import Readable
 from adapters.validation.report import FileDigest, manifest_sha256
 from portal.audit import record_event
 from portal.errors import ApplicationError
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class IncomingFile:
-    stream: BinaryIO
+    stream: Readable  # what the storage reads: an uploaded file, a request body, an open file
     size: int | None  # as announced; the stored size is what counts
 
 

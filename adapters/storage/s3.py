@@ -171,7 +171,7 @@ class S3Storage(AdapterStorage):
         self.check_key(key)
         with s3_errors(f"opening {key}"):
             response = self.client.get_object(Bucket=self.bucket, Key=key)
-        return io.BufferedReader(S3ReadStream(response["Body"], key), buffer_size=CHUNK_SIZE)  # type: ignore[return-value]
+        return io.BufferedReader(S3ReadStream(response["Body"], key), buffer_size=CHUNK_SIZE)
 
     def exists(self, key: str) -> bool:
         try:

@@ -35,10 +35,10 @@ from adapters.validation.signatures import (
 )
 from adapters.validation.validator import (
     DEFAULT_LIMITS,
-    ValidationLimits,
     validate_adapter,
     validate_adapter_dir,
 )
+from adapters.validation.weights import ValidationLimits
 
 __all__ = [
     "CODES",

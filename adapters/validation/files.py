@@ -98,6 +98,6 @@ def open_adapter_dir(
                     problems.append(extra_file_issue(name, stream))
         yield streams, problems
     finally:
-        for stream in streams.values():
-            stream.close()
+        for kept in streams.values():
+            kept.close()
         os.close(dir_fd)

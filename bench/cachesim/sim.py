@@ -28,6 +28,7 @@ from workers.cache_policy import (
     HardRules,
     Load,
     Pin,
+    SloClass,
     Unpin,
     VersionInfo,
     Warm,
@@ -87,6 +88,17 @@ class _Engine:
     wake_at: float | None = None
 
 
+_SLO_CLASSES: tuple[SloClass, ...] = ("gold", "silver", "bronze")
+
+
+def slo_class(name: str) -> SloClass:
+    """A trace's SLO class as the policy's type; a trace line with another one is refused."""
+    for slo in _SLO_CLASSES:
+        if slo == name:
+            return slo
+    raise ValueError(f"unknown SLO class {name!r} in the trace (want one of {_SLO_CLASSES})")
+
+
 def catalog_of(trace: Sequence[TraceRequest], cost: CostModel) -> dict[str, VersionInfo]:
     out: dict[str, VersionInfo] = {}
     for r in trace:
@@ -94,10 +106,10 @@ def catalog_of(trace: Sequence[TraceRequest], cost: CostModel) -> dict[str, Vers
             out[r.adapter] = VersionInfo(
                 r.adapter,
                 r.tenant,
-                r.slo,
+                slo_class(r.slo),
                 r.rank,
                 r.size_bytes,
-                cost.cold_s(r.size_bytes),  # type: ignore[arg-type]
+                cost.cold_s(r.size_bytes),
             )
     return out
 

@@ -46,10 +46,10 @@ def error_response(code: str, message: str, status_code: int, **details: Any) ->
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
-        response = error_response(exc.code, exc.message, exc.status, **exc.extra)
+        refused = error_response(exc.code, exc.message, exc.status, **exc.extra)
         if exc.status == 429 and "retry_after" in exc.extra:
-            response["Retry-After"] = str(exc.extra["retry_after"])
-        return response
+            refused["Retry-After"] = str(exc.extra["retry_after"])
+        return refused
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(
             detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages

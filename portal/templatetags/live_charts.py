@@ -16,7 +16,7 @@ from portal.live_series import fleet_history, version_history, versions_history
 
 register = template.Library()
 log = logging.getLogger(__name__)
-EMPTY = {"minutes": [], "seconds": []}
+EMPTY: dict[str, Any] = {"minutes": [], "seconds": []}  # the shape of live_series' histories
 
 
 @register.inclusion_tag("portal/_live_charts.html", takes_context=True)
