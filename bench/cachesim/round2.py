@@ -92,7 +92,7 @@ def _g2_cases(n: int) -> list[Case]:
     pols = (*REF, "portal-noslo", "portal")
     third = replace(base, tenants=(("gold", 1), ("silver", 1), ("bronze", 1)))
     return [
-        Case("2", "skewed-2x", "Zipf 1.0, gold 1 of 6 tenants", _spec_case(base), pols, CONC),
+        Case("2", "gold-sixth", "Zipf 1.0, gold 1 of 6 tenants", _spec_case(base), pols, CONC),
         Case(
             "2",
             "gold-third",
@@ -168,9 +168,9 @@ def _g4_cases(n: int) -> list[Case]:
 
 
 def _g5_cases(n: int) -> list[Case]:
-    # Twice the others' size: the fleet's first loads (one per adapter per engine) must be well
-    # under 1% of the requests, or they alone set p99 whatever the routing.
-    n = 2 * n
+    # Four times the others' size: the fleet's first loads (one per adapter per engine) must be
+    # well under 1% of the requests, or they alone set p99 whatever the routing.
+    n = 4 * n
     routers = ("round-robin", "residency-first", "portal")
     return [
         Case(
@@ -220,6 +220,7 @@ def _g6_cases(n: int) -> list[Case]:
 
 
 def cases(concurrent_requests: int, sequential_requests: int | None = None) -> list[Case]:
+    """Every case; names are unique (jobs find their case by name)."""
     n = concurrent_requests
     return [
         *_g1_cases(sequential_requests),
@@ -287,13 +288,19 @@ def run_round2(
     sequential_requests: int | None = None,
     workers: int = 2,
     only: tuple[str, ...] = (),
+    names: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """{"results": {case: {policy: {seed: metrics}}}, "cases": [...], "cpu_s": ...}.
 
     `requests` sizes the concurrent cases; goal 1's sequential ones keep the round-1 scenarios'
-    size unless `sequential_requests` is given. `only` keeps the cases of those goals ("1+3", "2", "4", "5", "6").
+    size unless `sequential_requests` is given. `names` keeps only those cases; `only` keeps
+    the cases of those goals ("1+3", "2", "4", "5", "6").
     """
-    all_cases = [c for c in cases(requests, sequential_requests) if not only or c.goal in only]
+    all_cases = [
+        c
+        for c in cases(requests, sequential_requests)
+        if (not only or c.goal in only) and (not names or c.name in names)
+    ]
     out: dict[str, Any] = {"results": {}, "cpu_s": 0.0, "seeds": list(seeds)}
     with ProcessPoolExecutor(workers) as pool:
         for case, seed, label, metrics, cpu_s in pool.map(

@@ -6,6 +6,7 @@ means, scenario by scenario: met, not met, or unreachable where a bound shows no
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -55,8 +56,12 @@ def goal1(r: dict[str, Any]) -> tuple[list[str], str, str]:
         if bound is not None:
             b, sd = bound
             note = f"{b:.0f} ± {sd:.0f}"
-            if not ok and b - 2 * sd > target * a0:
-                ok = None  # no online policy reaches it: see the bound
+            if not ok and b > target * a0:
+                # Beneath what any online policy can expect: reached only by luck, with the
+                # chance below per seed (normal approximation).
+                ok = None
+                luck = 0.5 * math.erfc((b - target * a0) / sd / math.sqrt(2))
+                note += f" (P {100 * luck:.0f}%)"
         verdicts.append((s, ok, noslo / a0))
         rows.append(
             [s]
@@ -103,14 +108,14 @@ def goal3(r: dict[str, Any]) -> tuple[list[str], str, str]:
     lines = _table(
         ["scenario", *pols, "portal / belady", "portal / pin-oracle", "pin-oracle / belady"], rows
     )
-    ok_b = max(by_belady) <= 1.15
-    ok_p = max(by_pins) <= 1.02
+    per_scenario = [b <= 1.15 or p <= 1.02 for b, p in zip(by_belady, by_pins, strict=True)]
     summary = (
         f"portal / belady {min(by_belady):.2f}x to {max(by_belady):.2f}x (goal 1.15x); "
         f"portal / pin-oracle {min(by_pins):.3f}x to {max(by_pins):.3f}x (goal 1.02x); the "
         f"best pin set itself needs {min(oracle):.2f}x to {max(oracle):.2f}x belady's"
     )
-    return lines, summary, "met" if ok_b or ok_p else "not met"
+    summary += f"; met (either way) on {sum(per_scenario)} of {len(per_scenario)} scenarios"
+    return lines, summary, "met" if all(per_scenario) else "not met"
 
 
 # --- goal 2 (classes, concurrent) ---
@@ -206,8 +211,10 @@ def goal4(r: dict[str, Any]) -> tuple[list[str], str, str]:
             b = sum(x[0] for x in bounds) / len(bounds)
             sd = sum(x[1] for x in bounds) / len(bounds)
             note = f"{b:.0f} ± {sd:.0f}"
-            if not ok and b - 2 * sd > 0.8 * min(cold["lru"], cold["a0"]):
+            target = 0.8 * min(cold["lru"], cold["a0"])
+            if not ok and b > target:
                 ok = None  # 20% below both is beneath what any online policy can expect
+                note += f" (P {50 * math.erfc((b - target) / sd / math.sqrt(2)):.0f}%)"
         verdicts.append((s, ok, vs_lru, vs_a0))
         rows.append(
             [s]
