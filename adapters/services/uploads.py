@@ -89,7 +89,9 @@ def check_quota(tenant: Tenant, incoming: int, *, exclude_upload: int | None = N
             "quota.storage",
             f"This upload ({incoming} bytes) would take tenant '{tenant.slug}' to {used + reserved + incoming} "
             f"bytes ({used} stored{pending}), over its storage quota of {tenant.quota_storage_bytes} bytes. "
-            "Retire or delete old versions, or ask a platform admin for a larger quota.",
+            "Every stored version counts, rejected ones until their files are purged "
+            f"{settings.QUARANTINE_RETENTION_DAYS} days after the rejection; "
+            "ask a platform admin for a larger quota.",
             status=413,
             used_bytes=used,
             reserved_bytes=reserved,
