@@ -149,6 +149,9 @@ def test_runs_that_keep_dying_end_in_a_verdict(quiet_world, tmp_path, monkeypatc
             updated_at=timezone.now() - timedelta(days=1)
         )
         assert validation.stalled_validation_ids() == [version.pk]
+    # Between runs the row counts them; the page still says it has no verdict yet.
+    page = quiet_world.client("bob").get("/t/acme/a/support/v/1/")
+    assert "not validated yet (attempt 2)" in page.content.decode()
     validate_version(version.pk)
     version.refresh_from_db()
     assert response.status_code == 201
@@ -175,4 +178,5 @@ def test_a_storage_outage_is_retried_and_does_not_count_as_an_attempt(
     version.refresh_from_db()
     assert (version.status, version.validation_report) == ("uploaded", {})
     monkeypatch.undo()
-    assert validation.run_validation(version_id=version.pk).status == "validated"
+    finished = validation.run_validation(version_id=version.pk)
+    assert finished is not None and finished.status == "validated"
