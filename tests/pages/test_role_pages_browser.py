@@ -38,6 +38,7 @@ def _pages_of(version):
             "/fleet/residency/",
             "/fleet/schedules/",
             "/fleet/alarms/",
+            "/fleet/advice/",
         ],
         "adam": [
             "/platform/",
