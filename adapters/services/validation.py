@@ -28,6 +28,7 @@ from adapters.services.registry import base_model_spec
 from adapters.storage import StorageError, get_storage
 from adapters.validation.signatures import TrustedKey
 from adapters.validation.validator import validate_adapter
+from portal.events import broadcast_after_commit
 
 log = logging.getLogger(__name__)
 S = VersionStatus
@@ -52,12 +53,35 @@ def claim_lease() -> timedelta:
 
 def version_claim_for_validation(*, version_id: int) -> bool:
     stale = timezone.now() - claim_lease()
-    return (
+    claimed = (
         AdapterVersion.objects.filter(pk=version_id)
         .filter(Q(status=S.UPLOADED) | Q(status=S.VALIDATING, updated_at__lt=stale))
         .update(status=S.VALIDATING, updated_at=timezone.now())
         == 1
     )
+    if claimed:
+        _announce_validating(version_id)
+    return claimed
+
+
+def _announce_validating(version_id: int) -> None:
+    """The claim is a conditional update, not an audited transition (the verdict is); the pages
+    still show the version entering `validating` as it happens, on the tenant's events socket."""
+    row = (
+        AdapterVersion.objects.filter(pk=version_id)
+        .values("tenant_id", "adapter__name", "number")
+        .first()
+    )
+    if row is not None:
+        broadcast_after_commit(
+            tenant_id=row["tenant_id"],
+            event={
+                "kind": "version.status",
+                "version": f"{row['adapter__name']}@{row['number']}",
+                "from": S.UPLOADED,
+                "to": S.VALIDATING,
+            },
+        )
 
 
 def _release_claim(version_id: int, attempts: int) -> None:

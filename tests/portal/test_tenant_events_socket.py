@@ -73,8 +73,16 @@ async def test_a_member_receives_version_status_changes(world, tmp_path, monkeyp
         version_reject(version=version, reviewer=world.users["rita"], reason="test")
 
     await sync_to_async(make_and_reject)()
+    claimed = await communicator.receive_json_from(timeout=5)
     first = await communicator.receive_json_from(timeout=5)
     second = await communicator.receive_json_from(timeout=5)
+    # The validator's claim shows too (live validation progress on the version page).
+    assert claimed == {
+        "kind": "version.status",
+        "version": "support@1",
+        "from": "uploaded",
+        "to": "validating",
+    }
     assert first == {
         "kind": "version.status",
         "version": "support@1",
