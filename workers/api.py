@@ -82,7 +82,7 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
             engine=engine,
             version=version,
             verb=verb,
-            actor=self.request.user,
+            access=self.access,
             request_id=self.request_id,
         )
         row = residencies_of_engine(engine).select_related("engine").get(pk=row.pk)
@@ -115,7 +115,7 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
         engine = engine_operator_transition(
             engine=self.get_object(),
             verb=verb,
-            actor=self.request.user,
+            access=self.access,
             request_id=self.request_id,
         )
         return Response(s.EngineSerializer(engine).data)
@@ -136,7 +136,7 @@ class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformVi
     def reconcile(self, request, engine=None):
         """A converge pass now, instead of at the next period."""
         engine_obj = self.get_object()
-        engine_request_reconcile(engine=engine_obj, actor=request.user, request_id=self.request_id)
+        engine_request_reconcile(engine=engine_obj, access=self.access, request_id=self.request_id)
         return Response({"engine": engine_obj.name, "queued": True}, status=202)
 
     @extend_schema(responses={200: s.FleetActionSerializer(many=True)})

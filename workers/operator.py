@@ -141,9 +141,12 @@ def _refuse(problems: list[Problem]) -> None:
 
 
 def operator_act(
-    *, engine: Engine, version: AdapterVersion, verb: str, actor: Any, request_id: str = ""
+    *, access: Any, engine: Engine, version: AdapterVersion, verb: str, request_id: str = ""
 ) -> Residency:
-    """pin / unpin / warm / evict one version on one engine; audited; refused with every reason."""
+    """pin / unpin / warm / evict one version on one engine; audited; refused with every reason.
+    Operators and platform admins (asked here, tenants/access.py)."""
+    access.require_platform_role("is_operator")
+    actor = access.user
     with transaction.atomic():
         engine = Engine.objects.select_for_update().get(pk=engine.pk)
         row = Residency.objects.filter(engine=engine, version=version).first()

@@ -106,7 +106,7 @@ def version_act(request: PortalRequest, engine: str, verb: str) -> HttpResponse:
             engine=found,
             version=version,
             verb=verb,
-            actor=request.user,
+            access=access_for(request),
             request_id=request.request_id,
         )
     except ApplicationError as exc:
@@ -124,7 +124,7 @@ def engine_state(request: PortalRequest, engine: str, verb: str) -> HttpResponse
         raise NotFound("fleet.bad_verb", f"Unknown action '{verb}'.")
     try:
         found = engine_operator_transition(
-            engine=found, verb=verb, actor=request.user, request_id=request.request_id
+            engine=found, verb=verb, access=access_for(request), request_id=request.request_id
         )
     except ApplicationError as exc:
         return _engine_page(request, found, exc)
@@ -136,7 +136,9 @@ def engine_state(request: PortalRequest, engine: str, verb: str) -> HttpResponse
 @require_POST
 def engine_reconcile(request: PortalRequest, engine: str) -> HttpResponse:
     found = _engine(request, engine)
-    engine_request_reconcile(engine=found, actor=request.user, request_id=request.request_id)
+    engine_request_reconcile(
+        engine=found, access=access_for(request), request_id=request.request_id
+    )
     messages.success(request, f"A converge pass on '{found.name}' is queued.")
     return redirect("fleet-engine", engine=found.name)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 from django.conf import settings
@@ -168,9 +169,12 @@ OPERATOR_TRANSITIONS = {
 
 
 def engine_operator_transition(
-    *, engine: Engine, verb: str, actor: object, request_id: str = ""
+    *, access: Any, engine: Engine, verb: str, request_id: str = ""
 ) -> Engine:
-    """drain / undrain, audited; the converge pass that follows sheds or reloads adapters."""
+    """drain / undrain, audited; the converge pass that follows sheds or reloads adapters.
+    Operators and platform admins (asked here, tenants/access.py)."""
+    access.require_platform_role("is_operator")
+    actor = access.user
     from portal.errors import Conflict
     from workers.desired import enqueue_converge
 
@@ -199,8 +203,10 @@ def engine_operator_transition(
     return locked
 
 
-def engine_request_reconcile(*, engine: Engine, actor: object, request_id: str = "") -> None:
+def engine_request_reconcile(*, access: Any, engine: Engine, request_id: str = "") -> None:
     """An operator asks for a converge pass now rather than at the next period (audited)."""
+    access.require_platform_role("is_operator")
+    actor = access.user
     from workers.desired import enqueue_converge
 
     with transaction.atomic():

@@ -17,6 +17,7 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from adapters.models import Adapter, AdapterVersion
 from portal.models import AuditEvent
+from tenants.access import AccessContext
 from tests.pages.routes import FLEET_ENGINE, _fleet_engine
 from tests.workers.fleet import servable_version
 from workers import shared_state
@@ -255,7 +256,12 @@ def test_a_pin_refused_by_the_pin_budget_shows_the_message_and_changes_nothing(
     pages.world.acme.quota_pinned_slots = 5
     pages.world.acme.save()
     second = servable_version(pages.world.support, tmp_path, seed=7)
-    operator_act(engine=engine, version=pages.active, verb="pin", actor=pages.world.users["olga"])
+    operator_act(
+        engine=engine,
+        version=pages.active,
+        verb="pin",
+        access=AccessContext.for_user(pages.world.users["olga"]),
+    )
     Residency.objects.create(engine=engine, version=second, desired_state="registered")
     olga = pages.client("olga")  # logging in is audited: before the count
     events = AuditEvent.objects.count()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from adapters.models import Adapter
+from tenants.access import AccessContext
 from tests.workers.fleet import chat, residency_report, servable_version
 from workers import shared_state
 from workers.controller import converge_engine
@@ -176,7 +177,7 @@ def test_a_draining_engine_finishes_its_requests_and_takes_no_new_ones(fleet, tm
     worker = threading.Thread(target=long_request)
     worker.start()
     drained = engine_operator_transition(
-        engine=fleet.b, verb="drain", actor=fleet.world.users["olga"]
+        engine=fleet.b, verb="drain", access=AccessContext.for_user(fleet.world.users["olga"])
     )
     assert drained.state == EngineState.DRAINING
 
