@@ -138,3 +138,26 @@ def test_the_refusals_of_each_rule_are_raised_in_one_place():
     # audit reach, the reviewer check, who may disable: one decision each, one error code each.
     for code in ("audit.not_allowed", "approval.not_reviewer", "disable.not_allowed"):
         assert _modules_with(re.escape(f'"{code}"')) == [ACCESS], code
+
+
+# --- one service convention: the caller's access context in, the check inside ---
+
+ACCESS_SERVICES = {
+    "tenants/services.py": None,  # every public function
+    "workers/engine_registry.py": None,
+    "workers/operator.py": {"operator_act"},
+    "workers/services.py": {"engine_operator_transition", "engine_request_reconcile"},
+}
+
+
+def test_services_that_people_call_take_the_access_context():
+    missing = []
+    for name, only in ACCESS_SERVICES.items():
+        for node in TREES[name].body:
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                continue
+            if only is not None and node.name not in only:
+                continue
+            if "access" not in {arg.arg for arg in node.args.kwonlyargs}:
+                missing.append(f"{name}:{node.name}")
+    assert not missing, f"services without an `access` argument: {missing}"
