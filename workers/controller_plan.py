@@ -103,7 +103,7 @@ def plan_converge(
             continue
         if want == WANT_PINNED and not planned.pinned:
             builder.add(Pin(name, "pinned by request"))
-        elif want == WANT_WARM and res.tier != "gpu":
+        elif want == WANT_WARM and planned.tier != "gpu":
             builder.add(Warm(name, "kept warm"))
     if auto_pins and not draining:
         builder.policy_pins(demand, protected={n for n, w in wanted.items() if w == WANT_PINNED})
