@@ -7,12 +7,13 @@ those who manage its members (the same capabilities /api/v1/tenants/{t}/members/
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from adapters.selectors import adapter_get, adapters_for
 from portal.errors import ApplicationError, NotFound
+from portal.middleware import PortalRequest
 from portal.pagekit import access_for, page_view, post_text, render_page
 from tenants.access import AccessContext
 from tenants.models import Tenant, TenantRole
@@ -27,7 +28,7 @@ from tenants.services import (
 from tenants.tokens import token_revoke
 
 
-def _scope(request: HttpRequest, tenant: str, capability: str) -> tuple[AccessContext, Tenant]:
+def _scope(request: PortalRequest, tenant: str, capability: str) -> tuple[AccessContext, Tenant]:
     access = access_for(request)
     found = access.get_tenant(tenant)
     access.require_tenant(found, capability)
@@ -35,7 +36,7 @@ def _scope(request: HttpRequest, tenant: str, capability: str) -> tuple[AccessCo
 
 
 def _page(
-    request: HttpRequest,
+    request: PortalRequest,
     access: AccessContext,
     tenant: Tenant,
     error: ApplicationError | None = None,
@@ -58,13 +59,13 @@ def _page(
     )
 
 
-def _done(request: HttpRequest, tenant: Tenant, text: str) -> HttpResponse:
+def _done(request: PortalRequest, tenant: Tenant, text: str) -> HttpResponse:
     messages.success(request, text)
     return redirect("tenant-members", tenant=tenant.slug)
 
 
 @page_view
-def members(request: HttpRequest, tenant: str) -> HttpResponse:
+def members(request: PortalRequest, tenant: str) -> HttpResponse:
     """GET: the page; POST {username, role}: add a member or change a role."""
     if request.method != "POST":
         access, found = _scope(request, tenant, "view")
@@ -86,7 +87,7 @@ def members(request: HttpRequest, tenant: str) -> HttpResponse:
 
 @page_view
 @require_POST
-def member_remove(request: HttpRequest, tenant: str, username: str) -> HttpResponse:
+def member_remove(request: PortalRequest, tenant: str, username: str) -> HttpResponse:
     access, found = _scope(request, tenant, "manage_members")
     membership = members_of(tenant=found).filter(user__username=username).first()
     if membership is None:
@@ -100,7 +101,7 @@ def member_remove(request: HttpRequest, tenant: str, username: str) -> HttpRespo
 
 @page_view
 @require_POST
-def grant_add(request: HttpRequest, tenant: str) -> HttpResponse:
+def grant_add(request: PortalRequest, tenant: str) -> HttpResponse:
     """{adapter, username, perms[]}: rights on one adapter only, as POST .../adapters/{a}/grants/."""
     access, found = _scope(request, tenant, "manage_members")
     username = post_text(request, "username", max_length=150)
@@ -120,7 +121,7 @@ def grant_add(request: HttpRequest, tenant: str) -> HttpResponse:
 
 @page_view
 @require_POST
-def grant_revoke(request: HttpRequest, tenant: str, adapter: str, username: str) -> HttpResponse:
+def grant_revoke(request: PortalRequest, tenant: str, adapter: str, username: str) -> HttpResponse:
     access, found = _scope(request, tenant, "manage_members")
     target = adapter_get(access=access, tenant=found, name=adapter)
     adapter_revoke_grants(
@@ -131,7 +132,7 @@ def grant_revoke(request: HttpRequest, tenant: str, adapter: str, username: str)
 
 @page_view
 @require_POST
-def tenant_token_revoke(request: HttpRequest, tenant: str, prefix: str) -> HttpResponse:
+def tenant_token_revoke(request: PortalRequest, tenant: str, prefix: str) -> HttpResponse:
     """Owners revoke any token bound to the tenant; others only their own (as the API)."""
     access, found = _scope(request, tenant, "view")
     token = tenant_tokens(access=access, tenant=found).filter(prefix=prefix).first()

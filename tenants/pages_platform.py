@@ -7,11 +7,13 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.http import HttpRequest, HttpResponse
+from django.db import models
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from portal.errors import ApplicationError, NotFound
+from portal.middleware import PortalRequest
 from portal.pageforms import form_data, require_platform_role
 from portal.pagekit import access_for, page_view, render_page
 from tenants import serializers as s
@@ -27,7 +29,7 @@ from tenants.services import (
 User = get_user_model()
 
 
-def _require_admin(request: HttpRequest, what: str) -> None:
+def _require_admin(request: PortalRequest, what: str) -> None:
     require_platform_role(access_for(request), "is_platform_admin", what)
 
 
@@ -36,6 +38,8 @@ def _tenant_fields(tenant: Tenant | None) -> list[dict[str, Any]]:
     fields = []
     for name in TENANT_FIELDS:
         model_field = Tenant._meta.get_field(name)
+        if not isinstance(model_field, models.Field):  # a reverse relation has no default
+            raise LookupError(f"Tenant.{name} is not a concrete field")
         value = getattr(tenant, name) if tenant else model_field.get_default()
         kind = model_field.get_internal_type()
         fields.append(
@@ -54,7 +58,7 @@ def _tenant_fields(tenant: Tenant | None) -> list[dict[str, Any]]:
     return fields
 
 
-def _tenants_page(request: HttpRequest, error: ApplicationError | None = None) -> HttpResponse:
+def _tenants_page(request: PortalRequest, error: ApplicationError | None = None) -> HttpResponse:
     return render_page(
         request,
         "tenants/platform_tenants.html",
@@ -68,7 +72,7 @@ def _tenants_page(request: HttpRequest, error: ApplicationError | None = None) -
 
 
 @page_view
-def platform_tenants(request: HttpRequest) -> HttpResponse:
+def platform_tenants(request: PortalRequest) -> HttpResponse:
     """GET: every tenant; POST {slug, name, plan fields}: create one."""
     _require_admin(request, "manage tenants")
     if request.method != "POST":
@@ -89,7 +93,7 @@ def platform_tenants(request: HttpRequest) -> HttpResponse:
 
 
 @page_view
-def platform_tenant(request: HttpRequest, tenant: str) -> HttpResponse:
+def platform_tenant(request: PortalRequest, tenant: str) -> HttpResponse:
     """GET: one tenant's plan; POST: change it (tenant_update, audited)."""
     _require_admin(request, "manage tenants")
     found = Tenant.objects.filter(slug=tenant).first()
@@ -117,7 +121,7 @@ def platform_tenant(request: HttpRequest, tenant: str) -> HttpResponse:
     )
 
 
-def _users_page(request: HttpRequest, error: ApplicationError | None = None) -> HttpResponse:
+def _users_page(request: PortalRequest, error: ApplicationError | None = None) -> HttpResponse:
     return render_page(
         request,
         "tenants/platform_users.html",
@@ -131,7 +135,7 @@ def _users_page(request: HttpRequest, error: ApplicationError | None = None) -> 
 
 
 @page_view
-def platform_users(request: HttpRequest) -> HttpResponse:
+def platform_users(request: PortalRequest) -> HttpResponse:
     """GET: every user and their platform roles; POST {username, password, email, roles}: create."""
     _require_admin(request, "manage users")
     if request.method != "POST":
@@ -159,7 +163,7 @@ def _user(username: str) -> Any:
 
 @page_view
 @require_POST
-def platform_user_roles(request: HttpRequest, username: str) -> HttpResponse:
+def platform_user_roles(request: PortalRequest, username: str) -> HttpResponse:
     _require_admin(request, "manage users")
     user = _user(username)
     try:
@@ -181,7 +185,7 @@ def platform_user_roles(request: HttpRequest, username: str) -> HttpResponse:
 
 @page_view
 @require_POST
-def platform_user_active(request: HttpRequest, username: str) -> HttpResponse:
+def platform_user_active(request: PortalRequest, username: str) -> HttpResponse:
     """`active=true|false`: whether the user may log in (never oneself: user_update refuses)."""
     _require_admin(request, "manage users")
     user = _user(username)

@@ -14,7 +14,16 @@ from adapters.models import Adapter, BaseModel
 from adapters.services.registry import base_model_register
 from engine.sample_adapters import TINY_BASE_MODEL_NAME, write_lora_adapter
 from tenants.models import Membership, Tenant
-from tenants.tokens import token_issue
+from tenants.tokens import IssuedToken, token_issue
+
+
+class TokenClient(APIClient):
+    """An API client and the token it signs in with (tests revoke it, read its prefix)."""
+
+    def __init__(self, issued: IssuedToken, **defaults: Any) -> None:
+        super().__init__(**defaults)
+        self.issued = issued
+
 
 User = get_user_model()
 PASSWORD = "correct-horse-battery-staple"
@@ -68,11 +77,10 @@ class World:
 
     def token_client(
         self, who: str, scopes: list[str], tenant: Tenant | None = None, **kwargs: Any
-    ) -> APIClient:
+    ) -> TokenClient:
         issued = token_issue(user=self.users[who], scopes=scopes, tenant=tenant, **kwargs)
-        client = APIClient()
+        client = TokenClient(issued)
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.plaintext}")
-        client.issued = issued
         return client
 
 

@@ -98,6 +98,7 @@ def test_a_maintainer_sets_a_business_hours_window(world, engines, patch):
     assert str(opening.crontab.timezone) == "Europe/Berlin"
     assert json.loads(closing.kwargs) == {"adapter_id": world.support.pk, "phase": "close"}
     (event,) = updates()
+    assert event.after is not None
     assert event.actor_label == "bob" and event.after["warmup_start"] == "09:00:00"
     # Back to on demand: the entries go.
     response = patch("bob", {"warmup_policy": "on_demand"})

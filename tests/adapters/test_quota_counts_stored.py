@@ -72,7 +72,7 @@ def test_a_rejected_upload_counts_until_its_purge(world, backend, tmp_path):
     assert backend.list("quarantine/") == []
     event = AuditEvent.objects.get(action="version.quarantine_purge")
     assert (event.tenant, event.object_id) == (world.acme, "acme/support@1")
-    assert event.before["size_bytes"] == rejected.size_bytes
+    assert event.before is not None and event.before["size_bytes"] == rejected.size_bytes
 
     accepted = upload(client, "acme", "support", good)
     assert accepted.status_code == 201, accepted.json()

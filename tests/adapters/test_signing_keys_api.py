@@ -53,6 +53,7 @@ def test_it_registers_supported_public_keys(world, make, algorithm):
     assert body["public_key_pem"] == pem  # normalised
     key = SigningKey.objects.get(tenant=world.acme, name="ci")
     [event] = events("signing_key.add")
+    assert event.after is not None
     assert event.tenant_id == world.acme.pk and event.after["fingerprint"] == body["fingerprint"]
     assert key.created_by == world.users["alice"]
     assert verify_chain().ok
@@ -147,6 +148,7 @@ def test_revoking_keeps_the_row_and_is_audited_once(world):
         again.status_code == 409 and again.json()["error"]["code"] == "signing_key.already_revoked"
     )
     [event] = events("signing_key.revoke")
+    assert event.after is not None
     assert event.after["fingerprint"] == fingerprint and event.actor_id == world.users["alice"].pk
     # Its name stays taken: a report naming the signer keeps meaning one key.
     assert add_key(client, "ci").json()["error"]["code"] == "signing_key.exists"

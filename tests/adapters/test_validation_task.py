@@ -118,4 +118,5 @@ def test_a_failure_after_the_claim_releases_it_for_the_retry(world, tmp_path, mo
         validation.run_validation(version_id=version.pk)
     assert AdapterVersion.objects.get(pk=version.pk).status == "uploaded"
     monkeypatch.undo()
-    assert validation.run_validation(version_id=version.pk).status == "validated"
+    finished = validation.run_validation(version_id=version.pk)
+    assert finished is not None and finished.status == "validated"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def prefork_worker(db, tmp_path) -> dict:
+def prefork_worker(db, tmp_path) -> Iterator[dict]:
     from portal.celery import app
 
     queue = f"test-limit-{uuid.uuid4().hex[:8]}"

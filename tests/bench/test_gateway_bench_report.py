@@ -4,6 +4,7 @@ bench/gateway_support.py, bench/gateway_overhead.py and bench/gateway_routing.py
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -315,7 +316,7 @@ def test_failure_reasons_are_the_gateways_error_codes():
 
 def test_profile_breakdown_sums_the_parts_and_spreads_the_cpu():
     site = "/x/site-packages/"
-    stats = {
+    stats: dict[tuple[str, int, str], tuple[Any, ...]] = {
         (site + "uvicorn/protocols/http/httptools_impl.py", 1, "run_asgi"): (0, 0, 0.1, 8.0, {}),
         ("/repo/gateway/app.py", 10, "__call__"): (0, 0, 0.1, 7.5, {}),
         ("/repo/gateway/app.py", 20, "forward"): (0, 0, 0.5, 5.0, {}),

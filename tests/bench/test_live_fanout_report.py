@@ -3,11 +3,13 @@ and the goal's verdict per run."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench.live_fanout import Result, Run, render, summarize_delays
 
 
 def run(**kw) -> Run:
-    fields = dict(
+    fields: dict[str, Any] = dict(
         mode="generation",
         seconds=60.0,
         connected=500,

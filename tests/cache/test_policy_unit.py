@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -42,10 +43,10 @@ def demand_of(counts: dict[str, int]) -> DemandTracker:
     return d
 
 
-def engine(resident: list[Resident], gpu: int, cpu: int, **kw: object) -> EngineSnapshot:
+def engine(resident: list[Resident], gpu: int, cpu: int, **kw: Any) -> EngineSnapshot:
     names = {r.name for r in resident} | {"new"}
     versions = {n: info(n) for n in names}
-    versions.update(kw.pop("versions", {}))  # type: ignore[arg-type]
+    versions.update(kw.pop("versions", {}))
     return EngineSnapshot(
         "e",
         NOW,
@@ -54,8 +55,8 @@ def engine(resident: list[Resident], gpu: int, cpu: int, **kw: object) -> Engine
         128,
         {r.name: r for r in resident},
         versions,
-        tenant_pin_quota=kw.pop("quota", {"t0": 8, "t1": 8}),  # type: ignore[arg-type]
-        **kw,  # type: ignore[arg-type]
+        tenant_pin_quota=kw.pop("quota", {"t0": 8, "t1": 8}),
+        **kw,
     )
 
 

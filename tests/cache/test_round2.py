@@ -115,7 +115,7 @@ def test_the_online_bound_is_the_mass_outside_the_top_slots() -> None:
     bound, sd = online_miss_bound(uniform, 32)
     assert bound == pytest.approx(10_000) and sd == pytest.approx(math.sqrt(20_000 * 0.25))
     for kind in ("zipf", "power", "uniform"):
-        p = popularity(TraceSpec(adapters=50, popularity=kind))  # type: ignore[arg-type]
+        p = popularity(TraceSpec(adapters=50, popularity=kind))
         assert p.sum() == pytest.approx(1.0) and list(p) == sorted(p, reverse=True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -55,10 +56,10 @@ def test_it_makes_b_nonzero_so_the_adapter_changes_outputs(tmp_path: Path) -> No
 
 
 def test_it_is_byte_identical_for_the_same_seed_and_different_otherwise(tmp_path: Path) -> None:
-    kwargs = {"rank": 8, "target_modules": ["q_proj", "v_proj"]}
-    one = write_lora_adapter(tmp_path / "one", seed=5, **kwargs)
-    two = write_lora_adapter(tmp_path / "two", seed=5, **kwargs)
-    other = write_lora_adapter(tmp_path / "other", seed=6, **kwargs)
+    write = functools.partial(write_lora_adapter, rank=8, target_modules=["q_proj", "v_proj"])
+    one = write(tmp_path / "one", seed=5)
+    two = write(tmp_path / "two", seed=5)
+    other = write(tmp_path / "other", seed=6)
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         assert (one / name).read_bytes() == (two / name).read_bytes()
     assert (one / "adapter_model.safetensors").read_bytes() != (

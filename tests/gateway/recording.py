@@ -57,7 +57,10 @@ def measure(
     tenant: tuple[str, int] | None = None,
 ) -> Measurement:
     """One request to version `v`, or to the base model (`v=None`, give `tenant`)."""
-    slug, tenant_id = tenant or (v.tenant.slug, v.tenant_id)
+    if tenant is None:
+        assert v is not None, "name the version, or the tenant for the base model"
+        tenant = (v.tenant.slug, v.tenant_id)
+    slug, tenant_id = tenant
     return Measurement(
         tenant=slug,
         tenant_id=tenant_id,

@@ -19,7 +19,17 @@ from workers.metrics import FleetCollector
 
 pytestmark = pytest.mark.usefixtures("gw_redis")
 
-TTFT_EDGES = ("5.0", "10.0", "25.0", "50.0", "100.0", "250.0", "500.0", "1000.0", "2500.0")
+TTFT_EDGES: tuple[str, ...] = (
+    "5.0",
+    "10.0",
+    "25.0",
+    "50.0",
+    "100.0",
+    "250.0",
+    "500.0",
+    "1000.0",
+    "2500.0",
+)
 TTFT_EDGES += ("5000.0", "10000.0", "30000.0", "+Inf")
 
 
@@ -161,7 +171,7 @@ def test_one_round_trip_per_scrape(recorded, monkeypatch):
                 calls.append("execute")
                 return execute(*args, **kw)
 
-            pipe.execute = counted
+            monkeypatch.setattr(pipe, "execute", counted)
             return pipe
 
         def __getattr__(self, name):

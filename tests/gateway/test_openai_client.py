@@ -92,7 +92,7 @@ def test_what_a_caller_may_not_reach(acme):
     for name in ("support", "support-bot", "acme/support", "support@1", "nonexistent"):
         with pytest.raises(openai.NotFoundError) as err:
             chat(other, name)
-        assert err.value.body["code"] == "model_not_found"
+        assert isinstance(err.value.body, dict) and err.value.body["code"] == "model_not_found"
 
     no_scope = token_issue(user=world.users["alice"], scopes=["read"], tenant=world.acme)
     reader = openai.OpenAI(base_url=base_url + "/v1", api_key=no_scope.plaintext, max_retries=0)

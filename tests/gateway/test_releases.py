@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import openai
 import pytest
 from django.conf import settings
+from openai.types.chat import ChatCompletionMessageParam
 from redis import asyncio as aioredis
 
 from adapters import tasks
@@ -33,7 +34,7 @@ from tenants.tokens import token_issue
 from tests.workers.conftest import worker_fleet  # noqa: F401 - the fixture
 from workers import shared_state
 
-PROMPT = [{"role": "user", "content": "Say something about tea."}]
+PROMPT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say something about tea."}]
 
 
 # --- builders ---------------------------------------------------------------------------------
@@ -94,6 +95,14 @@ def canary(world, *, stable: str = "support@1", new: str = "support@2", **guard)
     return alias_of(world)
 
 
+def head_of(alias: Alias) -> AliasRevision:
+    return alias.revisions.latest("number")
+
+
+def parent_number(revision: AliasRevision) -> int | None:
+    return revision.parent.number if revision.parent is not None else None
+
+
 def snapshot(alias: Alias) -> tuple:
     """Everything a refused release could have changed."""
     return (
@@ -127,8 +136,8 @@ def test_each_change_of_targets_is_a_revision_and_promote_sets_100_on_one_versio
 
     releases.alias_promote(access=owner(acme), alias=alias, version="support@2", reason="healthy")
     assert targets_of(alias) == {"support@2": (100, None)}
-    head = alias.revisions.order_by("-number").first()
-    assert (head.number, head.action, head.parent.number, head.actor_label, head.reason) == (
+    head = head_of(alias)
+    assert (head.number, head.action, parent_number(head), head.actor_label, head.reason) == (
         3,
         "promote",
         2,
@@ -136,6 +145,7 @@ def test_each_change_of_targets_is_a_revision_and_promote_sets_100_on_one_versio
         "healthy",
     )
     event = AuditEvent.objects.filter(action="alias.promote").get()
+    assert event.before is not None and event.after is not None
     assert event.object_id == "acme/support-bot" and event.actor_label == "alice"
     assert [t["version"] for t in event.before["targets"]] == ["support@1", "support@2"]
     assert event.after["targets"][0]["version"] == "support@2" and event.after["revision"] == 3
@@ -157,9 +167,10 @@ def test_rollback_returns_to_the_previous_targets_and_then_further_back(acme):
     alias = canary(acme, stable="support@2", new="support@3")  # rev 3
     releases.alias_rollback(access=owner(acme), alias=alias, reason="errors on @3")
     assert targets_of(alias) == {"support@2": (100, None)}
-    head = alias.revisions.order_by("-number").first()
-    assert (head.number, head.action, head.parent.number) == (4, "rollback", 1)
+    head = head_of(alias)
+    assert (head.number, head.action, parent_number(head)) == (4, "rollback", 1)
     event = AuditEvent.objects.filter(action="alias.rollback").get()
+    assert event.before is not None and event.after is not None
     assert event.after["restored_revision"] == 2 and event.after["reason"] == "errors on @3"
     assert event.before["revision"] == 3
 
@@ -241,11 +252,13 @@ def test_a_targets_max_concurrent_reaches_the_gateway_and_the_lower_cap_applies(
     )
     table = build_table(1)
     route = table.route_for(acme.acme.pk, "support-bot")
+    assert route is not None
     caps = {t.label: (t.max_concurrent, t.alias_max_concurrent) for t in route.targets}
     assert caps == {"support@1": (16, None), "support@2": (16, 2)}
     assert [limits.concurrency_limit(t) for t in route.targets] == [16, 2]
     # By its own name the version keeps the adapter's cap; a cap above the adapter's is moot.
-    assert limits.concurrency_limit(table.route_for(acme.acme.pk, "support@2").targets[0]) == 16
+    by_name = table.route_for(acme.acme.pk, "support@2")
+    assert by_name is not None and limits.concurrency_limit(by_name.targets[0]) == 16
     higher = Target(**{**_target_fields(), "max_concurrent": 4, "alias_max_concurrent": 50})
     assert limits.concurrency_limit(higher) == 4
 
@@ -286,14 +299,14 @@ async def test_admission_refuses_the_request_over_the_canarys_own_cap():
             await third.admit()
         assert err.value.status == 429 and "2 requests running" in err.value.message
         await third.release()  # refused: it holds nothing, so this gives nothing back
-        assert int(await redis.get(limits._conc_key(target.served_name))) == 2
+        assert await redis.get(limits._conc_key(target.served_name)) == b"2"
         await first.release()
         await second.release()
         # Both finished: the slot is free again.
         again = admission("x")
         await again.admit()
         await again.release()
-        assert int(await redis.get(limits._conc_key(target.served_name))) == 0
+        assert await redis.get(limits._conc_key(target.served_name)) == b"0"
     finally:
         await redis.delete(limits._conc_key(target.served_name))
         await redis.aclose()
@@ -484,7 +497,7 @@ def private(acme):
 
 
 def started_at(alias: Alias, t: float) -> None:
-    head = alias.revisions.order_by("-number").first()
+    head = head_of(alias)
     AliasRevision.objects.filter(pk=head.pk).update(created_at=datetime.fromtimestamp(t, UTC))
 
 
@@ -501,13 +514,14 @@ def test_the_task_rolls_a_failing_canary_back_once_and_not_twice(private):
     )
     assert tasks.check_canaries(now=t0 + 130) == 1
     assert targets_of(alias) == {"support@1": (100, None)}
-    head = alias.revisions.order_by("-number").first()
+    head = head_of(alias)
     assert (head.action, head.actor_label, head.actor_id) == (
         "auto_rollback",
         "auto-rollback",
         None,
     )
     event = AuditEvent.objects.filter(action="alias.auto_rollback").get()
+    assert event.after is not None
     assert event.actor_label == "auto-rollback" and event.actor_id is None
     evidence = event.after["evidence"]
     assert (evidence["canary"], evidence["requests"], evidence["errors"]) == ("support@2", 25, 6)
@@ -554,15 +568,18 @@ def test_a_quiet_or_healthy_canary_is_kept_a_slow_one_rolled_back(private):
     started_at(alias, t0)
     record([measurement(slug, "support@2", t0 + 61 + i, ok=True, ttft=250) for i in range(19)])
     [check] = releases.check_canaries(client=shared_state.client(), now=t0 + 130)
+    assert check.verdict is not None
     assert (check.outcome, check.verdict.requests) == ("kept", 19)  # too few to judge
     record([measurement(slug, "support@2", t0 + 121, ok=True, ttft=260)])
     [check] = releases.check_canaries(client=shared_state.client(), now=t0 + 130)
+    assert check.verdict is not None
     assert check.outcome == "kept" and check.verdict.mean_ttft_ms == 250.5
     record([measurement(slug, "support@2", t0 + 122, ok=True, ttft=2000) for _ in range(5)])
     Alias.objects.filter(pk=alias.pk).update(auto_rollback=False)
     assert releases.check_canaries(client=shared_state.client(), now=t0 + 130) == []
     Alias.objects.filter(pk=alias.pk).update(auto_rollback=True)
     [check] = releases.check_canaries(client=shared_state.client(), now=t0 + 130)
+    assert check.verdict is not None
     assert check.outcome == "rolled_back" and "TTFT" in check.verdict.reason
 
 

@@ -19,7 +19,8 @@ def _api_actions(patterns, prefix=""):
             if actions is not None:  # a viewset route: one action per HTTP method
                 yield from ((entry.name, m) for m in actions if m in METHODS)
             else:
-                cls = entry.callback.view_class
+                # as_view() sets view_class on the function it returns; the stubs type a Callable.
+                cls = entry.callback.view_class  # type: ignore[attr-defined]
                 yield from (
                     (entry.name, m)
                     for m in ("get", "post", "put", "patch", "delete")

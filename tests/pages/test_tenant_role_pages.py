@@ -130,6 +130,7 @@ def test_usage_shows_rows_and_totals_and_exports_the_same_csv(pages):
     page = owner.get(reverse("tenant-usage", args=["acme"])).content.decode()
     assert "<td>7</td><td>70</td><td>140</td>" in page
     link = re.search(r'href="([^"]+)" data-testid="csv-export"', page)
+    assert link is not None, "the usage page links its CSV export"
     csv_url = link.group(1).replace("&amp;", "&")
     assert csv_url.startswith(reverse("tenant-usage-list", args=["acme"]))
     exported = owner.get(csv_url)

@@ -47,7 +47,7 @@ def test_a_maintainer_uploads_a_version(pages, tmp_path):
     before = AdapterVersion.objects.filter(adapter=pages.world.support).count()
     data, d = _files(tmp_path)
     response = pages.client("bob").post(URL, data)
-    version = AdapterVersion.objects.filter(adapter=pages.world.support).order_by("-number").first()
+    version = AdapterVersion.objects.filter(adapter=pages.world.support).latest("number")
     assert AdapterVersion.objects.filter(adapter=pages.world.support).count() == before + 1
     assert response.status_code == 302
     assert response["Location"] == reverse(

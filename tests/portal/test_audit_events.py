@@ -25,7 +25,7 @@ def test_token_creation_and_revocation_are_audited(world):
     token_revoke(token=issued.token, actor=world.users["alice"])
     events = AuditEvent.objects.filter(object_type="tenants.apitoken")
     assert [e.action for e in events] == ["token.create", "token.revoke"]
-    assert events[0].after["prefix"] == issued.token.prefix
+    assert (events[0].after or {})["prefix"] == issued.token.prefix
     assert issued.plaintext.split("_")[2] not in json.dumps(
         events[0].after
     )  # the secret is never logged

@@ -53,7 +53,7 @@ def test_a_rewrite_rehashed_without_the_key_is_detected(world):
     victim = events[2]
     # The attacker changes a row, then recomputes every hash after it and the head: the chain
     # links up again, as it would if the hash were a plain digest anyone can compute.
-    statements = [
+    statements: list[tuple[str, list]] = [
         ("UPDATE portal_auditevent SET actor_label = 'mallory' WHERE id = %s", [victim.pk])
     ]
     prev = events[1].hash
@@ -94,7 +94,8 @@ def test_a_cut_off_tail_is_detected_by_the_checkpoint(world):
     # New events appended after the cut do not carry the checkpoint past the gap.
     make_events(world, 4)
     assert checkpoint_audit_chain() is None
-    assert read_checkpoint().event_id == events[-1].pk
+    checkpoint = read_checkpoint()
+    assert checkpoint is not None and checkpoint.event_id == events[-1].pk
     assert verify(world).status_code == 409
 
 

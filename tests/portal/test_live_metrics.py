@@ -4,6 +4,8 @@ Real Redis channel layer, the full ASGI stack (origin check, session auth, routi
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -21,7 +23,7 @@ FLEET = "/ws/fleet/metrics/"
 
 
 def measurement(tenant: str, version: str, *, at: float, **kw) -> Measurement:
-    fields = dict(
+    fields: dict[str, Any] = dict(
         tenant=tenant,
         tenant_id=1,
         adapter=version.rpartition("@")[0],

@@ -83,9 +83,10 @@ def test_unusable_configs_say_which_field(change) -> None:
 
 
 def test_spec_accepts_module_paths_and_rejects_unknown_modules() -> None:
-    spec = BaseModelSpec("m", "LlamaForCausalLM", {"self_attn.q_proj": [8, 8]}, 1)
+    # A list, as JSON gives it: the spec keeps it as a tuple.
+    spec = BaseModelSpec("m", "LlamaForCausalLM", {"self_attn.q_proj": [8, 8]}, 1)  # type: ignore[dict-item]
     assert dict(spec.module_dims) == {"q_proj": (8, 8)}
     with pytest.raises(BaseModelSpecError):
         BaseModelSpec("m", "LlamaForCausalLM", {"lm_head": (8, 8)}, 1)
     with pytest.raises(BaseModelSpecError):
-        BaseModelSpec("m", "LlamaForCausalLM", {"q_proj": (8,)}, 1)
+        BaseModelSpec("m", "LlamaForCausalLM", {"q_proj": (8,)}, 1)  # type: ignore[dict-item]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import struct
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import numpy as np
 import pytest
@@ -35,7 +36,7 @@ class ShortReads(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer) -> int:
         self.largest_request = max(self.largest_request, len(buffer))
         chunk = self._data[self._pos : self._pos + min(self._step, len(buffer))]
         buffer[: len(chunk)] = chunk
@@ -80,7 +81,9 @@ def test_reads_are_bounded_by_the_chunk_size(tmp_path: Path) -> None:
     )
     size = (adapter / WEIGHTS).stat().st_size
     limits = ValidationLimits(chunk_size=4096)
-    weights = ReadOnly((adapter / WEIGHTS).read_bytes())
+    # A raw stream (short reads, no buffering) stands in where a buffered one is typed.
+    raw = ReadOnly((adapter / WEIGHTS).read_bytes())
+    weights = cast(BinaryIO, raw)
     report = validate_adapter(
         {CONFIG: io.BytesIO((adapter / CONFIG).read_bytes()), WEIGHTS: weights},
         base_model=SPEC,
@@ -89,7 +92,7 @@ def test_reads_are_bounded_by_the_chunk_size(tmp_path: Path) -> None:
     )
     assert report.valid and size > 100_000
     (header_length,) = struct.unpack("<Q", (adapter / WEIGHTS).read_bytes()[:8])
-    assert weights.largest_request <= max(4096, header_length)
+    assert raw.largest_request <= max(4096, header_length)
 
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 3, 5, 8, 13, 4096])
@@ -147,13 +150,16 @@ def test_errors_raised_by_a_stream_reach_the_caller(tmp_path: Path) -> None:
         def readable(self) -> bool:
             return True
 
-        def readinto(self, buffer) -> int:  # type: ignore[override]
+        def readinto(self, buffer) -> int:
             raise ConnectionResetError("peer went away")
 
     adapter = good_adapter(tmp_path / "a")
     with pytest.raises(ConnectionResetError):
         validate_adapter(
-            {CONFIG: io.BytesIO((adapter / CONFIG).read_bytes()), WEIGHTS: Failing()},
+            {
+                CONFIG: io.BytesIO((adapter / CONFIG).read_bytes()),
+                WEIGHTS: cast(BinaryIO, Failing()),
+            },
             base_model=SPEC,
             max_rank=64,
         )

@@ -58,9 +58,10 @@ def test_a_wanted_version_is_staged_verified_loaded_and_served(fleet, tmp_path):
     ]
     row = Residency.objects.get(engine=fleet.a, version=version)
     assert row.observed_state in (ResidencyState.RESIDENT_GPU, ResidencyState.RESIDENT_CPU)
-    assert row.staged_at is not None and row.load_latency_ms > 0
+    assert row.staged_at is not None
+    assert row.load_latency_ms is not None and row.load_latency_ms > 0
     load = FleetAction.objects.get(engine=fleet.a, served_name=version.served_name, kind="load")
-    assert load.ok and load.latency_ms > 0
+    assert load.ok and load.latency_ms is not None and load.latency_ms > 0
     # The engine really serves it: the adapter's greedy reply differs from the base model's.
     assert chat(fleet.handle_a, version.served_name) != chat(
         fleet.handle_a, fleet.handle_a.served_model_name

@@ -138,6 +138,7 @@ def test_thrashing_raises_one_alarm_once(engines, version):
     assert alarm.details["per_minute_counts"] == [40] * 5
     assert "--max-cpu-loras" in alarm.message
     (event,) = events("engine.alarm.raise")
+    assert event.after is not None
     assert event.object_id == "e1" and event.after["alarm"] == alarm.pk
 
     assert alarms_check_thrash(now=NOW) == []
@@ -157,6 +158,7 @@ def test_the_alarm_clears_once_when_calm_and_can_be_raised_again(engines, versio
     assert (cleared.change, cleared.alarm_id) == ("cleared", raised.alarm_id)
     assert EngineAlarm.objects.get().cleared_at == later
     (event,) = events("engine.alarm.clear")
+    assert event.after is not None
     assert event.object_id == "e1" and event.after["alarm"] == raised.alarm_id
     assert alarms_check_thrash(now=later) == []
     assert len(events("engine.alarm.clear")) == 1
