@@ -232,16 +232,35 @@ class Gateway:
         route, tenant_id = self.resolve(caller, table, payload.get("model"))
         target = pick(route.targets) if route.targets else None
         billed_tenant = target.tenant_id if target else (tenant_id or caller.bound_tenant_id or 0)
+        await self.serve_admitted(
+            scope, send, kind, payload, route, target, table, billed_tenant, started
+        )
+
+    async def serve_admitted(
+        self,
+        scope: dict[str, Any],
+        send: Send,
+        kind: str,
+        payload: dict[str, Any],
+        route: Route,
+        target: Target | None,
+        table: RouteTable,
+        tenant_id: int,
+        started: float,
+    ) -> None:
+        """Admission (rate, concurrency, the engine's in-flight count), serve, release: the path
+        of every request once its caller and model are known, from the API (generate) and from
+        a signed-in user's playground prompt (gateway.playground)."""
         admission = limits.Admission(
             self.scripts,
-            tenant_id=billed_tenant,
-            rpm_limit=table.rpm.get(billed_tenant, 0),
+            tenant_id=tenant_id,
+            rpm_limit=table.rpm.get(tenant_id, 0),
             target=target,
             requested=payload.get("model"),
         )
         try:
             await self.serve(
-                scope, send, kind, payload, route, target, table, billed_tenant, started, admission
+                scope, send, kind, payload, route, target, table, tenant_id, started, admission
             )
         finally:
             await admission.release()

@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 from channels.db import database_sync_to_async
 
-from gateway import limits
 from gateway.app import Gateway, gateway_app
 from gateway.errors import GatewayError
 from gateway.playground_choices import Resolved, resolve_choice
@@ -175,28 +174,17 @@ async def play(
     sink = TokenSink(on_token, started)
     try:
         table = await gateway.fresh_table()
-        admission = limits.Admission(
-            gateway.scripts,
-            tenant_id=resolved.tenant_id,
-            rpm_limit=table.rpm.get(resolved.tenant_id, 0),
-            target=resolved.target,
-            requested=resolved.key,
+        await gateway.serve_admitted(
+            PLAYGROUND_SCOPE,
+            sink,
+            "chat",
+            payload,
+            resolved.route,
+            resolved.target,
+            table,
+            resolved.tenant_id,
+            started,
         )
-        try:
-            await gateway.serve(
-                PLAYGROUND_SCOPE,
-                sink,
-                "chat",
-                payload,
-                resolved.route,
-                resolved.target,
-                table,
-                resolved.tenant_id,
-                started,
-                admission,
-            )
-        finally:
-            await admission.release()
     except GatewayError as err:
         raise ApplicationError(f"gateway.{err.code}", err.message, status=err.status) from None
     if sink.error is not None:
