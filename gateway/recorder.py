@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from redis import asyncio as aioredis
 
-from workers.shared_state import DEMAND_HISTORY_MAX, demand_key
+from workers.shared_state import DEMAND_HISTORY_MAX, demand_entry, demand_key
 
 TTFT_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 SECOND_TTL_S = 600
@@ -114,7 +114,8 @@ class Recorder:
             if amount:
                 c[(name, field)] += amount
         if m.served_name and m.pool:
-            self._demand.append((m.pool, f"{m.at:.3f} {m.served_name}"))
+            entry = demand_entry(m.at, m.served_name, missed=m.served_from == "cold")
+            self._demand.append((m.pool, entry))
 
     async def flush(self) -> int:
         """Send what accumulated; returns how many fields were written."""

@@ -26,7 +26,7 @@ from portal.audit import record_event
 from portal.errors import ApplicationError
 from workers import shared_state
 from workers.alarms import alarm_clear
-from workers.cache_policy import Action, Evict, Load, Pin, PolicyParams, Unpin, Warm
+from workers.cache_policy import Action, Evict, Load, Pin, Unpin, Warm
 from workers.controller_plan import EnginePlan, plan_converge
 from workers.engine_view import (
     Observed,
@@ -36,6 +36,7 @@ from workers.engine_view import (
     load_world,
     observe,
     pool_demand,
+    pool_policy,
     run_engine_call,
 )
 from workers.models import AlarmKind, Engine, EngineState, FleetAction, Residency, ResidencyState
@@ -120,14 +121,15 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
         world.wanted[incoming] = ResidencyState.REGISTERED
     now = time.time()
     snapshot = build_snapshot(engine, observed, world, now=now)
+    demand, params = pool_policy(engine.pool, engine.max_cpu_loras)
     plan = plan_converge(
         snapshot,
-        pool_demand(engine.pool),
+        demand,
         wanted=world.wanted,
         incoming=incoming,
         draining=engine.state == EngineState.DRAINING,
         auto_pins=settings.FLEET_AUTO_PINS and engine.has_plugin,
-        params=PolicyParams(),
+        params=params,
     )
     _drop_policy_evictions(engine, plan, world)
     for action in plan.actions:

@@ -12,7 +12,14 @@ from typing import TypeVar
 
 from adapters.models import AdapterVersion
 from workers import shared_state
-from workers.cache_policy import DemandTracker, EngineSnapshot, Resident, VersionInfo
+from workers.cache_policy import (
+    DemandTracker,
+    EngineSnapshot,
+    PolicyParams,
+    Resident,
+    VersionInfo,
+)
+from workers.cache_policy.fairness import FairnessGovernor, protected_params
 from workers.models import Engine, Residency, ResidencyState
 from workers.selectors import engine_client, holdable, residencies_of_engine
 from workers.vllm_client import EngineError, VLLMClient
@@ -174,18 +181,61 @@ def build_snapshot(
 
 # One tracker per pool per worker process, fed only the requests recorded since the last pass:
 # replaying a pool's whole history for every engine would dominate a fleet pass.
-_trackers: dict[str, tuple[int, DemandTracker]] = {}
-_trackers_lock = threading.Lock()
+@dataclass
+class PoolDemand:
+    seen: int
+    tracker: DemandTracker
+    # Gold protection (workers.cache_policy.fairness), fed each request's class and whether it
+    # waited for a load; `outcomes` holds the requests it has not been given yet.
+    governor: FairnessGovernor = field(default_factory=FairnessGovernor)
+    outcomes: list[tuple[str, bool]] = field(default_factory=list)
+
+
+_pools: dict[str, PoolDemand] = {}
+_pools_lock = threading.Lock()
+
+
+def _refreshed(pool: str) -> PoolDemand:
+    """The pool's state with every request recorded so far (call under _pools_lock)."""
+    state = _pools.get(pool)
+    total, new = shared_state.demand_since(pool, state.seen if state else 0)
+    if state is None or new is None:
+        history = shared_state.demand_history(pool)
+        state = PoolDemand(total, DemandTracker.from_history((at, n) for at, n, _ in history))
+        state.outcomes = [(n, missed) for _, n, missed in history]
+    else:
+        for at, name, missed in new:
+            state.tracker.observe(name, at)
+            state.outcomes.append((name, missed))
+    state.seen = total
+    _pools[pool] = state
+    return state
 
 
 def pool_demand(pool: str) -> DemandTracker:
-    with _trackers_lock:
-        seen, tracker = _trackers.get(pool, (0, None))
-        total, new = shared_state.demand_since(pool, seen)
-        if tracker is None or new is None:
-            tracker = DemandTracker.from_history(shared_state.demand_history(pool))
-        else:
-            for at, name in new:
-                tracker.observe(name, at)
-        _trackers[pool] = (total, tracker)
-        return tracker
+    with _pools_lock:
+        return _refreshed(pool).tracker
+
+
+def pool_policy(pool: str, cpu_slots: int) -> tuple[DemandTracker, PolicyParams]:
+    """The pool's demand and the policy's parameters for one converge pass, with gold
+    protection stepped once from what the gateway measured, as the simulator's `portal` does
+    every tick (bench/cachesim/policies/portal.py)."""
+    with _pools_lock:
+        state = _refreshed(pool)
+        outcomes, state.outcomes = state.outcomes, []
+        names = set(state.tracker.versions()) | {name for name, _ in outcomes}
+    slo_of = slo_classes(names)
+    with _pools_lock:
+        for name, missed in outcomes:
+            state.governor.observe(slo_of.get(name, "bronze"), missed)
+        boost = state.governor.tick(state.tracker, slo_of, cpu_slots)
+    return state.tracker, protected_params(PolicyParams(), boost)
+
+
+def slo_classes(served_names: set[str]) -> dict[str, str]:
+    """Each version's SLO class (its adapter's, else its tenant's), one query."""
+    versions = AdapterVersion.objects.filter(served_name__in=served_names).select_related(
+        "adapter__tenant"
+    )
+    return {v.served_name: v.adapter.effective_slo_class or "bronze" for v in versions}

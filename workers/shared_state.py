@@ -63,9 +63,17 @@ def demand_key(pool: str) -> str:
     return f"{_PREFIX}:demand:{pool}"
 
 
-def demand_record(pool: str, served_name: str, at: float | None = None) -> None:
-    """One request for `served_name` in `pool` (the gateway calls this; so does a cold load)."""
-    entry = f"{at if at is not None else time.time():.3f} {served_name}"
+def demand_entry(at: float, served_name: str, *, missed: bool = False) -> str:
+    """How a request is kept in a pool's history: its time, its version and, when it waited for
+    a load, ' cold' (gold protection steers by who waited: workers.protection)."""
+    return f"{at:.3f} {served_name}{' cold' if missed else ''}"
+
+
+def demand_record(
+    pool: str, served_name: str, at: float | None = None, *, missed: bool = False
+) -> None:
+    """One request for `served_name` in `pool` (the gateway records its own in bulk)."""
+    entry = demand_entry(at if at is not None else time.time(), served_name, missed=missed)
     pipe = client().pipeline()
     pipe.lpush(demand_key(pool), entry)
     pipe.ltrim(demand_key(pool), 0, DEMAND_HISTORY_MAX - 1)
@@ -73,7 +81,7 @@ def demand_record(pool: str, served_name: str, at: float | None = None) -> None:
     pipe.execute()
 
 
-def demand_since(pool: str, seen: int) -> tuple[int, list[tuple[float, str]] | None]:
+def demand_since(pool: str, seen: int) -> tuple[int, list[tuple[float, str, bool]] | None]:
     """(requests recorded so far, the ones after `seen` oldest first); None: too many to
     replay, start again from `demand_history`."""
     total = int(client().get(demand_key(pool) + ":n") or 0)
@@ -85,17 +93,18 @@ def demand_since(pool: str, seen: int) -> tuple[int, list[tuple[float, str]] | N
     return total, _parse_demand(client().lrange(demand_key(pool), 0, new - 1))
 
 
-def demand_history(pool: str) -> list[tuple[float, str]]:
-    """Recent (time, served name) pairs of the pool, oldest first."""
+def demand_history(pool: str) -> list[tuple[float, str, bool]]:
+    """Recent (time, served name, waited for a load) of the pool, oldest first."""
     return _parse_demand(client().lrange(demand_key(pool), 0, -1))
 
 
-def _parse_demand(raw_newest_first: list[bytes | str]) -> list[tuple[float, str]]:
-    out: list[tuple[float, str]] = []
+def _parse_demand(raw_newest_first: list[bytes | str]) -> list[tuple[float, str, bool]]:
+    out: list[tuple[float, str, bool]] = []
     for raw in reversed(raw_newest_first):
-        at, _, name = _text(raw).partition(" ")
+        at, _, rest = _text(raw).partition(" ")
+        name, _, mark = rest.partition(" ")
         try:
-            out.append((float(at), name))
+            out.append((float(at), name, mark == "cold"))
         except ValueError:
             continue
     return out

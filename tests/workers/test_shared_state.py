@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from workers import shared_state
 from workers.cache_policy import DemandTracker
 from workers.controller import pool_demand
@@ -51,3 +53,44 @@ def test_busy_samples_become_intervals():
         shared_state.busy_sample(engine, count, at=at)
     assert shared_state.busy_intervals(engine, since=0) == [(30.0, 1), (30.0, 2)]
     assert shared_state.busy_intervals(engine, since=20) == [(30.0, 2)]
+
+
+def test_a_request_that_waited_for_a_load_is_kept_as_such_in_the_pool_history():
+    pool = f"p-{uuid.uuid4().hex[:6]}"
+    shared_state.demand_record(pool, "a", at=100.0)
+    shared_state.demand_record(pool, "b", at=101.0, missed=True)
+    assert shared_state.demand_history(pool) == [(100.0, "a", False), (101.0, "b", True)]
+    shared_state.demand_clear([pool])
+
+
+@pytest.mark.django_db
+def test_gold_protection_is_steered_by_the_misses_the_gateway_measured(world):
+    """The controller's parameters come from the same governor the simulator's `portal` runs:
+    gold requests that keep waiting for loads while the others do not raise gold's priority,
+    and no fixed minimum residency in seconds is left."""
+    from adapters.models import AdapterVersion
+    from workers.engine_view import pool_policy
+
+    world.support.slo_class = "gold"
+    world.support.save()
+    pool = f"p-{uuid.uuid4().hex[:6]}"
+    gold = AdapterVersion.objects.create(
+        tenant=world.acme, adapter=world.support, number=1, served_name=f"{pool}-gold"
+    )
+    others = [f"{pool}-b{i}" for i in range(6)]  # no row: bronze
+    at = 1000.0
+    for _round in range(30):
+        shared_state.demand_record(pool, gold.served_name, at=at, missed=True)
+        for name in others:
+            at += 1.0
+            shared_state.demand_record(pool, name, at=at, missed=False)
+    try:
+        _, params = pool_policy(pool, cpu_slots=3)
+        assert params.rules.gold_min_residency_s == 0.0
+        first = params.weights.slo_priority["gold"]
+        assert first > 0.0  # boosted after one step
+        _, params = pool_policy(pool, cpu_slots=3)
+        assert params.weights.slo_priority["gold"] > first  # gold still missing: one more step
+        assert params.weights.slo_priority["bronze"] == 0.0
+    finally:
+        shared_state.demand_clear([pool])

@@ -115,6 +115,10 @@ class DemandTracker:
         j = self._best
         return c.short * math.exp(-self._k_short * dn), c.long[j] * math.exp(-self._k_longs[j] * dn)
 
+    def versions(self) -> list[str]:
+        """The versions it tracks (the most requested recently, up to params.max_tracked)."""
+        return list(self._counts)
+
     def share(self, version: str) -> float:
         """Predicted share of the next requests that will ask for this version."""
         return self.share_and_hits(version)[0]

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
+from workers.cache_policy.demand import DemandTracker
+from workers.cache_policy.planner import PolicyParams
 from workers.cache_policy.snapshot import SloClass
 
 CANDIDATE_BOOSTS: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0)
@@ -143,3 +146,19 @@ class FairnessGovernor:
         elif gold is not None and gold[0] > (1.0 - self.gold_cut) * gold[1]:
             self.boost = min(self.max_boost, self.boost * self.step)
         return self.boost
+
+    def tick(self, demand: DemandTracker, slo_of: Mapping[str, str], slots: int) -> float:
+        """One tick: the boost stepped from the predicted shares of the versions in `slo_of`."""
+        shares = {v: s for v, (s, _) in demand.shares_and_hits(slo_of).items() if s > 0}
+        return self.update(shares, {v: slo_of[v] for v in shares}, slots)
+
+
+def protected_params(params: PolicyParams, boost: float) -> PolicyParams:
+    """The policy's parameters with gold protection derived from `boost` (FairnessGovernor):
+    priority through the score, no fixed minimum residency in seconds. The simulator's `portal`
+    and the fleet's controller both plan with this."""
+    return replace(
+        params,
+        rules=replace(params.rules, gold_min_residency_s=0.0),
+        weights=replace(params.weights, priority=1.0, slo_priority=slo_priority(boost)),
+    )

@@ -18,7 +18,7 @@ from workers.cache_policy import (
     ScoreWeights,
     plan_actions,
 )
-from workers.cache_policy.fairness import FairnessGovernor, slo_priority
+from workers.cache_policy.fairness import FairnessGovernor, protected_params
 
 
 class Portal(Controller):
@@ -47,11 +47,7 @@ class Portal(Controller):
         super().attach(ctx)
         self.params = replace(self.params, rules=ctx.rules)  # the run's rules are the ones in force
         if self.derived_protection:
-            self.params = replace(
-                self.params,
-                rules=replace(ctx.rules, gold_min_residency_s=0.0),
-                weights=replace(self.params.weights, priority=1.0, slo_priority=slo_priority(1.0)),
-            )
+            self.params = protected_params(self.params, 1.0)
         self.governor = FairnessGovernor()
         self.gold_boost = 1.0
         self.demand = DemandTracker(self.demand_params)
@@ -112,13 +108,11 @@ class Portal(Controller):
         return plan_actions(self.snapshot(engine, now, None), self.demand, params=self.params)
 
     def _derive_protection(self, engine: EngineModel) -> None:
-        catalog = self.ctx.catalog
-        shares = {v: s for v, (s, _) in self.demand.shares_and_hits(catalog).items() if s > 0}
-        boost = self.governor.update(shares, {v: catalog[v].slo for v in shares}, engine.cpu_slots)
+        slo_of = {v: info.slo for v, info in self.ctx.catalog.items()}
+        boost = self.governor.tick(self.demand, slo_of, engine.cpu_slots)
         if boost != self.gold_boost:
             self.gold_boost = boost
-            weights = replace(self.params.weights, slo_priority=slo_priority(boost))
-            self.params = replace(self.params, weights=weights)
+            self.params = protected_params(self.params, boost)
 
 
 class PortalNoSlo(Portal):
