@@ -171,14 +171,12 @@ def failure_reasons(samples: list[gs.Sample]) -> dict[str, int]:
 
 FAILURE_NOTE = [
     "What the failures are (read in gateway/app.py and the logs of the run): "
-    "`engine_unavailable` is the gateway giving up after both engines answered 404 for an "
-    "adapter its residency table placed there (the controller, or vLLM's own LRU, had pushed "
-    "it out to load another; the engines' logs count the 404s): `forward` drops the stale "
-    "entry and marks that engine as tried for the request, so a second stale entry leaves no "
-    "candidate, where loading it again would have served it. `adapter_load_failed` is the "
-    "controller refusing a load while every other GPU slot serves requests, or the cache is "
-    "full of versions it may not evict (no eviction of a version in flight), and the gateway "
-    "answering 503 at once rather than waiting for a slot.",
+    "`adapter_load_failed` is the controller refusing a load on every engine the request could "
+    "use, because every other GPU slot was serving requests or the cache was full of versions "
+    "it may not evict (none with requests in flight), and the gateway answering 503 at once "
+    "rather than waiting for a slot to free. `engine_unavailable` would be an engine that "
+    "failed before the first byte with no other engine left (a 404 for an adapter the table "
+    "placed there is not one: the gateway loads it again, up to twice).",
 ]
 
 
