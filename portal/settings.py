@@ -318,7 +318,13 @@ CELERY_BEAT_SCHEDULE = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNELS_PREFIX", "lp-asgi")},
+        "CONFIG": {
+            # channels_redis waits for messages with a 5 s blocking pop; redis-py's default
+            # socket timeout is also 5 s, which killed sockets idle for that long (an events
+            # socket between two events). Reads may now block longer than the pop.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            "prefix": env_str("CHANNELS_PREFIX", "lp-asgi"),
+        },
     }
 }
 

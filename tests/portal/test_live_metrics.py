@@ -328,3 +328,19 @@ async def test_logging_out_stops_the_stream(world):
     await pub.tick(now=t + 1)
     await redis.aclose()
     await assert_closed_without_data(socket)
+
+
+async def test_an_idle_socket_outlives_the_redis_clients_read_timeout(world):
+    """redis-py's default socket timeout (5 s) equals channels_redis' blocking pop timeout (5 s):
+    an events socket with nothing to say for a few seconds crashed its consumer."""
+    socket, connected, _ = await open_socket(
+        "/ws/tenants/acme/events/", await headers_for(world, "vera")
+    )
+    assert connected
+    assert await socket.receive_nothing(timeout=12, interval=0.5)
+    event = {"kind": "version.status", "version": "support@1", "from": "a", "to": "b"}
+    await get_channel_layer().group_send(
+        f"tenant-{world.acme.id}.events", {"type": "portal.event", "event": event}
+    )
+    assert await socket.receive_json_from(timeout=5) == event
+    await socket.disconnect()
