@@ -383,8 +383,7 @@ def measure(args: argparse.Namespace, db_url: str, procs: list) -> Result:
             "delays can be read against it.",
         ],
     )
-    if args.note:
-        result.notes.append(args.note)
+    result.notes += args.note
     pids = {"server": web.pid, "publisher": publisher.pid}
     for mode in args.modes.split(","):
         result.runs.append(asyncio.run(run_clients(args, port, sessions, pids, mode)))
@@ -405,7 +404,7 @@ def main() -> None:
         default="generation,every-message",
         help="comma-separated, run in this order: " + ", ".join(MODES),
     )
-    parser.add_argument("--note", default="", help="a line for the report")
+    parser.add_argument("--note", action="append", default=[], help="a line for the report")
     args = parser.parse_args()
     unknown = set(args.modes.split(",")) - set(MODES)
     if unknown:
