@@ -46,6 +46,7 @@ test: deps services browser promtool
 lint: venv
 	@.venv/bin/ruff check .
 	@.venv/bin/ruff format --check .
+	@.venv/bin/mypy
 
 # Every benchmark; each rewrites only its own section of docs/benchmarks.md.
 bench: bench-validation bench-validation-worst bench-upload bench-list bench-cache bench-cache2 bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-live
@@ -100,6 +101,7 @@ bench-playground: venv services engine-venv tiny-model
 	@$(PY) -m bench.playground_latency --rounds 200 --warmup 20 --max-tokens 4 --write-docs
 
 # Live metrics fan-out: 500 websocket subscribers across 50 tenants on one uvicorn with the Redis
-# channel layer and the real publisher; p99 publish -> receipt and CPU per subscriber (~2 min).
+# channel layer and the real publisher; p99 publish -> receipt and CPU per subscriber, with the
+# access generation and with a database re-check on every message (~4 min).
 bench-live: venv services
 	@$(PY) -m bench.live_fanout --subscribers 500 --tenants 50 --seconds 60 --warmup 10 --write-docs

@@ -36,6 +36,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from bench import gateway_support as gs
 from bench.docs_section import write_section
@@ -390,6 +391,25 @@ def measure(args: argparse.Namespace, db_url: str, procs: list) -> Result:
     return result
 
 
+def command_line() -> str:
+    """How to run it again: the arguments given, without the report's notes."""
+    kept, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif arg in ("--note", "--render-only"):
+            skip = True
+        elif not arg.startswith(("--note=", "--render-only=")):
+            kept.append(arg)
+    return " ".join([".venv/bin/python -m bench.live_fanout", *kept])
+
+
+def load_result(path: Path) -> Result:
+    raw = json.loads(path.read_text())
+    raw["runs"] = [Run(**run) for run in raw["runs"]]
+    return Result(**raw)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--subscribers", type=int, default=500)
@@ -405,7 +425,19 @@ def main() -> None:
         help="comma-separated, run in this order: " + ", ".join(MODES),
     )
     parser.add_argument("--note", action="append", default=[], help="a line for the report")
+    parser.add_argument(
+        "--render-only",
+        type=Path,
+        help="render (and with --write-docs, write) the report of an earlier run's result.json",
+    )
     args = parser.parse_args()
+    if args.render_only:
+        result = load_result(args.render_only)
+        section = render(result, command_line())
+        print(section)
+        if args.write_docs:
+            write_section(SECTION, section)
+        return
     unknown = set(args.modes.split(",")) - set(MODES)
     if unknown:
         parser.error(
@@ -428,7 +460,7 @@ def main() -> None:
             if not args.keep_db:
                 drop_database(db_url)
     (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2))
-    section = render(result, " ".join([".venv/bin/python -m bench.live_fanout", *sys.argv[1:]]))
+    section = render(result, command_line())
     print(section)
     if args.write_docs:
         write_section(SECTION, section)
