@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db.models import OuterRef, Subquery
 
 from adapters.models import AdapterVersion, BaseModel, VersionStatus
 from gateway.routes import Route, Target
 from gateway.routes import _target as target_of  # the table's own builder: same pool, rank, caps
 from portal.errors import NotFound, PermissionDenied
 from tenants.access import AccessContext
-from tenants.models import Tenant
+from tenants.models import Membership, Tenant
 
 BASE_PREFIX = "base:"
 PLAYABLE_STATUSES = (VersionStatus.ACTIVE, VersionStatus.STAGED)
@@ -92,6 +93,9 @@ def resolve_choice(*, user: Any, tenant_slug: str, key: object) -> Resolved:
     """One picker key, checked against what the user may use right now. A user who lost the
     tenant gets tenant.not_found and one who lost the playground there playground.denied (the
     socket closes on both); anything else out of reach is playground.not_found."""
+    resolved = _member_version(user, tenant_slug, key)
+    if resolved is not None:
+        return resolved
     access, tenant = _fresh_access(user, tenant_slug)
     resolved = _resolve(access, tenant, key)
     if resolved is not None:
@@ -103,6 +107,37 @@ def resolve_choice(*, user: Any, tenant_slug: str, key: object) -> Resolved:
         "playground.not_found",
         f"'{shown}' is not a version or base model you may use in {tenant.slug}'s playground.",
     )
+
+
+def _member_version(user: Any, tenant_slug: str, key: object) -> Resolved | None:
+    """The common case in one query, on every prompt: a member asking for one of the tenant's
+    versions. The row carries the user's role there as of now (none if the membership or the
+    user is gone), and the decision is still playground_may_use, given that role as
+    gateway/routes.py gives it a token's. Anything else takes the full path below."""
+    if not isinstance(key, str):
+        return None
+    adapter, sep, number = key.partition("@")
+    if not sep or not number.isdigit():
+        return None
+    role = Membership.objects.filter(
+        user_id=user.pk, user__is_active=True, tenant_id=OuterRef("tenant_id")
+    ).values("role")[:1]
+    version = (
+        AdapterVersion.objects.filter(
+            tenant__slug=tenant_slug, adapter__name=adapter, number=int(number)
+        )
+        .select_related("adapter__tenant", "tenant")
+        .annotate(member_role=Subquery(role))
+        .first()
+    )
+    if version is None or version.member_role is None:
+        return None
+    access = AccessContext.for_user(user)
+    access.__dict__["memberships"] = {version.tenant_id: version.member_role}
+    if not access.playground_may_use(version.tenant, version):
+        return None
+    target = target_of(version)
+    return Resolved(key, version.tenant_id, Route(target.label, (target,)), target)
 
 
 def _resolve(access: AccessContext, tenant: Tenant, key: object) -> Resolved | None:
