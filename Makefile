@@ -38,7 +38,7 @@ run: deps redis
 	@DJANGO_DEBUG=1 ENGINE_URL=http://127.0.0.1:$(ENGINE_PORT) $(PY) manage.py seed_demo --tiny-dir $(TINY)
 	@echo "LoRA Portal: http://127.0.0.1:$(PORT)/  (log in as alice, bob, rita, olga or admin; password above)"
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
-	@DJANGO_DEBUG=1 PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
+	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
 
 test: deps services browser promtool
 	@CI=$${CI:-} scripts/run_tests.sh

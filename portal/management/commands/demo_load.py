@@ -6,6 +6,7 @@ released adapter and now and then to the base model. Waits quietly while the eng
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from pathlib import Path
 
@@ -26,6 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--count", type=int, default=0, help="stop after N requests (0: never)")
 
     def handle(self, *args, **options):
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request drowns the rest
         token_file = Path(settings.VAR_DIR) / "demo-inference-token"
         if not token_file.exists():
             raise CommandError(f"{token_file} is missing: run `manage.py seed_demo` first.")
