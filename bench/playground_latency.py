@@ -64,7 +64,7 @@ class Result:
         return all(value < GOAL_ADDED_MS for value in self.added("playground"))
 
 
-def render(r: Result, command: str) -> str:
+def render(r: Result, command: str, note: str = "") -> str:
     p50, p99 = r.added("playground")
     g50, g99 = r.added("gateway")
     rows = [
@@ -94,10 +94,11 @@ def render(r: Result, command: str) -> str:
             f"Added by the playground over the engine's own TTFT: p50 **{p50:+.1f} ms**, "
             f"p99 **{p99:+.1f} ms** (goal under {GOAL_ADDED_MS:.0f} ms: **{verdict}**); "
             f"of which the gateway's API path alone: p50 {g50:+.1f} ms, p99 {g99:+.1f} ms. "
-            "The rest is the socket's per-prompt access check (a few queries, off the event loop) "
-            "and the frame's trip through Channels.",
+            "The rest is the socket's per-prompt access check (one query for a member's version, "
+            "on Channels' database thread) and the frame's trip through the consumer.",
             "",
             f"Machine: {r.machine}.",
+            *(["", note] if note else []),
             f"<!-- {SECTION}:end -->",
         ]
     )
@@ -261,9 +262,10 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
     parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
     parser.add_argument("--render-only", metavar="COMMAND", help="render the last result.json")
+    parser.add_argument("--note", default="", help="a paragraph added to the section")
     args = parser.parse_args()
     if args.render_only:
-        section = render(load_result(VAR), args.render_only)
+        section = render(load_result(VAR), args.render_only, args.note)
         print(section)
         if args.write_docs:
             write_section(SECTION, section)
@@ -288,7 +290,7 @@ def main() -> None:
                 drop_database(db_url)
     (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
     section = render(
-        result, " ".join([".venv/bin/python -m bench.playground_latency", *sys.argv[1:]])
+        result, " ".join([".venv/bin/python -m bench.playground_latency", *sys.argv[1:]]), args.note
     )
     print(section)
     if args.write_docs:
