@@ -16,6 +16,7 @@ from adapters.selectors import adapters_for, versions_of
 from adapters.services.direct_uploads import pending_uploads
 from adapters.services.lifecycle import version_disable, version_release
 from portal.errors import ApplicationError
+from portal.middleware import PortalRequest
 from portal.pagekit import page_view, post_text, render_page
 from tenants.models import SloClass
 from workers.selectors import version_placement
@@ -24,7 +25,7 @@ RELEASABLE = (VersionStatus.STAGED,)
 DISABLEABLE = (VersionStatus.STAGED, VersionStatus.ACTIVE)
 
 
-def _owner_actions(scope: Scope, adapter: Any) -> dict[str, bool]:
+def _owner_actions(scope: Scope, adapter: Any) -> dict[str, Any]:
     can_release = scope.access.adapter_can(adapter, "release_version")
     return {
         "can_release": can_release,
@@ -131,7 +132,7 @@ def version_detail(request: HttpRequest, tenant: str, adapter: str, number: int)
 @page_view
 @require_POST
 def version_release_page(
-    request: HttpRequest, tenant: str, adapter: str, number: int
+    request: PortalRequest, tenant: str, adapter: str, number: int
 ) -> HttpResponse:
     scope, version = version_in_scope(request, tenant, adapter, number)
     try:
@@ -157,7 +158,7 @@ def version_release_page(
 @page_view
 @require_POST
 def version_disable_page(
-    request: HttpRequest, tenant: str, adapter: str, number: int
+    request: PortalRequest, tenant: str, adapter: str, number: int
 ) -> HttpResponse:
     scope, version = version_in_scope(request, tenant, adapter, number)
     try:
