@@ -29,7 +29,7 @@ def _owner_actions(scope: Scope, adapter: Any) -> dict[str, Any]:
     can_release = scope.access.adapter_can(adapter, "release_version")
     return {
         "can_release": can_release,
-        "can_disable": can_release or scope.access.is_platform_admin,
+        "can_disable": scope.access.may_disable(adapter),
         "can_upload": scope.access.adapter_can(adapter, "upload_version"),
         "releasable": RELEASABLE,
         "disableable": DISABLEABLE,
@@ -116,7 +116,7 @@ def _version_page(
             "can_review": scope.access.is_reviewer and version.status == VersionStatus.VALIDATED,
             # Where it runs; members see engine names (not the engines' pages or actions).
             "placement": version_placement(version),
-            "links_engines": scope.access.is_operator,
+            "links_engines": scope.access.sees_engines,
             **_owner_actions(scope, version.adapter),
         },
         error=error,

@@ -320,8 +320,8 @@ def test_profile_breakdown_sums_the_parts_and_spreads_the_cpu():
         (site + "uvicorn/protocols/http/httptools_impl.py", 1, "run_asgi"): (0, 0, 0.1, 8.0, {}),
         ("/repo/gateway/app.py", 10, "__call__"): (0, 0, 0.1, 7.5, {}),
         ("/repo/gateway/app.py", 20, "forward"): (0, 0, 0.5, 5.0, {}),
-        (site + "httpx/_client.py", 30, "send"): (0, 0, 0.2, 3.0, {}),
-        (site + "httpx/_client.py", 40, "send"): (0, 0, 0.2, 1.0, {}),  # same name, summed
+        (site + "aiohttp/client.py", 30, "_request"): (0, 0, 0.2, 3.0, {}),
+        (site + "aiohttp/client.py", 40, "_request"): (0, 0, 0.2, 1.0, {}),  # same name, summed
         ("/repo/gateway/recorder.py", 50, "flush"): (0, 0, 0.1, 0.5, {}),
         ("/repo/other.py", 60, "forward"): (0, 0, 9.0, 9.0, {}),  # another file: not counted
     }
@@ -329,7 +329,7 @@ def test_profile_breakdown_sums_the_parts_and_spreads_the_cpu():
     assert "| everything (profile total) | 10.00 | 100% | 4.00 |" in lines
     assert "| outside requests: event loop, socket I/O, HTTP parsing | 1.50 | 15% | 0.60 |" in lines
     assert "| - forward: engine round trip and relay | 5.00 | 50% | 2.00 |" in lines
-    assert "| -- httpx AsyncClient.send (request, reply head) | 4.00 | 40% | 1.60 |" in lines
+    assert "| -- aiohttp request (request, reply head) | 4.00 | 40% | 1.60 |" in lines
     assert "| - choose: engine choice | 0.00 | 0% | 0.00 |" in lines
 
 
