@@ -33,7 +33,6 @@ the end unless --keep-db); Redis: BENCH_GATEWAY_REDIS_URL (default DB 12, flushe
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import json
 import os
@@ -370,36 +369,6 @@ class Services:
             stop_engines([self.engine])
 
 
-def seed_adapter(engine: EngineProcess, key: str, tenancy: gs.Tenancy) -> Any:
-    """An active version, its files on the engine's node, loaded and resident (as the fleet
-    would leave a hot adapter); the gateway's table reads the Residency row."""
-    from adapters.models import Adapter
-    from tests.workers.fleet import servable_version
-    from workers.models import Residency, ResidencyState
-    from workers.vllm_client import VLLMClient
-
-    adapter = Adapter.objects.create(
-        tenant=tenancy.tenant, name="support", base_model=tenancy.base, max_concurrent_requests=64
-    )
-    version = servable_version(adapter, VAR / "src", seed=1)
-    staged = Path(engine.config.adapter_root or "") / version.served_name
-    shutil.copytree(VAR / "src" / "src-support-1", staged)
-
-    async def load() -> None:
-        async with VLLMClient(engine.base_url, engine_key=key) as client:
-            await client.load_adapter(version.served_name, str(staged.resolve()))
-
-    asyncio.run(load())
-    row = gs.engine_row("bench-engine", engine, tenancy.base)
-    Residency.objects.create(
-        engine=row,
-        version=version,
-        desired_state=ResidencyState.RESIDENT_GPU,
-        observed_state=ResidencyState.RESIDENT_GPU,
-    )
-    return version
-
-
 def point_engine_row(name: str, url: str) -> None:
     """Send the gateway's traffic for the engine elsewhere: a saved row bumps the routes'
     generation, and the gateway rebuilds its table on its next request."""
@@ -635,7 +604,9 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     gs.django_setup(env, db_url)
     tenancy = gs.seed_tenancy(tiny)
     engine_start_s = services.engine.wait_ready(timeout=gs.READY_TIMEOUT_S)
-    version = seed_adapter(services.engine, key, tenancy)
+    version = gs.seed_resident_adapter(
+        services.engine, key, tenancy, VAR, max_concurrent_requests=64
+    )
     services.stub, stub_url = gs.start_stub(VAR / "stub.log", cpus=STUB_CPUS)
     master_key = "sk-bench-" + secrets.token_hex(8)
     services.gateway, gateway_url = gs.start_gateway(env, VAR / "gateway.log", cpus=PROXY_CPUS)

@@ -590,6 +590,40 @@ def engine_row(name: str, proc: EngineProcess, base: Any) -> Any:
     )
 
 
+def seed_resident_adapter(
+    engine: EngineProcess, key: str, tenancy: Tenancy, var: Path, **adapter_fields: Any
+) -> Any:
+    """An active version, its files on the engine's node, loaded and resident (as the fleet
+    would leave a hot adapter); the gateway's table reads the Residency row."""
+    import shutil
+
+    from adapters.models import Adapter
+    from tests.workers.fleet import servable_version
+    from workers.models import Residency, ResidencyState
+    from workers.vllm_client import VLLMClient
+
+    adapter = Adapter.objects.create(
+        tenant=tenancy.tenant, name="support", base_model=tenancy.base, **adapter_fields
+    )
+    version = servable_version(adapter, var / "src", seed=1)
+    staged = Path(engine.config.adapter_root or "") / version.served_name
+    shutil.copytree(var / "src" / "src-support-1", staged)
+
+    async def load() -> None:
+        async with VLLMClient(engine.base_url, engine_key=key) as client:
+            await client.load_adapter(version.served_name, str(staged.resolve()))
+
+    asyncio.run(load())
+    row = engine_row("bench-engine", engine, tenancy.base)
+    Residency.objects.create(
+        engine=row,
+        version=version,
+        desired_state=ResidencyState.RESIDENT_GPU,
+        observed_state=ResidencyState.RESIDENT_GPU,
+    )
+    return version
+
+
 def start_gateway(
     env: dict[str, str], log: Path, *, cpus: str | None, extra: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:

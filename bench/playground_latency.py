@@ -20,7 +20,6 @@ at the end unless --keep-db); Redis: BENCH_PLAYGROUND_REDIS_URL (default DB 9, f
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import secrets
@@ -163,33 +162,6 @@ async def measure_rounds(
 # --- the world ---
 
 
-def seed_adapter(engine: EngineProcess, key: str, tenancy: gs.Tenancy) -> Any:
-    """An active version, its files on the engine's node, loaded and resident."""
-    from adapters.models import Adapter
-    from tests.workers.fleet import servable_version
-    from workers.models import Residency, ResidencyState
-    from workers.vllm_client import VLLMClient
-
-    adapter = Adapter.objects.create(tenant=tenancy.tenant, name="support", base_model=tenancy.base)
-    version = servable_version(adapter, VAR / "src", seed=1)
-    staged = Path(engine.config.adapter_root or "") / version.served_name
-    shutil.copytree(VAR / "src" / "src-support-1", staged)
-
-    async def load() -> None:
-        async with VLLMClient(engine.base_url, engine_key=key) as client:
-            await client.load_adapter(version.served_name, str(staged.resolve()))
-
-    asyncio.run(load())
-    row = gs.engine_row("bench-engine", engine, tenancy.base)
-    Residency.objects.create(
-        engine=row,
-        version=version,
-        desired_state=ResidencyState.RESIDENT_GPU,
-        observed_state=ResidencyState.RESIDENT_GPU,
-    )
-    return version
-
-
 def session_headers(user: Any, origin: str) -> dict[str, str]:
     """A signed-in browser's headers: its session cookie and the portal's own origin."""
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
@@ -216,7 +188,7 @@ def measure(args: argparse.Namespace, procs: dict[str, Any], db_url: str) -> Res
     gs.django_setup(env, db_url)
     tenancy = gs.seed_tenancy(tiny)
     engine_start_s = engine.wait_ready(timeout=gs.READY_TIMEOUT_S)
-    version = seed_adapter(engine, key, tenancy)
+    version = gs.seed_resident_adapter(engine, key, tenancy, VAR)
     procs["portal"], portal_url = gs.start_gateway(env, VAR / "portal.log", cpus=PORTAL_CPUS)
     label = f"support@{version.number}"
     targets = {
