@@ -29,7 +29,7 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Platfor
         data = s.BaseModelCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         base = registry.base_model_register(
-            actor=request.user, request_id=self.request_id, **data.validated_data
+            access=self.access, request_id=self.request_id, **data.validated_data
         )
         return Response(s.BaseModelSerializer(base).data, status=status.HTTP_201_CREATED)
 
@@ -192,7 +192,6 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         data.is_valid(raise_exception=True)
         version = lifecycle.version_approve(
             version=self._version(number),
-            reviewer=request.user,
             comment=data.validated_data["comment"],
             access=self.access,
             request_id=self.request_id,
@@ -205,7 +204,6 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         reason = request.data.get("reason", "") if hasattr(request.data, "get") else ""
         version = lifecycle.version_reject(
             version=self._version(number),
-            reviewer=request.user,
             reason=str(reason),
             access=self.access,
             request_id=self.request_id,
@@ -219,7 +217,6 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         data.is_valid(raise_exception=True)
         version = lifecycle.version_release(
             version=self._version(number),
-            actor=request.user,
             comment=data.validated_data["comment"],
             access=self.access,
             request_id=self.request_id,
@@ -232,7 +229,6 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         reason = request.data.get("reason", "") if hasattr(request.data, "get") else ""
         version = lifecycle.version_disable(
             version=self._version(number),
-            actor=request.user,
             reason=str(reason),
             access=self.access,
             request_id=self.request_id,

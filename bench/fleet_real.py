@@ -508,6 +508,7 @@ def seed(services: Services, tiny: Path) -> World:
     from adapters.models import Adapter
     from adapters.services.registry import base_model_register_from_dir
     from engine.sample_adapters import TINY_BASE_MODEL_NAME
+    from tenants.access import SystemAccess
     from tenants.models import Membership, Tenant
     from workers.models import Engine, EngineState
 
@@ -515,7 +516,7 @@ def seed(services: Services, tiny: Path) -> World:
     owner = get_user_model().objects.create_user(username="bench-owner")
     Membership.objects.create(user=owner, tenant=tenant, role="owner")
     base = base_model_register_from_dir(
-        actor=None, name=TINY_BASE_MODEL_NAME, model_dir=tiny / "base"
+        access=SystemAccess(), name=TINY_BASE_MODEL_NAME, model_dir=tiny / "base"
     )
     adapter = Adapter.objects.create(tenant=tenant, name="support", base_model=base)
     rows = {
@@ -571,11 +572,12 @@ def _placed_on(version: Any) -> list[str]:
 def measure_release(world: World, poller: Poller, events: TaskEvents, n: int) -> ReleaseSample:
     from adapters.models import VersionStatus
     from adapters.services.lifecycle import version_disable, version_release
+    from tenants.access import AccessContext
 
     version = _version(world, 1000 + n, VersionStatus.STAGED)
     name = version.served_name
     called = time.time()
-    version_release(version=version, actor=world.owner)
+    version_release(version=version, access=AccessContext.for_user(world.owner))
     returned = time.time()
     placed = _placed_on(version) or None  # None: poll every engine
     engine = wait_until(
@@ -607,7 +609,9 @@ def measure_release(world: World, poller: Poller, events: TaskEvents, n: int) ->
         stage_ms=stage.latency_ms if stage is not None else 0.0,
         resident=resident,
     )
-    version_disable(version=version, actor=world.owner, reason="benchmark sample done")
+    version_disable(
+        version=version, access=AccessContext.for_user(world.owner), reason="benchmark sample done"
+    )
     wait_until(f"{name} gone", lambda: poller.holder(name) is None, timeout=120, every=0.2)
     return sample
 

@@ -555,6 +555,7 @@ def seed_tenancy(tiny: Path) -> Tenancy:
 
     from adapters.services.registry import base_model_register_from_dir
     from engine.sample_adapters import TINY_BASE_MODEL_NAME
+    from tenants.access import AccessContext, SystemAccess
     from tenants.models import Membership, Tenant
     from tenants.tokens import token_issue
 
@@ -563,9 +564,9 @@ def seed_tenancy(tiny: Path) -> Tenancy:
     )
     owner = get_user_model().objects.create_user(username="bench-owner")
     Membership.objects.create(user=owner, tenant=tenant, role="owner")
-    token = token_issue(user=owner, scopes=["inference"], tenant=tenant)
+    token = token_issue(access=AccessContext.for_user(owner), scopes=["inference"], tenant=tenant)
     base = base_model_register_from_dir(
-        actor=None, name=TINY_BASE_MODEL_NAME, model_dir=tiny / "base"
+        access=SystemAccess(), name=TINY_BASE_MODEL_NAME, model_dir=tiny / "base"
     )
     return Tenancy(tenant, owner, token.plaintext, base)
 

@@ -116,6 +116,7 @@ def seed(n_tenants: int, n_versions: int, seed_value: int = 7) -> World:
     from django.db import connection, transaction
 
     from adapters.models import Adapter, AdapterVersion, BaseModel
+    from tenants.access import AccessContext
     from tenants.models import Membership, Tenant
     from tenants.tokens import token_issue
 
@@ -209,8 +210,12 @@ def seed(n_tenants: int, n_versions: int, seed_value: int = 7) -> World:
     return World(
         member_tenant=biggest_tenant.slug,
         member_adapter=member_adapter.name,
-        member_token=token_issue(user=member, scopes=["read"], tenant=biggest_tenant).plaintext,
-        reviewer_token=token_issue(user=reviewer, scopes=["read"]).plaintext,
+        member_token=token_issue(
+            access=AccessContext.for_user(member), scopes=["read"], tenant=biggest_tenant
+        ).plaintext,
+        reviewer_token=token_issue(
+            access=AccessContext.for_user(reviewer), scopes=["read"]
+        ).plaintext,
         tenants=n_tenants,
         adapters=len(adapters),
         versions=len(rows),

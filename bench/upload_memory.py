@@ -49,13 +49,14 @@ from adapters.models import Adapter
 from adapters.services.registry import base_model_register
 from tenants.models import Membership, Tenant
 from tenants.tokens import token_issue
+from tenants.access import AccessContext, SystemAccess
 hf = json.loads(sys.argv[1])
 user = get_user_model().objects.create_user("bench", password="bench-password-not-secret")
 tenant = Tenant.objects.create(slug="bench", name="Bench", quota_storage_bytes=1 << 40)
 Membership.objects.create(user=user, tenant=tenant, role="maintainer")
-base = base_model_register(actor=None, name=sys.argv[2], source="bench", hf_config=hf)
+base = base_model_register(access=SystemAccess(), name=sys.argv[2], source="bench", hf_config=hf)
 Adapter.objects.create(tenant=tenant, name="big", base_model=base, created_by=user)
-print(token_issue(user=user, scopes=["write"], tenant=tenant).plaintext)
+print(token_issue(access=AccessContext.for_user(user), scopes=["write"], tenant=tenant).plaintext)
 """
 
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from adapters.models import Adapter, BaseModel
 from adapters.services.registry import adapter_create, base_model_register
 from adapters.services.uploads import IncomingFile, version_upload
-from tenants.access import AccessContext
+from tenants.access import AccessContext, SystemAccess
 from tenants.models import Membership, Tenant
 from workers.models import Engine, EngineState
 
@@ -79,7 +79,7 @@ def seed_demo(
                     user=user, tenant=tenants[slug], defaults={"role": role}
                 )
         base = BaseModel.objects.filter(name="tiny-llama").first() or base_model_register(
-            actor=None,
+            access=SystemAccess(),
             name="tiny-llama",
             source=str(tiny_dir / "base"),
             hf_config=json.loads((tiny_dir / "base" / "config.json").read_text()),
@@ -139,7 +139,7 @@ def demo_inference_token(token_file: Path) -> str:
     if token_file.exists():
         return token_file.read_text().strip()
     issued = token_issue(
-        user=User.objects.get(username="alice"),
+        access=AccessContext.for_user(User.objects.get(username="alice")),
         scopes=["inference"],
         tenant=Tenant.objects.get(slug="acme"),
         name="demo-inference",
@@ -171,9 +171,15 @@ def release_demo_adapter(tenant: str = "acme", name: str = "support") -> str:
     reviewer = User.objects.get(username="rita")
     owner = User.objects.get(username="alice")
     if version.status == VersionStatus.VALIDATED:
-        version = version_approve(version=version, reviewer=reviewer, comment="demo")
+        version = version_approve(
+            version=version, access=AccessContext.for_user(reviewer), comment="demo"
+        )
     if version.status == VersionStatus.STAGED:
-        version = version_release(version=version, actor=owner, comment="demo")
+        version = version_release(
+            version=version, access=AccessContext.for_user(owner), comment="demo"
+        )
         if version.status == VersionStatus.STAGED:  # gold: the second approval
-            version = version_release(version=version, actor=reviewer, comment="demo")
+            version = version_release(
+                version=version, access=AccessContext.for_user(reviewer), comment="demo"
+            )
     return f"{tenant}/{name}@{version.number} ({version.status})"

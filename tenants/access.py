@@ -25,7 +25,15 @@ from django.db.models import Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
 from portal.errors import NotFound, PermissionDenied
-from tenants.models import ApiToken, Membership, PlatformRole, Tenant, TenantRole, TokenScope
+from tenants.models import (
+    ApiToken,
+    Membership,
+    PlatformRole,
+    SloClass,
+    Tenant,
+    TenantRole,
+    TokenScope,
+)
 
 # What each tenant role may do with the tenant's adapters (guardian codenames on Adapter).
 ROLE_ADAPTER_PERMS: dict[str, frozenset[str]] = {
@@ -146,6 +154,24 @@ class AccessContext:
             )
         self.require_scope(TokenScope.APPROVE)
 
+    def require_review(self, version: Any, verb: str) -> None:
+        """Who may approve or reject `version`: a reviewer (require_reviewer) who did not upload
+        it (four eyes: approving one's own upload would make the review a formality)."""
+        self.require_reviewer(f"{verb} a version")
+        if version.uploaded_by_id is not None and version.uploaded_by_id == self.user.pk:
+            raise PermissionDenied(
+                "approval.four_eyes",
+                f"You uploaded this version; another reviewer must {verb} it.",
+            )
+
+    def may_review(self, version: Any) -> bool:
+        """What the version page offers: require_review, without the exception."""
+        try:
+            self.require_review(version, "approve")
+        except PermissionDenied:
+            return False
+        return True
+
     @cached_property
     def memberships(self) -> dict[int, str]:
         if not self.is_authenticated:
@@ -240,11 +266,16 @@ class AccessContext:
             return None
         return self.memberships.get(tenant.id)
 
+    @staticmethod
+    def role_can(role: str | None, capability: str) -> bool:
+        """What a tenant role gives by itself (no platform role, no token reach): for callers
+        that hold a role from a table (the gateway's) and must not touch the database."""
+        return role is not None and capability in ROLE_TENANT_CAPS.get(role, frozenset())
+
     def tenant_can(self, tenant: Tenant, capability: str) -> bool:
         if not self._in_token_reach(tenant.id):
             return False
-        role = self.tenant_role(tenant)
-        if role is not None and capability in ROLE_TENANT_CAPS[role]:
+        if self.role_can(self.tenant_role(tenant), capability):
             return True
         if capability == "view" and self.sees_all_tenants():
             return True
@@ -401,6 +432,50 @@ class AccessContext:
                 "permission.denied", f"You may not '{perm}' on adapter '{adapter.name}'."
             )
 
+    # --- releases ---
+    def release_role(self, adapter: Any) -> str | None:
+        """Who the caller is to a release of `adapter`'s versions: "owner" (may start one),
+        "reviewer" (may give a gold tenant's second approval, never start it) or None. A
+        release acts for the tenant, so it needs the `approve` scope either way."""
+        if not self.has_scope(TokenScope.APPROVE):
+            return None
+        if self.adapter_can(adapter, "release_version"):
+            return "owner"
+        if adapter.tenant.slo_class == SloClass.GOLD and self.is_reviewer:
+            return "reviewer"
+        return None
+
+    # --- tokens ---
+    def sees_tokens_of_others(self, tenant: Tenant) -> bool:
+        """Whether the caller lists every token bound to `tenant` (those who manage its
+        members) rather than only their own."""
+        return self.tenant_can(tenant, "manage_members")
+
+    def require_token_issue(self, tenant: Tenant | None) -> None:
+        """A token for oneself: unbound, or bound to a tenant one sees (else 404, as any
+        unseen tenant). What a token may mint is bounded by token_confine_to_caller."""
+        if not self.is_authenticated:
+            raise PermissionDenied("permission.denied", "Log in to create a token.")
+        if tenant is not None and not self.visible_tenants().filter(pk=tenant.pk).exists():
+            raise NotFound("tenant.not_found", f"No tenant '{tenant.slug}' is visible to you.")
+
+    def require_token_revoke(self, token: ApiToken) -> None:
+        """One's own tokens: always (a leaked token must be easy to kill), within the caller's
+        token reach. Another member's token: those who manage the tenant's members, with the
+        `admin` scope when acting through a token (class 9: members are an admin matter)."""
+        own = token.user_id == self.user.pk
+        if token.tenant_id is not None and not self._in_token_reach(token.tenant_id):
+            raise NotFound("token.not_found", "You have no such token.")
+        if own:
+            return
+        if token.tenant is None or not self.sees_tokens_of_others(token.tenant):
+            raise NotFound("token.not_found", "You have no such token.")
+        if not self.has_scope(TokenScope.ADMIN):
+            raise PermissionDenied(
+                "token.missing_scope",
+                "Revoking another member's token needs a token with the 'admin' scope.",
+            )
+
     # --- playground ---
     def playground_may_use(self, tenant: Tenant, version: Any | None = None) -> bool:
         """Whether this user may chat with `version` (None: the tenant's base models) in the
@@ -422,3 +497,16 @@ class AccessContext:
             and version.status == VersionStatus.ACTIVE
             and self.adapter_can(version.adapter, "upload_version")
         )
+
+
+class SystemAccess(AccessContext):
+    """The portal's own trusted processes: management commands (run by whoever runs the
+    server) and the demo's seeding. Platform-admin powers and nothing inside a tenant; audited
+    with no user ("system"). Never built from a request, a token or a socket."""
+
+    def __init__(self) -> None:
+        super().__init__(user=None)
+
+    @cached_property
+    def platform_roles(self) -> frozenset[str]:
+        return frozenset({PlatformRole.PLATFORM_ADMIN})

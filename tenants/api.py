@@ -26,7 +26,7 @@ from tenants.services import (
     user_create,
     user_update,
 )
-from tenants.tokens import token_confine_to_caller, token_issue, token_revoke
+from tenants.tokens import token_issue, token_revoke
 
 User = get_user_model()
 
@@ -60,11 +60,10 @@ class TokenObtainView(APIView):
             raise ApplicationError(
                 "auth.invalid_credentials", "Wrong username or password.", status=401
             )
-        tenant = None
-        if v.get("tenant"):
-            tenant = AccessContext.for_user(user).get_tenant(v["tenant"])
+        access = AccessContext.for_user(user)
+        tenant = access.get_tenant(v["tenant"]) if v.get("tenant") else None
         issued = token_issue(
-            user=user,
+            access=access,
             scopes=v["scopes"],
             tenant=tenant,
             name=v["name"],
@@ -233,14 +232,11 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
     def create(self, request, tenant=None):
         data = s.TokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        token_confine_to_caller(
-            self.access, data.validated_data, days_given="expires_in_days" in request.data
-        )
         issued = token_issue(
-            user=request.user,
+            access=self.access,
             tenant=self.tenant,
+            days_given="expires_in_days" in request.data,
             request_id=self.request_id,
-            parent=self.access.token,
             **data.validated_data,
         )
         return Response(
@@ -249,5 +245,5 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
         )
 
     def destroy(self, request, tenant=None, prefix=None):
-        token_revoke(token=self.get_object(), actor=request.user, request_id=self.request_id)
+        token_revoke(access=self.access, token=self.get_object(), request_id=self.request_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -32,7 +32,7 @@ def tokens(request: PortalRequest) -> HttpResponse:
     try:
         slug = post_text(request, "tenant", max_length=40)
         issued = token_issue(
-            user=request.user,
+            access=access,
             scopes=request.POST.getlist("scopes"),
             tenant=access.get_tenant(slug) if slug else None,
             name=post_text(request, "name", max_length=100),
@@ -54,9 +54,10 @@ def tokens(request: PortalRequest) -> HttpResponse:
 @page_view
 @require_POST
 def token_revoke_page(request: PortalRequest, token_id: int) -> HttpResponse:
+    access = access_for(request)
     token_revoke(
-        token=token_get(user=request.user, token_id=token_id),
-        actor=request.user,
+        access=access,
+        token=token_get(access=access, token_id=token_id),
         request_id=request.request_id,
     )
     return redirect("tokens")

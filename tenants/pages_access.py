@@ -139,7 +139,7 @@ def tenant_token_revoke(request: PortalRequest, tenant: str, prefix: str) -> Htt
     if token is None:
         raise NotFound("token.not_found", f"No token '{prefix}' of '{found.slug}' you may revoke.")
     try:
-        token_revoke(token=token, actor=request.user, request_id=request.request_id)
+        token_revoke(access=access, token=token, request_id=request.request_id)
     except ApplicationError as exc:
         return _page(request, access, found, exc)
     return _done(request, found, f"Token lp_{prefix}_… is revoked.")

@@ -16,18 +16,17 @@ def tenants_visible_to(*, user: Any) -> QuerySet[Tenant]:
     return AccessContext.for_user(user).visible_tenants()
 
 
-def tokens_of(*, user: Any) -> QuerySet:
+def tokens_of(*, user: Any) -> QuerySet[ApiToken]:
     """A user's own API tokens, newest first; nobody lists another user's tokens here."""
-    from tenants.models import ApiToken
-
     qs = ApiToken.objects.filter(user=user).select_related("tenant")
     return qs.order_by("-created_at", "-id")
 
 
-def token_get(*, user: Any, token_id: int) -> Any:
+def token_get(*, access: AccessContext, token_id: int) -> ApiToken:
+    """One of the caller's own tokens (the /tokens/ page lists only those)."""
     from portal.errors import NotFound
 
-    token = tokens_of(user=user).filter(pk=token_id).first()
+    token = tokens_of(user=access.user).filter(pk=token_id).first()
     if token is None:
         raise NotFound("token.not_found", "You have no such token.")
     return token
@@ -67,6 +66,6 @@ def tenant_tokens(*, access: AccessContext, tenant: Tenant) -> QuerySet[ApiToken
     """Tokens bound to `tenant`: all of them for those who manage its members, else one's own
     (the same reach as /api/v1/tenants/{t}/tokens/)."""
     qs = ApiToken.objects.filter(tenant=tenant).select_related("user", "tenant")
-    if not access.tenant_can(tenant, "manage_members"):
+    if not access.sees_tokens_of_others(tenant):
         qs = qs.filter(user=access.user)
     return qs.order_by("-created_at", "-id")

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, User
 from django.db import transaction
 from django.utils import timezone
 
 from portal.audit import record_event
 from portal.errors import ApplicationError
+from tenants.access import AccessContext
 from tenants.models import ApiToken, Tenant, TokenScope
 
 TOKEN_PREFIX = "lp_"
@@ -50,29 +50,35 @@ def parse_scopes(scopes: list[str] | None) -> list[str]:
 
 def token_issue(
     *,
-    user: User,
+    access: AccessContext,
     scopes: list[str],
     tenant: Tenant | None = None,
     name: str = "",
     expires_in_days: int | None = 90,
+    days_given: bool = True,
     request_id: str = "",
-    parent: ApiToken | None = None,
 ) -> IssuedToken:
-    """Create a token for `user`; the caller has already checked the user may use `tenant`.
+    """Create a token for the caller (access.require_token_issue decides where it may reach).
 
-    `parent`: the token the request that mints this one came with (see token_confine_to_caller);
-    revoking the parent revokes this token too.
+    A request that came with a token mints only within that token (token_confine_to_caller),
+    and the new token dies with it (its `parent`). `days_given`: whether the caller chose the
+    lifetime; if not, the default shrinks to fit inside the parent's.
     """
+    access.require_token_issue(tenant)
     scopes = parse_scopes(scopes)
     if expires_in_days is not None and not 1 <= expires_in_days <= MAX_EXPIRY_DAYS:
         raise ApplicationError(
             "token.bad_expiry", f"expires_in_days must be between 1 and {MAX_EXPIRY_DAYS}."
         )
+    expires_in_days = token_confine_to_caller(
+        access, scopes=scopes, expires_in_days=expires_in_days, days_given=days_given
+    )
+    parent = access.token
     prefix = secrets.token_hex(5)
     secret = secrets.token_urlsafe(32)
     with transaction.atomic():
         token = ApiToken.objects.create(
-            user=user,
+            user=access.user,
             tenant=tenant,
             name=name[:100],
             prefix=prefix,
@@ -85,7 +91,7 @@ def token_issue(
         )
         record_event(
             action="token.create",
-            actor=user,
+            actor=access.user,
             tenant=tenant,
             obj=token,
             after={
@@ -100,9 +106,12 @@ def token_issue(
     return IssuedToken(token=token, plaintext=f"{TOKEN_PREFIX}{prefix}_{secret}")
 
 
-def token_revoke(*, token: ApiToken, actor: AbstractBaseUser, request_id: str = "") -> ApiToken:
-    """Revoke `token` and every token minted from it, at any depth (each one audited): a token
-    minted by another dies with it, or a leaked token could outlive its own revocation."""
+def token_revoke(*, access: AccessContext, token: ApiToken, request_id: str = "") -> ApiToken:
+    """Revoke `token` (access.require_token_revoke decides who may) and every token minted from
+    it, at any depth (each one audited): a token minted by another dies with it, or a leaked
+    token could outlive its own revocation."""
+    access.require_token_revoke(token)
+    actor = access.user
     with transaction.atomic():
         locked = ApiToken.objects.select_for_update().get(pk=token.pk)
         if locked.revoked_at is not None:
@@ -173,22 +182,28 @@ def token_authenticate(plaintext: str) -> ApiToken | None:
     return token
 
 
-def token_confine_to_caller(access: Any, wanted: dict, *, days_given: bool) -> None:
+def token_confine_to_caller(
+    access: AccessContext, *, scopes: list[str], expires_in_days: int | None, days_given: bool
+) -> int | None:
     """A token may mint tokens only within itself: no scope it lacks, no later expiry (the
-    default lifetime shrinks to fit; an explicit longer one is refused)."""
+    default lifetime shrinks to fit; an explicit longer one is refused). The lifetime to use."""
     if access.token is None:
-        return
-    for scope in wanted["scopes"]:
+        return expires_in_days
+    for scope in scopes:
         access.require_scope(scope)
     parent_expiry = access.token.expires_at
     if parent_expiry is None:
-        return
+        return expires_in_days
     days_left = (parent_expiry - timezone.now()).days
-    if not days_given:
-        wanted["expires_in_days"] = min(wanted["expires_in_days"], days_left)
-    days = wanted["expires_in_days"]
-    if days is None or days < 1 or timezone.now() + timedelta(days=days) > parent_expiry:
+    if not days_given and expires_in_days is not None:
+        expires_in_days = min(expires_in_days, days_left)
+    if (
+        expires_in_days is None
+        or expires_in_days < 1
+        or timezone.now() + timedelta(days=expires_in_days) > parent_expiry
+    ):
         raise ApplicationError(
             "token.bad_expiry",
             f"A token cannot mint a token that outlives it ({days_left} whole days left).",
         )
+    return expires_in_days

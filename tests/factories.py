@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from adapters.models import Adapter, BaseModel
 from adapters.services.registry import base_model_register
 from engine.sample_adapters import TINY_BASE_MODEL_NAME, write_lora_adapter
+from tenants.access import AccessContext, SystemAccess
 from tenants.models import Membership, Tenant
 from tenants.tokens import IssuedToken, token_issue
 
@@ -53,7 +54,10 @@ def make_user(username: str, *, roles: tuple[str, ...] = ()) -> Any:
 def tiny_base_model() -> BaseModel:
     existing = BaseModel.objects.filter(name=TINY_BASE_MODEL_NAME).first()
     return existing or base_model_register(
-        actor=None, name=TINY_BASE_MODEL_NAME, source="var/tiny/base", hf_config=TINY_HF_CONFIG
+        access=SystemAccess(),
+        name=TINY_BASE_MODEL_NAME,
+        source="var/tiny/base",
+        hf_config=TINY_HF_CONFIG,
     )
 
 
@@ -78,7 +82,9 @@ class World:
     def token_client(
         self, who: str, scopes: list[str], tenant: Tenant | None = None, **kwargs: Any
     ) -> TokenClient:
-        issued = token_issue(user=self.users[who], scopes=scopes, tenant=tenant, **kwargs)
+        issued = token_issue(
+            access=AccessContext.for_user(self.users[who]), scopes=scopes, tenant=tenant, **kwargs
+        )
         client = TokenClient(issued)
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.plaintext}")
         return client

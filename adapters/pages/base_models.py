@@ -64,7 +64,9 @@ def base_models(request: PortalRequest) -> HttpResponse:
         if post_text(request, "revision"):  # optional: left out, as an API caller would
             fields["revision"] = post_text(request, "revision", max_length=100)
         data = form_data(s.BaseModelCreateSerializer, fields, code="base_model.invalid")
-        created = base_model_register(actor=request.user, request_id=request.request_id, **data)
+        created = base_model_register(
+            access=access_for(request), request_id=request.request_id, **data
+        )
     except ApplicationError as exc:
         return _page(request, exc)
     messages.success(request, f"Base model '{created.name}' registered.")

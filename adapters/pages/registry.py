@@ -113,7 +113,8 @@ def _version_page(
             "report": version.validation_report or {},
             "steps": lifecycle_steps(version),
             "timeline": version_timeline(version),
-            "can_review": scope.access.is_reviewer and version.status == VersionStatus.VALIDATED,
+            "can_review": version.status == VersionStatus.VALIDATED
+            and scope.access.may_review(version),
             # Where it runs; members see engine names (not the engines' pages or actions).
             "placement": version_placement(version),
             "links_engines": scope.access.sees_engines,
@@ -138,7 +139,6 @@ def version_release_page(
     try:
         result = version_release(
             version=version,
-            actor=request.user,
             comment=post_text(request, "comment"),
             access=scope.access,
             request_id=request.request_id,
@@ -164,7 +164,6 @@ def version_disable_page(
     try:
         result = version_disable(
             version=version,
-            actor=request.user,
             reason=post_text(request, "reason"),
             access=scope.access,
             request_id=request.request_id,

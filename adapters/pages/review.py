@@ -67,7 +67,6 @@ def review_approve(request: PortalRequest, tenant: str, adapter: str, number: in
     try:
         version = version_approve(
             version=version,
-            reviewer=request.user,
             comment=post_text(request, "comment"),
             access=scope.access,
             request_id=request.request_id,
@@ -85,7 +84,6 @@ def review_reject(request: PortalRequest, tenant: str, adapter: str, number: int
     try:
         version = version_reject(
             version=version,
-            reviewer=request.user,
             reason=post_text(request, "reason"),
             access=scope.access,
             request_id=request.request_id,

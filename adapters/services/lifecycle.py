@@ -111,28 +111,19 @@ def version_record_validation(
     return locked
 
 
-def _reviewer_access(reviewer: Any, access: AccessContext | None, verb: str) -> AccessContext:
-    access = access or AccessContext.for_user(reviewer)
-    access.require_reviewer(f"{verb} a version")
-    return access
-
-
 def version_approve(
     *,
+    access: AccessContext,
     version: AdapterVersion,
-    reviewer: Any,
     comment: str = "",
-    access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
-    """validated -> staged: four eyes (a reviewer who is not the uploader); files are promoted."""
+    """validated -> staged, by a reviewer who is not the uploader (access.require_review);
+    the files are promoted to the serving area."""
     from adapters.services.promotion import promote_to_serving
 
-    access = _reviewer_access(reviewer, access, "approve")
-    if version.uploaded_by_id == reviewer.pk:
-        raise PermissionDenied(
-            "approval.four_eyes", "You uploaded this version; another reviewer must approve it."
-        )
+    access.require_review(version, "approve")
+    reviewer = access.user
     _require_status(version, (S.VALIDATED,), "approve")
     # Copy to the content-addressed serving area before the transaction: idempotent, and if it
     # fails nothing in the database has changed.
@@ -155,13 +146,13 @@ def version_approve(
 
 def version_reject(
     *,
+    access: AccessContext,
     version: AdapterVersion,
-    reviewer: Any,
     reason: str,
-    access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
-    access = _reviewer_access(reviewer, access, "reject")
+    access.require_review(version, "reject")
+    reviewer = access.user
     if not reason or not reason.strip():
         raise ApplicationError(
             "rejection.reason_required",
@@ -177,23 +168,22 @@ def version_reject(
 
 def version_release(
     *,
+    access: AccessContext,
     version: AdapterVersion,
-    actor: Any,
     comment: str = "",
-    access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
     """staged -> active by a tenant owner; a gold tenant needs a second approval by someone else.
 
     For gold, the first call records a release approval and leaves the version staged; the second
-    call, by a different owner or a reviewer, activates it.
+    call, by a different owner or a reviewer, activates it (access.release_role decides who is who).
     """
-    access = access or AccessContext.for_user(actor)
+    actor = access.user
     access.require_scope("approve")
     with transaction.atomic():
         locked = _locked(version)
-        is_owner = access.adapter_can(locked.adapter, "release_version")
-        if not is_owner and not (locked.tenant.slo_class == SloClass.GOLD and access.is_reviewer):
+        role = access.release_role(locked.adapter)
+        if role is None:
             raise PermissionDenied(
                 "release.not_owner", "Only an owner of the tenant may release a version."
             )
@@ -201,7 +191,7 @@ def version_release(
         if locked.tenant.slo_class == SloClass.GOLD:
             approvals = list(locked.decisions.filter(kind=DecisionKind.RELEASE_APPROVAL))
             if not approvals:
-                if not is_owner:
+                if role != "owner":
                     raise PermissionDenied(
                         "release.not_owner",
                         "An owner must start the release; a reviewer may then give the second approval.",
@@ -236,14 +226,13 @@ def version_release(
 
 def version_disable(
     *,
+    access: AccessContext,
     version: AdapterVersion,
-    actor: Any,
     reason: str = "",
-    access: AccessContext | None = None,
     request_id: str = "",
 ) -> AdapterVersion:
     """Stop serving at once; the fleet unloads it from every engine (workers.desired)."""
-    access = access or AccessContext.for_user(actor)
+    actor = access.user
     access.require_scope("write")
     with transaction.atomic():
         locked = _locked(version)

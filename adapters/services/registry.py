@@ -53,14 +53,16 @@ def base_model_spec(base_model: BaseModel) -> BaseModelSpec:
 
 def base_model_register(
     *,
-    actor: Any,
+    access: AccessContext,
     name: str,
     source: str,
     hf_config: dict[str, Any],
     revision: str = "",
     request_id: str = "",
 ) -> BaseModel:
-    """Register a base model from its config.json; dims are derived, never typed in."""
+    """Register a base model from its config.json; dims are derived, never typed in. A
+    platform change: every tenant's adapters are validated against it."""
+    access.require_platform_change("base models", code="base_model.not_platform_admin")
     try:
         spec = BaseModelSpec.from_hf_config(hf_config, name)
     except BaseModelSpecError as exc:
@@ -80,7 +82,7 @@ def base_model_register(
             base.save()
             record_event(
                 action="base_model.register",
-                actor=actor,
+                actor=access.user,
                 obj=base,
                 object_id=name,
                 after={
@@ -98,7 +100,7 @@ def base_model_register(
     return base
 
 
-def base_model_register_from_dir(*, actor: Any, name: str, model_dir: Path) -> BaseModel:
+def base_model_register_from_dir(*, access: AccessContext, name: str, model_dir: Path) -> BaseModel:
     config_path = Path(model_dir) / "config.json"
     try:
         hf_config = json.loads(config_path.read_text())
@@ -110,7 +112,7 @@ def base_model_register_from_dir(*, actor: Any, name: str, model_dir: Path) -> B
         raise ApplicationError(
             "base_model.config_invalid", f"{config_path} is not valid JSON: {exc}."
         ) from None
-    return base_model_register(actor=actor, name=name, source=str(model_dir), hf_config=hf_config)
+    return base_model_register(access=access, name=name, source=str(model_dir), hf_config=hf_config)
 
 
 def _require_platform_fields(access: AccessContext, fields: list[str]) -> None:

@@ -20,6 +20,7 @@ from bench.upload_support import (
     post_streamed,
 )
 from portal.models import AuditEvent
+from tenants.access import AccessContext, SystemAccess
 from tenants.tokens import token_issue
 from tests.storage.probes import leftovers
 
@@ -33,7 +34,7 @@ URL = "/api/v1/tenants/acme/adapters/big/versions/"
 @pytest.fixture
 def big_adapter(world) -> Adapter:
     base = base_model_register(
-        actor=None, name=BIG_BASE_MODEL, source="bench", hf_config=BIG_HF_CONFIG
+        access=SystemAccess(), name=BIG_BASE_MODEL, source="bench", hf_config=BIG_HF_CONFIG
     )
     return Adapter.objects.create(
         tenant=world.acme, name="big", base_model=base, created_by=world.users["bob"]
@@ -69,7 +70,9 @@ def server(backend, big_adapter, settings, tmp_path):
 
 @pytest.fixture
 def token(world) -> str:
-    return token_issue(user=world.users["bob"], scopes=["write"], tenant=world.acme).plaintext
+    return token_issue(
+        access=AccessContext.for_user(world.users["bob"]), scopes=["write"], tenant=world.acme
+    ).plaintext
 
 
 def upload_temp_files(tmp_path: Path) -> list[Path]:

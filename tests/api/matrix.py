@@ -32,7 +32,7 @@ from typing import Any
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.utils import timezone
 
-from tenants.access import SCOPE_IMPLIES
+from tenants.access import SCOPE_IMPLIES, AccessContext
 from tenants.models import TokenScope
 
 API_PREFIX = "/api/v1/"
@@ -200,10 +200,11 @@ def _upload_gone(state: Any, response: Any) -> None:
 def _alias_canary(state: Any) -> None:
     """support@3 released and support-bot a canary: support@1 90 / support@3 10 (revision 2)."""
     from adapters.services import aliases, lifecycle
-    from tenants.access import AccessContext
 
     alice = state.world.users["alice"]
-    lifecycle.version_release(version=state.world.support.versions.get(number=3), actor=alice)
+    lifecycle.version_release(
+        version=state.world.support.versions.get(number=3), access=AccessContext.for_user(alice)
+    )
     aliases.alias_set(
         access=AccessContext.for_user(alice),
         tenant=state.world.acme,
@@ -294,7 +295,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       body={"scopes": ["read"], "name": "ci"}, audit="token.create",
       then=_exists("tenants.ApiToken", tenant__slug="acme", name="ci", scopes=["read"])),
     E("GET", "tenants/{tenant}/tokens/{prefix}/", 200, "read", "alice", OWN_TOKEN),
-    E("DELETE", "tenants/{tenant}/tokens/{prefix}/", 204, "write", "alice", OWN_TOKEN,
+    # The token is bob's: alice (owner) revokes another member's token, which through a token
+    # needs the admin scope (tenants/access.py require_token_revoke); bob revokes his own.
+    E("DELETE", "tenants/{tenant}/tokens/{prefix}/", 204, "admin", "alice", OWN_TOKEN,
       audit="token.revoke", then=_token_revoked),
     # adapters and per-adapter grants
     E("GET", "tenants/{tenant}/adapters/", 200, "read", "alice",

@@ -140,9 +140,11 @@ def advance(version: AdapterVersion, status: str, *, reviewer: Any, owner: Any) 
         },
     )
     if steps.index(status) >= 1:
-        version = lifecycle.version_approve(version=version, reviewer=reviewer, comment="ok")
+        version = lifecycle.version_approve(
+            version=version, access=AccessContext.for_user(reviewer), comment="ok"
+        )
     if steps.index(status) >= 2:
-        version = lifecycle.version_release(version=version, actor=owner)
+        version = lifecycle.version_release(version=version, access=AccessContext.for_user(owner))
     return version
 
 
@@ -174,7 +176,9 @@ def build_state(tmp_path: Path) -> State:
         name="support-bot",
         targets=[{"version": "support@1", "weight": 100}],
     )
-    bob_token = token_issue(user=bob, scopes=["read"], tenant=world.acme, name="bob-ci").token
+    bob_token = token_issue(
+        access=AccessContext.for_user(bob), scopes=["read"], tenant=world.acme, name="bob-ci"
+    ).token
     engine = Engine.objects.create(
         name="cpu-1",
         base_model=world.base,
@@ -257,7 +261,7 @@ def client_for(state: State, endpoint: Endpoint, column: str) -> APIClient:
     if column == "exp":
         expire(client.issued.token)
     elif column == "rvk":
-        token_revoke(token=client.issued.token, actor=actor)
+        token_revoke(token=client.issued.token, access=AccessContext.for_user(actor))
     return client
 
 

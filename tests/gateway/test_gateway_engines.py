@@ -9,6 +9,7 @@ import time
 import openai
 import pytest
 
+from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.workers.fleet import residency_report, servable_version
 from workers import shared_state
@@ -20,7 +21,9 @@ PROMPT = [{"role": "user", "content": "hi"}]
 
 
 def client_for(world, base_url: str) -> openai.OpenAI:
-    token = token_issue(user=world.users["alice"], scopes=["inference"], tenant=world.acme)
+    token = token_issue(
+        access=AccessContext.for_user(world.users["alice"]), scopes=["inference"], tenant=world.acme
+    )
     return openai.OpenAI(base_url=base_url + "/v1", api_key=token.plaintext, max_retries=0)
 
 

@@ -27,7 +27,9 @@ def acme(worker_fleet, gateway_server, tmp_path):
         name="support-bot",
         targets=[{"version": "support@1", "weight": 100}],
     )
-    token = token_issue(user=world.users["alice"], scopes=["inference"], tenant=world.acme)
+    token = token_issue(
+        access=AccessContext.for_user(world.users["alice"]), scopes=["inference"], tenant=world.acme
+    )
     client = openai.OpenAI(base_url=gateway_server + "/v1", api_key=token.plaintext, max_retries=0)
     return world, client, v1, v2, gateway_server
 
@@ -87,14 +89,20 @@ def test_chat_and_completions_streaming_and_not_through_every_kind_of_name(acme)
 
 def test_what_a_caller_may_not_reach(acme):
     world, client, v1, _, base_url = acme
-    charlie = token_issue(user=world.users["charlie"], scopes=["inference"], tenant=world.globex)
+    charlie = token_issue(
+        access=AccessContext.for_user(world.users["charlie"]),
+        scopes=["inference"],
+        tenant=world.globex,
+    )
     other = openai.OpenAI(base_url=base_url + "/v1", api_key=charlie.plaintext, max_retries=0)
     for name in ("support", "support-bot", "acme/support", "support@1", "nonexistent"):
         with pytest.raises(openai.NotFoundError) as err:
             chat(other, name)
         assert isinstance(err.value.body, dict) and err.value.body["code"] == "model_not_found"
 
-    no_scope = token_issue(user=world.users["alice"], scopes=["read"], tenant=world.acme)
+    no_scope = token_issue(
+        access=AccessContext.for_user(world.users["alice"]), scopes=["read"], tenant=world.acme
+    )
     reader = openai.OpenAI(base_url=base_url + "/v1", api_key=no_scope.plaintext, max_retries=0)
     with pytest.raises(openai.PermissionDeniedError):
         chat(reader, "support")
@@ -102,7 +110,9 @@ def test_what_a_caller_may_not_reach(acme):
     with pytest.raises(openai.AuthenticationError):
         chat(anonymous, "support")
 
-    version_disable(version=v1, actor=world.users["alice"], reason="bad replies")
+    version_disable(
+        version=v1, access=AccessContext.for_user(world.users["alice"]), reason="bad replies"
+    )
     with pytest.raises(openai.NotFoundError):
         chat(client, "support@1")
 

@@ -13,6 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from engine.sample_adapters import TINY_BASE_MODEL_NAME
+from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.gateway.recording import gw_redis  # noqa: F401 - fixture
 from tests.portal.test_tenant_events_socket import session_cookie
@@ -93,7 +94,9 @@ def test_a_maintainer_streams_a_staged_version_beside_the_base_model(
 def test_the_api_never_serves_a_staged_version(worker_fleet, gateway_server, tmp_path):
     world = worker_fleet.world
     staged = servable_version(world.support, tmp_path, seed=502, status="staged")
-    token = token_issue(user=world.users["alice"], scopes=["inference"], tenant=world.acme)
+    token = token_issue(
+        access=AccessContext.for_user(world.users["alice"]), scopes=["inference"], tenant=world.acme
+    )
     client = openai.OpenAI(base_url=gateway_server + "/v1", api_key=token.plaintext, max_retries=0)
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(

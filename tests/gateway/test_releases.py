@@ -601,7 +601,9 @@ def test_a_90_10_canary_through_the_gateway_then_rollback(worker_fleet, gateway_
         targets=[{"version": "support@1", "weight": 100}],
     )
     alias = canary(world)
-    token = token_issue(user=world.users["alice"], scopes=["inference"], tenant=world.acme)
+    token = token_issue(
+        access=AccessContext.for_user(world.users["alice"]), scopes=["inference"], tenant=world.acme
+    )
     client = openai.OpenAI(base_url=gateway_server + "/v1", api_key=token.plaintext, max_retries=0)
 
     def served() -> str:

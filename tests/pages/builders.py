@@ -49,11 +49,15 @@ def validated(
 
 
 def staged(world: World, version: AdapterVersion, reviewer: str = "rita") -> AdapterVersion:
-    return version_approve(version=version, reviewer=world.users[reviewer], comment="looks right")
+    return version_approve(
+        version=version, access=AccessContext.for_user(world.users[reviewer]), comment="looks right"
+    )
 
 
 def active(world: World, version: AdapterVersion, owner: str = "alice") -> AdapterVersion:
-    return version_release(version=staged(world, version), actor=world.users[owner])
+    return version_release(
+        version=staged(world, version), access=AccessContext.for_user(world.users[owner])
+    )
 
 
 @dataclass
@@ -88,7 +92,9 @@ def build_pages_world(world: World, tmp: Path) -> PagesWorld:
         name="prod",
         targets=[{"version": "support@2", "weight": 100}],
     )
-    token = token_issue(user=world.users["alice"], scopes=["read"], name="ci")
+    token = token_issue(
+        access=AccessContext.for_user(world.users["alice"]), scopes=["read"], name="ci"
+    )
     return PagesWorld(
         world=world, validated=v1, active=v2, foreign=foreign, alias=alias, token=token
     )

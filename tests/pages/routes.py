@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenants.access import AccessContext
 from tests.pages.builders import PagesWorld
 
 Kwargs = Callable[[PagesWorld], dict[str, Any]]
@@ -70,7 +71,9 @@ def _acme_token(pw: PagesWorld) -> dict[str, Any]:
     """A token bob holds, bound to acme: its owner may revoke it, and so may bob."""
     from tenants.tokens import token_issue
 
-    issued = token_issue(user=pw.world.users["bob"], scopes=["read"], tenant=pw.world.acme)
+    issued = token_issue(
+        access=AccessContext.for_user(pw.world.users["bob"]), scopes=["read"], tenant=pw.world.acme
+    )
     return {"tenant": "acme", "prefix": issued.token.prefix}
 
 

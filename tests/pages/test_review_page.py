@@ -92,3 +92,19 @@ def test_non_reviewers_change_nothing(pages):
     assert pages.client("alice").post(_url("approve", pages.validated), {}).status_code == 403
     assert pages.client("charlie").post(_url("approve", pages.validated), {}).status_code == 404
     assert _status(pages.validated) == "validated"
+
+
+def test_the_version_page_offers_the_review_only_to_a_reviewer_who_may_give_it(pages):
+    # Issue 11, class 12: the page asks access.may_review, the rule the approval itself applies
+    # (four eyes), so it never offers a form that would only answer approval.four_eyes.
+    from django.contrib.auth.models import Group
+
+    pages.world.users["bob"].groups.add(Group.objects.get(name="reviewer"))
+    url = reverse("version-detail", args=["acme", "support", pages.validated.number])
+    assert b'data-testid="review-forms"' in pages.client("rita").get(url).content
+    uploader = pages.client("bob").get(url)  # a reviewer, and the version's uploader
+    assert uploader.status_code == 200
+    assert b'data-testid="review-forms"' not in uploader.content
+    refused = pages.client("bob").post(_url("approve", pages.validated), {"comment": ""}, **HTMX)
+    assert b"approval.four_eyes" in refused.content
+    assert _status(pages.validated) == "validated"

@@ -87,7 +87,11 @@ def test_a_grant_from_the_page_reaches_one_adapter_and_is_revoked(pages):
 
 
 def test_owners_see_and_revoke_every_token_of_the_tenant_others_only_theirs(pages):
-    bobs = token_issue(user=pages.world.users["bob"], scopes=["read"], tenant=pages.world.acme)
+    bobs = token_issue(
+        access=AccessContext.for_user(pages.world.users["bob"]),
+        scopes=["read"],
+        tenant=pages.world.acme,
+    )
     url = reverse("tenant-members", args=["acme"])
     prefix = f"lp_{bobs.token.prefix}_"
     assert prefix in pages.client("alice").get(url).content.decode()

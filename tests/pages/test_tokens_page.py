@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 
 from portal.models import AuditEvent
+from tenants.access import AccessContext
 from tenants.models import ApiToken
 from tenants.tokens import token_authenticate, token_issue
 
@@ -33,7 +34,11 @@ def test_it_creates_a_token_and_shows_the_plaintext_once(pages):
 
 
 def test_it_lists_only_my_tokens(pages):
-    theirs = token_issue(user=pages.world.users["charlie"], scopes=["read"], name="charlies")
+    theirs = token_issue(
+        access=AccessContext.for_user(pages.world.users["charlie"]),
+        scopes=["read"],
+        name="charlies",
+    )
     page = pages.client("alice").get(reverse("tokens")).content.decode()
     assert pages.token.token.prefix in page
     assert theirs.token.prefix not in page

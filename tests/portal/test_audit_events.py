@@ -21,8 +21,10 @@ def actions():
 
 
 def test_token_creation_and_revocation_are_audited(world):
-    issued = token_issue(user=world.users["alice"], scopes=["read"], tenant=world.acme)
-    token_revoke(token=issued.token, actor=world.users["alice"])
+    issued = token_issue(
+        access=AccessContext.for_user(world.users["alice"]), scopes=["read"], tenant=world.acme
+    )
+    token_revoke(token=issued.token, access=AccessContext.for_user(world.users["alice"]))
     events = AuditEvent.objects.filter(object_type="tenants.apitoken")
     assert [e.action for e in events] == ["token.create", "token.revoke"]
     assert (events[0].after or {})["prefix"] == issued.token.prefix
@@ -75,8 +77,8 @@ def test_logins_and_failed_logins_are_audited(world, client):
 
 
 def test_audit_verify_command_passes_then_names_the_tampered_row(world, capsys):
-    token_issue(user=world.users["alice"], scopes=["read"])
-    victim = token_issue(user=world.users["bob"], scopes=["read"])
+    token_issue(access=AccessContext.for_user(world.users["alice"]), scopes=["read"])
+    victim = token_issue(access=AccessContext.for_user(world.users["bob"]), scopes=["read"])
     call_command("audit_verify")
     assert "audit chain intact" in capsys.readouterr().out
     row = AuditEvent.objects.get(object_type="tenants.apitoken", object_id=str(victim.token.pk))

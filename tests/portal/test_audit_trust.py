@@ -18,6 +18,7 @@ from portal.audit import GENESIS_HASH, _content, verify_chain
 from portal.audit_checkpoint import CHECKPOINT_KEY, read_checkpoint
 from portal.models import AuditEvent
 from portal.tasks import checkpoint_audit_chain
+from tenants.access import AccessContext
 from tenants.tokens import token_issue
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +27,7 @@ VERIFY = "/api/v1/audit/verify/"
 
 def make_events(world, n: int) -> list[AuditEvent]:
     for _ in range(n):
-        token_issue(user=world.users["alice"], scopes=["read"])
+        token_issue(access=AccessContext.for_user(world.users["alice"]), scopes=["read"])
     return list(AuditEvent.objects.order_by("id"))
 
 

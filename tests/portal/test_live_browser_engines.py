@@ -14,6 +14,7 @@ from django.urls import reverse
 from playwright import sync_api as playwright_api
 
 from adapters.models import Adapter
+from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.fixtures.celery_worker import _service_env, _stop
 from tests.pages.test_browser import SCREENSHOTS, chromium_page
@@ -47,7 +48,9 @@ def test_requests_through_the_gateway_move_the_version_charts(
         tenant=world.acme, name=name, base_model=world.base, created_by=world.users["alice"]
     )
     version = servable_version(adapter, tmp_path, seed=401)
-    token = token_issue(user=world.users["alice"], scopes=["inference"], tenant=world.acme)
+    token = token_issue(
+        access=AccessContext.for_user(world.users["alice"]), scopes=["inference"], tenant=world.acme
+    )
     path = reverse("version-detail", args=["acme", name, version.number])
     expect = playwright_api.expect
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

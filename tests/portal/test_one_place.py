@@ -136,7 +136,8 @@ def test_superuser_status_is_read_only_in_access():
 
 def test_the_refusals_of_each_rule_are_raised_in_one_place():
     # audit reach, the reviewer check, who may disable: one decision each, one error code each.
-    for code in ("audit.not_allowed", "approval.not_reviewer", "disable.not_allowed"):
+    codes = ("audit.not_allowed", "approval.not_reviewer", "approval.four_eyes")
+    for code in (*codes, "disable.not_allowed"):
         assert _modules_with(re.escape(f'"{code}"')) == [ACCESS], code
 
 
@@ -147,7 +148,24 @@ ACCESS_SERVICES = {
     "workers/engine_registry.py": None,
     "workers/operator.py": {"operator_act"},
     "workers/services.py": {"engine_operator_transition", "engine_request_reconcile"},
+    "tenants/tokens.py": {"token_issue", "token_revoke"},
+    "adapters/services/lifecycle.py": {
+        "version_approve",
+        "version_reject",
+        "version_release",
+        "version_disable",
+    },
+    "adapters/services/registry.py": {"base_model_register", "base_model_register_from_dir"},
 }
+SERVICE_MODULES = sorted(
+    name
+    for name in SOURCES
+    if re.fullmatch(r"[a-z_]+/services(/[a-z_]+)?\.py|tenants/tokens\.py", name)
+)
+# Who acts is the access context's user; a second "who" argument could disagree with it.
+CALLER_ARGUMENTS = {"actor", "reviewer", "owner", "requester"}
+# Internal steps that services and the canary guard call after their own check.
+CALLER_ARGUMENT_ALLOWED = {"adapters/services/aliases.py:apply_targets"}
 
 
 def test_services_that_people_call_take_the_access_context():
@@ -161,3 +179,16 @@ def test_services_that_people_call_take_the_access_context():
             if "access" not in {arg.arg for arg in node.args.kwonlyargs}:
                 missing.append(f"{name}:{node.name}")
     assert not missing, f"services without an `access` argument: {missing}"
+
+
+def test_no_service_takes_the_caller_beside_the_access_context():
+    assert "adapters/services/lifecycle.py" in SERVICE_MODULES
+    found = []
+    for name in SERVICE_MODULES:
+        for node in TREES[name].body:
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                continue
+            given = {arg.arg for arg in node.args.kwonlyargs + node.args.args}
+            if given & CALLER_ARGUMENTS and f"{name}:{node.name}" not in CALLER_ARGUMENT_ALLOWED:
+                found.append(f"{name}:{node.name} {sorted(given & CALLER_ARGUMENTS)}")
+    assert not found, f"services told who acts besides their access context: {found}"

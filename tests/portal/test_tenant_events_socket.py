@@ -9,6 +9,7 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.sessions.backends.db import SessionStore
 
 from portal.asgi import application
+from tenants.access import AccessContext
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,7 +71,9 @@ async def test_a_member_receives_version_status_changes(world, tmp_path, monkeyp
         version = version_record_validation(
             version=version, report={"valid": True, "errors": []}, fields={}
         )
-        version_reject(version=version, reviewer=world.users["rita"], reason="test")
+        version_reject(
+            version=version, access=AccessContext.for_user(world.users["rita"]), reason="test"
+        )
 
     await sync_to_async(make_and_reject)()
     claimed = await communicator.receive_json_from(timeout=5)

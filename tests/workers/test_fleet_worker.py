@@ -14,6 +14,7 @@ from django.db import connection
 
 from adapters.models import VersionStatus
 from adapters.services.lifecycle import version_disable, version_release
+from tenants.access import AccessContext
 from tests.workers.fleet import residency_report, servable_version
 from workers.desired import request_load, set_desired
 from workers.models import Engine, EngineState, FleetAction
@@ -62,7 +63,9 @@ def test_release_places_the_version_without_anyone_asking(worker_fleet, tmp_path
     version = servable_version(
         worker_fleet.world.support, tmp_path, seed=82, status=VersionStatus.STAGED
     )
-    version_release(version=version, actor=worker_fleet.world.users["alice"])
+    version_release(
+        version=version, access=AccessContext.for_user(worker_fleet.world.users["alice"])
+    )
 
     wait_for(
         "the released version on an engine",
@@ -96,7 +99,11 @@ def test_restart_is_repaired_by_reconciliation_and_disable_leaves_every_engine(
         lambda: Engine.objects.get(pk=worker_fleet.a.pk).state == EngineState.UP,
     )
 
-    version_disable(version=drop, actor=worker_fleet.world.users["alice"], reason="bad replies")
+    version_disable(
+        version=drop,
+        access=AccessContext.for_user(worker_fleet.world.users["alice"]),
+        reason="bad replies",
+    )
     wait_for(
         "disable to leave both engines",
         lambda: (

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from adapters.services.registry import base_model_register_from_dir
 from portal.errors import ApplicationError
+from tenants.access import SystemAccess
 
 
 class Command(BaseCommand):
@@ -20,7 +21,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         try:
             base = base_model_register_from_dir(
-                actor=None, name=options["name"], model_dir=options["model_dir"]
+                access=SystemAccess(), name=options["name"], model_dir=options["model_dir"]
             )
         except ApplicationError as exc:
             raise CommandError(f"{exc.code}: {exc.message}", returncode=1) from None
