@@ -51,11 +51,14 @@ PASSWORD = "bench-live-password"
 
 
 MODES = {
-    "generation": "sockets re-check access from the database when the access generation moves "
-    "(here: never during the window) or every 30 s",
-    "every-message": "the bench bumps the access generation every second, so every socket "
-    "re-checks its access from the database on every message (what a per-event database "
-    "re-check would cost)",
+    "generation": "sockets re-check access from the database when their access generation moves "
+    "(here: never during the window) or every 30 s, each socket at its own phase",
+    "tenant-changes": "the bench moves one tenant's access generation every second, in turn (a "
+    "membership or grant changing somewhere every second): that tenant's sockets re-check, the "
+    "others' do not",
+    "every-message": "the bench moves the global access generation every second, so every "
+    "socket re-checks its access from the database on every message (what a per-event "
+    "database re-check would cost)",
 }
 
 
@@ -91,6 +94,7 @@ class Result:
     started: str
     runs: list[Run] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    layer: str = "channels_redis.core.RedisChannelLayer"
 
 
 # --- arithmetic (tests/bench/test_live_fanout_report.py) ---
@@ -122,7 +126,7 @@ def render(result: Result, command: str) -> str:
         f"`{command}` ({r.started}, {r.machine})",
         "",
         f"{r.subscribers} websocket subscribers across {r.tenants} tenants, one {r.server} "
-        "process serving portal.asgi with the Redis channel layer (channels_redis.core), the "
+        f"process serving portal.asgi with the `live` channel layer ({r.layer}), the "
         "publisher process "
         "(`manage.py publish_live_metrics`) sending each tenant's numbers once a second. Every "
         "subscriber is a logged-in member of its tenant (session cookie, origin checked, "
@@ -202,13 +206,13 @@ def seed(tenants: int, subscribers: int) -> list[tuple[str, str]]:
     return out
 
 
-async def feed(redis_url: str, slugs: list[str], stop: asyncio.Event, *, bump: bool) -> None:
+async def feed(redis_url: str, slugs: list[str], stop: asyncio.Event, *, mode: str) -> None:
     """Two requests per tenant per second through the gateway's Recorder, flushed each second;
-    with `bump`, the access generation moved every second too (every socket re-checks)."""
+    and each second the access generation `mode` names moves (see MODES)."""
     from redis import asyncio as aioredis
 
     from gateway.recorder import Measurement, Recorder
-    from portal.live_access import ACCESS_GENERATION_KEY
+    from portal.live_access import ACCESS_GENERATION_KEY, TENANT_GENERATIONS_KEY
 
     redis = aioredis.Redis.from_url(redis_url)
     recorder = Recorder(redis)
@@ -238,8 +242,10 @@ async def feed(redis_url: str, slugs: list[str], stop: asyncio.Event, *, bump: b
                         )
                     )
             await recorder.flush()
-            if bump:
+            if mode == "every-message":
                 await redis.incr(ACCESS_GENERATION_KEY)
+            elif mode == "tenant-changes":
+                await redis.hincrby(TENANT_GENERATIONS_KEY, slugs[int(now) % len(slugs)], 1)
             await asyncio.sleep(1.0)
     finally:
         await redis.aclose()
@@ -290,9 +296,7 @@ async def run_clients(
 ) -> Run:
     stop = asyncio.Event()
     slugs = sorted({s for s, _ in sessions})
-    feeder = asyncio.create_task(
-        feed(os.environ["REDIS_URL"], slugs, stop, bump=mode == "every-message")
-    )
+    feeder = asyncio.create_task(feed(os.environ["REDIS_URL"], slugs, stop, mode=mode))
     tally = Tally()
     origin = f"http://127.0.0.1:{port}"
     tasks = []
@@ -385,6 +389,9 @@ def measure(args: argparse.Namespace, db_url: str, procs: list) -> Result:
         ],
     )
     result.notes += args.note
+    from django.conf import settings
+
+    result.layer = str(settings.CHANNEL_LAYERS["live"]["BACKEND"])
     pids = {"server": web.pid, "publisher": publisher.pid}
     for mode in args.modes.split(","):
         result.runs.append(asyncio.run(run_clients(args, port, sessions, pids, mode)))
@@ -421,7 +428,7 @@ def main() -> None:
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument(
         "--modes",
-        default="generation,every-message",
+        default="generation,tenant-changes,every-message",
         help="comma-separated, run in this order: " + ", ".join(MODES),
     )
     parser.add_argument("--note", action="append", default=[], help="a line for the report")

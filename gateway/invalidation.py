@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
@@ -46,6 +47,14 @@ def residency_changed(**_: Any) -> None:
     _bump(RESIDENCY_KEY)
 
 
+def user_changed(update_fields: Any = None, **_: Any) -> None:
+    """A user deactivated (or deleted) loses their tokens and playground at once: the tables
+    hold only active users' callers and roles. A login only stamps last_login: no change."""
+    if update_fields is not None and set(update_fields) <= {"last_login"}:
+        return
+    _bump(ROUTES_KEY)
+
+
 def connect() -> None:
     from adapters.models import Adapter, AdapterVersion, Alias, AliasTarget, BaseModel
     from tenants.models import ApiToken, Membership, Tenant
@@ -65,6 +74,9 @@ def connect() -> None:
         uid = f"gateway.routes.{model._meta.label}"
         post_save.connect(routes_changed, sender=model, dispatch_uid=uid + ".save")
         post_delete.connect(routes_changed, sender=model, dispatch_uid=uid + ".delete")
+    user_model = get_user_model()
+    post_save.connect(user_changed, sender=user_model, dispatch_uid="gateway.routes.user.save")
+    post_delete.connect(user_changed, sender=user_model, dispatch_uid="gateway.routes.user.delete")
     post_save.connect(residency_changed, sender=Residency, dispatch_uid="gateway.residency.save")
     post_delete.connect(
         residency_changed, sender=Residency, dispatch_uid="gateway.residency.delete"

@@ -18,7 +18,7 @@ from channels.db import database_sync_to_async
 
 from gateway.app import Gateway, gateway_app
 from gateway.errors import GatewayError
-from gateway.playground_choices import Resolved, resolve_choice
+from gateway.playground_choices import resolve_choice, table_choice
 from portal.errors import ApplicationError
 
 OnToken = Callable[[str], Awaitable[None]]
@@ -155,15 +155,19 @@ async def play(
 ) -> PlayResult:
     """Stream one reply from `key` (a version label or `base:<name>`) for `user` in the tenant.
 
-    Access is checked here, on every prompt. Refusals raise ApplicationError with a code:
+    Access is checked here, on every prompt: from the gateway's tables for a member's active
+    version (playground_choices.table_choice), else from the database. Refusals raise ApplicationError with a code:
     `playground.*` from the checks, `gateway.*` from the request path (429, 503, engine errors).
     """
     started = time.perf_counter() if started is None else started
     messages, budget = clean_prompt(prompt, max_tokens)
-    resolved: Resolved = await database_sync_to_async(resolve_choice)(
-        user=user, tenant_slug=tenant_slug, key=key
-    )
     gateway = gateway or gateway_app
+    table = await gateway.fresh_table()
+    resolved = table_choice(table, user=user, tenant_slug=tenant_slug, key=key)
+    if resolved is None:
+        resolved = await database_sync_to_async(resolve_choice)(
+            user=user, tenant_slug=tenant_slug, key=key
+        )
     payload: dict[str, Any] = {
         "model": resolved.key,
         "messages": messages,
@@ -173,7 +177,6 @@ async def play(
     }
     sink = TokenSink(on_token, started)
     try:
-        table = await gateway.fresh_table()
         await gateway.serve_admitted(
             PLAYGROUND_SCOPE,
             sink,

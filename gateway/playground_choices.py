@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, Subquery
 
 from adapters.models import AdapterVersion, BaseModel, VersionStatus
-from gateway.routes import Route, Target
+from gateway.routes import Route, RouteTable, Target
 from gateway.routes import _target as target_of  # the table's own builder: same pool, rank, caps
 from portal.errors import NotFound, PermissionDenied
 from tenants.access import AccessContext
@@ -138,6 +138,34 @@ def _member_version(user: Any, tenant_slug: str, key: object) -> Resolved | None
         return None
     target = target_of(version)
     return Resolved(key, version.tenant_id, Route(target.label, (target,)), target)
+
+
+def table_choice(table: RouteTable, *, user: Any, tenant_slug: str, key: object) -> Resolved | None:
+    """The common case with no database round trip: a member who may use the playground asking
+    for one of the tenant's active versions, read from the gateway's tables. They hold active
+    users' roles and active versions, and are rebuilt on every change to memberships, users,
+    versions and tokens (gateway.invalidation), as the API's tokens are. None: anything else
+    (staged versions, base models, grantees, refusals), which resolve_choice answers from the
+    database. The decision is still playground_may_use's."""
+    if not isinstance(key, str) or "@" not in key or key.startswith(BASE_PREFIX):
+        return None
+    tenant_id = table.tenant_ids.get(tenant_slug)
+    if tenant_id is None:
+        return None
+    role = table.members.get(user.pk, {}).get(tenant_id)
+    route = table.routes.get(tenant_id, {}).get(key)
+    # role_can first: playground_may_use would otherwise ask the database for platform roles.
+    if route is None or not AccessContext.role_can(role, "use_playground"):
+        return None
+    if len(route.targets) != 1 or route.targets[0].label != key:
+        return None  # an alias named like a version: not what the picker offers
+    access = AccessContext.for_user(user)
+    access.__dict__["memberships"] = {tenant_id: role}
+    tenant = Tenant(id=tenant_id, slug=tenant_slug)
+    version = AdapterVersion(tenant_id=tenant_id, status=VersionStatus.ACTIVE)  # in the table
+    if not access.playground_may_use(tenant, version):
+        return None
+    return Resolved(key, tenant_id, route, route.targets[0])
 
 
 def _resolve(access: AccessContext, tenant: Tenant, key: object) -> Resolved | None:

@@ -96,6 +96,8 @@ class RouteTable:
 
     generation: int = -1
     callers: dict[str, Caller] = field(default_factory=dict)  # by token prefix
+    # user id -> tenant id -> role, active users only (the playground's per-prompt check)
+    members: dict[int, dict[int, str]] = field(default_factory=dict)
     tenants: dict[int, str] = field(default_factory=dict)  # id -> slug
     tenant_ids: dict[str, int] = field(default_factory=dict)  # slug -> id
     routes: dict[int, dict[str, Route]] = field(default_factory=dict)  # tenant -> name -> route
@@ -151,15 +153,21 @@ def _target(
     )
 
 
-def _callers(now: float) -> dict[str, Caller]:
+def _member_roles() -> dict[int, dict[int, str]]:
+    """user id -> tenant id -> role, for active users (a deactivated user is nobody's member)."""
+    roles: dict[int, dict[int, str]] = {}
+    members = Membership.objects.filter(user__is_active=True)
+    for user_id, tenant_id, role in members.values_list("user_id", "tenant_id", "role"):
+        roles.setdefault(user_id, {})[tenant_id] = role
+    return roles
+
+
+def _callers(now: float, roles: dict[int, dict[int, str]]) -> dict[str, Caller]:
     tokens = (
         ApiToken.objects.filter(revoked_at__isnull=True, user__is_active=True)
         .select_related("user")
         .only("id", "prefix", "secret_hash", "scopes", "tenant_id", "expires_at", "user")
     )
-    roles: dict[int, dict[int, str]] = {}
-    for user_id, tenant_id, role in Membership.objects.values_list("user_id", "tenant_id", "role"):
-        roles.setdefault(user_id, {})[tenant_id] = role
     out: dict[str, Caller] = {}
     for token in tokens:
         if TokenScope.INFERENCE not in token.scopes:
@@ -255,9 +263,11 @@ def build_table(generation: int) -> RouteTable:
     now = time.time()
     tenants = dict(Tenant.objects.values_list("id", "slug"))
     residency, pinned = residency_map()
+    roles = _member_roles()
     return RouteTable(
         generation=generation,
-        callers=_callers(now),
+        callers=_callers(now, roles),
+        members=roles,
         tenants=tenants,
         tenant_ids={slug: tid for tid, slug in tenants.items()},
         routes=_routes(),

@@ -7,9 +7,11 @@ classes only translate between the channel layer and the socket.
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Any
 
+import orjson
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -106,32 +108,40 @@ class TenantEventsConsumer(ReadOnlySocket):
 
 
 class LiveNumbersSocket(ReadOnlySocket):
-    """A socket fed by portal.live_publisher: access decided at connect, and again when the
-    publisher's access generation moved or RECHECK_SECONDS passed (portal.live_access)."""
+    """A socket fed by portal.live_publisher on the `live` channel layer (pub/sub): access
+    decided at connect, and again when the publisher's access generation for this socket moved
+    or RECHECK_SECONDS passed (portal.live_access)."""
 
+    channel_layer_alias = "live"
     decision: Any = None  # what the user may receive; falsy: nothing
-    checked_gen: int = -1
-    checked_at: float = 0.0
+    checked_gen: str = ""
+    recheck_at: float = 0.0
     watched_at: float = 0.0
 
     def decide(self, user: Any) -> Any:
         raise NotImplementedError
 
+    def generation_tenant(self) -> str | None:
+        """The tenant whose generation this socket follows; None: the global one only."""
+        return None
+
     def group_for(self, decision: Any) -> tuple[str, str]:
         """(channel layer group, member of the publisher's watched set)."""
         raise NotImplementedError
 
-    def shape(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return payload
-
     @database_sync_to_async
-    def _decide(self, user: Any, *, watch: bool) -> tuple[int, Any]:
+    def _decide(self, user: Any, *, watch: bool) -> tuple[str, Any]:
         # The generation is read before deciding: a change after this read bumps it again.
-        gen = access_generation()
+        gen = access_generation(tenant=self.generation_tenant())
         decision = self.decide(user) if session_alive(self.scope.get("session")) else None
         if decision and watch:
             _watch(self.group_for(decision)[1])
         return gen, decision
+
+    def _schedule_recheck(self, now: float, *, first: bool = False) -> None:
+        # The first periodic re-check falls at a random phase of the period: sockets opened in
+        # the same second (a deploy, a reconnect storm) would otherwise all ask in one second.
+        self.recheck_at = now + RECHECK_SECONDS * (random.random() if first else 1.0)
 
     async def connect(self) -> None:
         user = self._authenticated_user()
@@ -142,23 +152,29 @@ class LiveNumbersSocket(ReadOnlySocket):
         if not self.decision:
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        self.checked_at = self.watched_at = time.monotonic()
+        self.watched_at = time.monotonic()
+        self._schedule_recheck(self.watched_at, first=True)
         await self.join(self.group_for(self.decision)[0])
 
     async def live_metrics(self, message: dict) -> None:
         if self.group is None:
             return
         now = time.monotonic()
-        if message["gen"] != self.checked_gen or now - self.checked_at > RECHECK_SECONDS:
+        if message["gen"] != self.checked_gen or now >= self.recheck_at:
             watch = now - self.watched_at > WATCH_LEASE_SECONDS / 2
             _, self.decision = await self._decide(self.scope["user"], watch=watch)
-            self.checked_gen, self.checked_at = message["gen"], now
+            self.checked_gen = message["gen"]
+            self._schedule_recheck(now)
             if watch:
                 self.watched_at = now
             if not self.decision:
                 await self.stop()
                 return
-        await self.send_json(self.shape(message["payload"]))
+        await self.send(text_data=self.shape_text(message["text"]))
+
+    def shape_text(self, text: str) -> str:
+        """The publisher's JSON as this socket may pass it on: as it is unless shape() filters."""
+        return text
 
 
 class LiveMetricsConsumer(LiveNumbersSocket):
@@ -175,6 +191,15 @@ class LiveMetricsConsumer(LiveNumbersSocket):
             metrics_group(decision.tenant_id),
             watched_member(tenant_id=decision.tenant_id, tenant=decision.tenant),
         )
+
+    def shape_text(self, text: str) -> str:
+        assert self.decision is not None
+        if self.decision.adapters is None:
+            return text
+        return orjson.dumps(self.shape(orjson.loads(text))).decode()
+
+    def generation_tenant(self) -> str | None:
+        return str(self.scope["url_route"]["kwargs"]["tenant"])
 
     def shape(self, payload: dict[str, Any]) -> dict[str, Any]:
         assert self.decision is not None

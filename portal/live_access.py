@@ -1,12 +1,18 @@
-"""What a live socket may receive, and a generation that tells sockets to ask again.
+"""What a live socket may receive, and generations that tell sockets to ask again.
 
 The decision comes from tenants.access (AccessContext); this module only shapes it for sockets.
 Re-checking the database for every socket on every 1 Hz tick would cost the fleet's sockets x 1
-queries a second, so the publisher reads one Redis counter per tick (`access_generation`) and
-sends it with the numbers; a socket decides again whenever the counter moved, and at least every
-RECHECK_SECONDS whatever it says (a change made without signals still stops a stream in time).
-The counter moves after commit on every change to memberships, adapter grants, users and their
-platform groups, and on every log-out (a socket also stops with the login it was opened with).
+queries a second, so the publisher reads the access generations with its tick (one pipelined
+Redis round trip) and sends them with the numbers; a socket decides again whenever its
+generation moved, and at least every RECHECK_SECONDS whatever it says (a change made without
+signals still stops a stream in time), each socket at its own phase of that period so that
+sockets opened together do not all ask in the same second.
+
+A generation is "<global>.<tenant>": a change that concerns one tenant (a membership, a grant on
+one of its adapters, the tenant itself, the log-out of a user who belongs to it) moves only that
+tenant's counter, so the sockets of every other tenant keep streaming without a database
+round trip; changes to users and platform groups, which may reach any tenant, move the global
+one. Counters move after commit.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
@@ -71,27 +78,102 @@ def session_alive(session: Any) -> bool:
     return bool(key) and session.exists(key)
 
 
-# --- the generation ---
+# --- the generations ---
+
+TENANT_GENERATIONS_KEY = "lp:live:access-gen:tenant"  # hash: tenant slug -> counter
 
 
-def access_generation(client: Any | None = None) -> int:
-    raw = (client or shared_state.client()).get(ACCESS_GENERATION_KEY)
-    return int(raw or 0)
+def generation_of(global_gen: Any, tenant_gen: Any = None) -> str:
+    """The generation a socket compares: the global counter and its tenant's (fleet: none)."""
+    return f"{int(global_gen or 0)}.{int(tenant_gen or 0)}"
 
 
-def _bump() -> None:
+def access_generation(client: Any | None = None, *, tenant: str | None = None) -> str:
+    redis = client or shared_state.client()
+    if tenant is None:
+        return generation_of(redis.get(ACCESS_GENERATION_KEY))
+    pipe = redis.pipeline(transaction=False)
+    pipe.get(ACCESS_GENERATION_KEY)
+    pipe.hget(TENANT_GENERATIONS_KEY, tenant)
+    return generation_of(*pipe.execute())
+
+
+def _bump(tenants: frozenset[str] | None) -> None:
+    """None: every socket asks again; else only the sockets of these tenants."""
     try:
-        shared_state.client().incr(ACCESS_GENERATION_KEY)
+        redis = shared_state.client()
+        if tenants is None:
+            redis.incr(ACCESS_GENERATION_KEY)
+            return
+        pipe = redis.pipeline(transaction=False)
+        for slug in tenants:
+            pipe.hincrby(TENANT_GENERATIONS_KEY, slug, 1)
+        pipe.execute()
     except Exception:  # noqa: BLE001 - sockets still re-check every RECHECK_SECONDS
-        log.warning("could not bump %s", ACCESS_GENERATION_KEY, exc_info=True)
+        log.warning("could not bump the live access generation", exc_info=True)
 
 
-def access_changed(**kwargs: Any) -> None:
+def _bump_after_commit(tenants: frozenset[str] | None) -> None:
+    transaction.on_commit(lambda: _bump(tenants))
+
+
+def _tenants_of_user(user: Any) -> frozenset[str] | None:
+    """The tenants whose sockets a change to `user` may concern: those they belong to or hold a
+    grant in; None (all) for users with platform roles, who may watch any tenant."""
+    from adapters.models import AdapterUserObjectPermission
+    from tenants.models import Membership
+
+    if user is None or user.pk is None:
+        return frozenset()
+    # Groups: platform roles (which watch any tenant) and group grants; a superuser is a
+    # platform admin (tenants/access.py).
+    if user.groups.exists() or AccessContext.for_user(user).is_platform_admin:
+        return None
+    members = Membership.objects.filter(user=user).values_list("tenant__slug", flat=True)
+    granted = AdapterUserObjectPermission.objects.filter(user=user).values_list(
+        "content_object__tenant__slug", flat=True
+    )
+    return frozenset(members) | frozenset(granted)
+
+
+def _tenant_of_grant(instance: Any) -> frozenset[str] | None:
+    from adapters.models import Adapter
+
+    slug = (
+        Adapter.objects.filter(pk=instance.content_object_id)
+        .values_list("tenant__slug", flat=True)
+        .first()
+    )
+    return frozenset({slug}) if slug else None
+
+
+def membership_changed(instance: Any, **kwargs: Any) -> None:
+    try:
+        slug = instance.tenant.slug
+    except ObjectDoesNotExist:  # the tenant itself is being deleted: tenant_changed bumps it
+        slug = None
+    _bump_after_commit(frozenset({slug}) if slug else None)
+
+
+def grant_changed(instance: Any, **kwargs: Any) -> None:
+    _bump_after_commit(_tenant_of_grant(instance))
+
+
+def tenant_changed(instance: Any, **kwargs: Any) -> None:
+    _bump_after_commit(frozenset({instance.slug}))
+
+
+def user_changed(**kwargs: Any) -> None:
     # A login only stamps last_login: not a change of access.
     fields = kwargs.get("update_fields")
     if fields is not None and set(fields) <= {"last_login"}:
         return
-    transaction.on_commit(_bump)
+    _bump_after_commit(None)
+
+
+def logged_out(user: Any = None, **kwargs: Any) -> None:
+    # Read now: after commit the user's rows may be gone (a log-out before a deletion).
+    _bump_after_commit(_tenants_of_user(user))
 
 
 def connect() -> None:
@@ -99,17 +181,18 @@ def connect() -> None:
     from tenants.models import Membership, Tenant
 
     user_model = get_user_model()
-    for model in (
-        Membership,
-        AdapterUserObjectPermission,
-        AdapterGroupObjectPermission,
-        Tenant,
-        user_model,
-    ):
-        uid = f"portal.live_access.{model._meta.label}"
-        post_save.connect(access_changed, sender=model, dispatch_uid=uid + ".save")
-        post_delete.connect(access_changed, sender=model, dispatch_uid=uid + ".delete")
-    m2m_changed.connect(
-        access_changed, sender=user_model.groups.through, dispatch_uid="portal.live_access.groups"
+    handlers = (
+        (Membership, membership_changed),
+        (AdapterUserObjectPermission, grant_changed),
+        (AdapterGroupObjectPermission, grant_changed),
+        (Tenant, tenant_changed),
+        (user_model, user_changed),
     )
-    user_logged_out.connect(access_changed, dispatch_uid="portal.live_access.logout")
+    for model, handler in handlers:
+        uid = f"portal.live_access.{model._meta.label}"
+        post_save.connect(handler, sender=model, dispatch_uid=uid + ".save")
+        post_delete.connect(handler, sender=model, dispatch_uid=uid + ".delete")
+    m2m_changed.connect(
+        user_changed, sender=user_model.groups.through, dispatch_uid="portal.live_access.groups"
+    )
+    user_logged_out.connect(logged_out, dispatch_uid="portal.live_access.logout")

@@ -1,7 +1,10 @@
 """The live metrics publisher: once a second, one read of the gateway's series for every socket.
 
 One process runs it (`manage.py publish_live_metrics`, a Procfile entry); a second one started by
-mistake publishes nothing, since each second is claimed once in Redis. Each tick reads the last
+mistake publishes nothing, since each second is claimed once in Redis. It sends on the `live`
+channel layer (Redis pub/sub: one PUBLISH per group reaches every portal process, which hands
+it to its own sockets; the core layer's one list push and one pop per socket and message cost
+more than the numbers are worth keeping when nobody listens). Each tick reads the last
 few seconds' hashes in one pipelined round trip and sends each watched tenant's part to its group
 (`tenant-<id>.metrics`) and the fleet's totals to the operators' group: one message per group
 per second whatever the number of sockets, which filter it to what their user may see.
@@ -18,11 +21,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from asgiref.sync import sync_to_async
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
-from portal.live_access import ACCESS_GENERATION_KEY
+from portal.live_access import ACCESS_GENERATION_KEY, TENANT_GENERATIONS_KEY, generation_of
 from portal.live_series import SECOND_PREFIX, fleet_total, parse_period
 
 log = logging.getLogger(__name__)
@@ -44,6 +48,10 @@ def watched_member(*, tenant_id: int, tenant: str) -> str:
 async def watch(redis: aioredis.Redis, member: str, *, now: float) -> None:
     """A socket tells the publisher its group has someone listening (until the lease ends)."""
     await redis.zadd(WATCHED_KEY, {member: now + WATCH_LEASE_SECONDS})
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 @dataclass
@@ -69,17 +77,20 @@ class MetricsPublisher:
         pipe.zremrangebyscore(WATCHED_KEY, "-inf", now)
         pipe.zrangebyscore(WATCHED_KEY, now, "+inf")
         pipe.get(ACCESS_GENERATION_KEY)
-        *raw_periods, _, watched, generation = await pipe.execute()
+        pipe.hgetall(TENANT_GENERATIONS_KEY)
+        *raw_periods, _, watched, global_gen, tenant_gens = await pipe.execute()
         periods = [parse_period(raw) for raw in raw_periods]
-        gen = int(generation or 0)
+        tenant_gens = {_text(k): v for k, v in tenant_gens.items()}
         sends = []
         report = TickReport(second=second)
         for member in sorted(m.decode() for m in watched):
             if member == FLEET_GROUP:
                 payload = await self._fleet_payload(seconds, periods)
                 group = FLEET_GROUP
+                gen = generation_of(global_gen)
             else:
                 _, tenant_id, slug = member.split("|", 2)
+                gen = generation_of(global_gen, tenant_gens.get(slug))
                 group = metrics_group(int(tenant_id))
                 payload = {
                     "kind": "metrics",
@@ -105,9 +116,11 @@ class MetricsPublisher:
             points.append({"t": s, "sums": sums})
         return {"kind": "fleet-metrics", "step": 1, "points": points}
 
-    async def _send(self, group: str, payload: dict[str, Any], gen: int) -> None:
+    async def _send(self, group: str, payload: dict[str, Any], gen: str) -> None:
         payload["sent_at"] = time.time()  # publish -> receipt delay (bench/live_fanout.py)
-        await self.layer.group_send(group, {"type": "live.metrics", "gen": gen, "payload": payload})
+        # Encoded once here, not once per socket: most sockets pass it on as it is.
+        text = orjson.dumps(payload).decode()
+        await self.layer.group_send(group, {"type": "live.metrics", "gen": gen, "text": text})
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick just after every second boundary until `stop` is set."""

@@ -116,3 +116,71 @@ def test_it_refuses_what_the_user_may_not_use(pw, who, key):
     with pytest.raises(NotFound) as caught:
         resolve_choice(user=pw.world.users[who], tenant_slug="acme", key=key)
     assert caught.value.code == "playground.not_found"
+
+
+# --- the per-prompt check from the gateway's tables (table_choice) ---
+
+
+def _table():
+    from gateway.routes import build_table
+
+    return build_table(generation=1)
+
+
+@pytest.mark.parametrize("who", ["alice", "bob"])
+def test_the_tables_answer_a_members_active_version_without_the_database(
+    pw, who, django_assert_num_queries
+):
+    from gateway.playground_choices import table_choice
+
+    table, user = _table(), pw.world.users[who]
+    with django_assert_num_queries(0):
+        resolved = table_choice(table, user=user, tenant_slug="acme", key="support@1")
+    assert resolved is not None
+    from_db = resolve_choice(user=user, tenant_slug="acme", key="support@1")
+    assert (resolved.key, resolved.tenant_id, resolved.route) == (
+        from_db.key,
+        from_db.tenant_id,
+        from_db.route,
+    )
+
+
+@pytest.mark.parametrize(
+    ("who", "key"),
+    [
+        ("bob", "support@2"),  # staged: not in the tables, the database decides
+        ("bob", "support@3"),  # validated
+        ("bob", "support"),  # a name, not a picker key
+        ("bob", f"base:{TINY_BASE_MODEL_NAME}"),
+        ("bob", "legal@1"),  # globex's
+        ("vera", "support@1"),  # a viewer: no playground
+        ("nora", "support@1"),  # a grantee: the database decides
+        ("rita", "support@1"),  # a platform role without membership
+    ],
+)
+def test_the_tables_leave_everything_else_to_the_database(pw, who, key):
+    from gateway.playground_choices import table_choice
+
+    assert table_choice(_table(), user=pw.world.users[who], tenant_slug="acme", key=key) is None
+
+
+def test_a_deactivated_member_is_not_in_the_tables_and_their_change_announces_it(
+    pw, django_capture_on_commit_callbacks, monkeypatch
+):
+    from gateway import invalidation
+    from gateway.playground_choices import table_choice
+
+    announced: list[str] = []
+    bob = pw.world.users["bob"]
+    monkeypatch.setattr(invalidation, "announce", announced.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        bob.save(update_fields=["last_login"])  # a login's stamp: not a change of access
+    assert announced == []
+    bob.is_active = False
+    with django_capture_on_commit_callbacks(execute=True):
+        bob.save()
+    # The gateway's replicas re-read their tables (API tokens included) on the change.
+    assert announced == [invalidation.ROUTES_KEY]
+    assert table_choice(_table(), user=bob, tenant_slug="acme", key="support@1") is None
+    with pytest.raises(NotFound):
+        resolve_choice(user=bob, tenant_slug="acme", key="support@1")

@@ -41,4 +41,4 @@ def past_second() -> int:
 
 def publisher() -> tuple[MetricsPublisher, aioredis.Redis]:
     redis = aioredis.Redis.from_url(settings.REDIS_URL)
-    return MetricsPublisher(redis=redis, layer=get_channel_layer()), redis
+    return MetricsPublisher(redis=redis, layer=get_channel_layer("live")), redis

@@ -344,3 +344,45 @@ async def test_an_idle_socket_outlives_the_redis_clients_read_timeout(world):
     )
     assert await socket.receive_json_from(timeout=5) == event
     await socket.disconnect()
+
+
+async def test_a_change_in_another_tenant_leaves_this_tenants_sockets_alone(world, monkeypatch):
+    """Per-tenant access generations: a membership changing in globex does not make acme's
+    sockets ask the database again (with one generation for all, every socket of the portal
+    re-checked at once on any change, a log-out included); a change in acme does."""
+    from portal import consumers
+    from tenants.services import membership_set
+
+    monkeypatch.setattr(consumers, "RECHECK_SECONDS", 10_000.0)  # no periodic re-check here
+    decided: list[str] = []
+    original = consumers.LiveMetricsConsumer.decide
+
+    def counting(self, user):
+        decided.append(user.username)
+        return original(self, user)
+
+    monkeypatch.setattr(consumers.LiveMetricsConsumer, "decide", counting)
+    socket, connected, _ = await open_socket(METRICS, await headers_for(world, "vera"))
+    assert connected and decided == ["vera"]
+    pub, redis = publisher()
+    t = past_second()
+
+    def add(tenant, username, owner):
+        membership_set(
+            access=AccessContext.for_user(world.users[owner]),
+            tenant=tenant,
+            username=username,
+            role="viewer",
+        )
+
+    await sync_to_async(add)(world.globex, "nora", "charlie")
+    await pub.tick(now=t)
+    assert (await socket.receive_json_from(timeout=5))["kind"] == "metrics"
+    assert decided == ["vera"]  # globex's change: no database round trip for acme's socket
+
+    await sync_to_async(add)(world.acme, "nora", "alice")
+    await pub.tick(now=t + 1)
+    assert (await socket.receive_json_from(timeout=5))["kind"] == "metrics"
+    assert decided == ["vera", "vera"]  # acme's change: asked again, still allowed
+    await redis.aclose()
+    await socket.disconnect()

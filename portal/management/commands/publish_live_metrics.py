@@ -29,6 +29,6 @@ class Command(BaseCommand):
         redis = aioredis.Redis.from_url(settings.REDIS_URL)
         self.stdout.write("live metrics publisher: one tick a second")
         try:
-            await MetricsPublisher(redis=redis, layer=get_channel_layer()).run(stop)
+            await MetricsPublisher(redis=redis, layer=get_channel_layer("live")).run(stop)
         finally:
             await redis.aclose()
