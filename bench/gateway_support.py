@@ -625,13 +625,24 @@ def seed_resident_adapter(
     return version
 
 
+# As the Procfile's web line: no per-message deflate on websockets (it compressed the same live
+# update once per socket: a tenth of the event loop's time at 500 sockets, bench/live_fanout.py).
+PORTAL_UVICORN_OPTIONS = [
+    "--lifespan",
+    "off",
+    "--no-access-log",
+    "--ws-per-message-deflate",
+    "false",
+]
+
+
 def start_gateway(
     env: dict[str, str], log: Path, *, cpus: str | None, extra: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     """portal.asgi under one uvicorn process (the gateway beside Django), as deployed."""
     port = free_port()
     cmd = [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1"]
-    cmd += ["--port", str(port), "--workers", "1", "--lifespan", "off", "--no-access-log"]
+    cmd += ["--port", str(port), "--workers", "1", *PORTAL_UVICORN_OPTIONS]
     proc = spawn(cmd, log=log, env={**os.environ, **env, **(extra or {})}, cpus=cpus)
     base = f"http://127.0.0.1:{port}"
     wait_http(base + "/v1/models", proc, log)

@@ -365,7 +365,7 @@ def measure(args: argparse.Namespace, db_url: str, procs: list) -> Result:
         cmd += ["portal.asgi:application"]
     else:
         cmd = [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1"]
-        cmd += ["--port", str(port), "--lifespan", "off", "--no-access-log"]
+        cmd += ["--port", str(port), *gs.PORTAL_UVICORN_OPTIONS]
     web_log = VAR / "web.log"
     web = gs.spawn(cmd, log=web_log, env=full_env)
     procs.append(web)

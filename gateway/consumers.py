@@ -18,11 +18,11 @@ import time
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from gateway.playground import play
 from gateway.playground_choices import playground_tenant
 from portal.errors import ApplicationError
+from portal.socket_base import PortalSocket
 
 log = logging.getLogger(__name__)
 MAX_PANES = 2
@@ -31,7 +31,7 @@ DEFAULT_MAX_TOKENS = 64
 LOST_ACCESS = {"tenant.not_found": 4404, "playground.denied": 4403}
 
 
-class PlaygroundConsumer(AsyncJsonWebsocketConsumer):
+class PlaygroundConsumer(PortalSocket):
     answering: asyncio.Task[None] | None = None
     closing_code: int | None = None
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import orjson
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from portal.events import tenant_group
 from portal.live_access import (
@@ -31,6 +30,7 @@ from portal.live_publisher import (
     metrics_group,
     watched_member,
 )
+from portal.socket_base import PortalSocket
 from workers import shared_state
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -42,7 +42,7 @@ def _watch(member: str) -> None:
     shared_state.client().zadd(WATCHED_KEY, {member: time.time() + WATCH_LEASE_SECONDS})
 
 
-class ReadOnlySocket(AsyncJsonWebsocketConsumer):
+class ReadOnlySocket(PortalSocket):
     """Shared by the live sockets: one group, nothing accepted from the client."""
 
     group: str | None = None
