@@ -7,6 +7,8 @@ classes only translate between the channel layer and the socket.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
 import time
 from typing import Any
@@ -33,6 +35,7 @@ from portal.live_publisher import (
 from portal.socket_base import PortalSocket
 from workers import shared_state
 
+log = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_REVOKED = 4403
 CLOSE_NOT_FOUND = 4404
@@ -116,6 +119,7 @@ class LiveNumbersSocket(ReadOnlySocket):
     decision: Any = None  # what the user may receive; falsy: nothing
     checked_gen: str = ""
     recheck_at: float = 0.0
+    rechecking: asyncio.Task[bool] | None = None
     watched_at: float = 0.0
 
     def decide(self, user: Any) -> Any:
@@ -160,17 +164,40 @@ class LiveNumbersSocket(ReadOnlySocket):
         if self.group is None:
             return
         now = time.monotonic()
-        if message["gen"] != self.checked_gen or now >= self.recheck_at:
-            watch = now - self.watched_at > WATCH_LEASE_SECONDS / 2
-            _, self.decision = await self._decide(self.scope["user"], watch=watch)
+        if message["gen"] != self.checked_gen:
+            # A known change (a membership, grant, user or log-out): decide before passing on.
             self.checked_gen = message["gen"]
-            self._schedule_recheck(now)
-            if watch:
-                self.watched_at = now
-            if not self.decision:
-                await self.stop()
+            if not await self._recheck(now):
                 return
+        elif now >= self.recheck_at and self.rechecking is None:
+            # The periodic safety net (changes made without signals): decided beside the stream,
+            # so this message does not wait for the database; a refusal stops the next one.
+            self._schedule_recheck(now)
+            self.rechecking = asyncio.create_task(self._recheck(now))
+            self.rechecking.add_done_callback(self._rechecked)
         await self.send(text_data=self.shape_text(message["text"]))
+
+    async def _recheck(self, now: float) -> bool:
+        watch = now - self.watched_at > WATCH_LEASE_SECONDS / 2
+        _, self.decision = await self._decide(self.scope["user"], watch=watch)
+        self._schedule_recheck(now)
+        if watch:
+            self.watched_at = now
+        if not self.decision:
+            await self.stop()
+            return False
+        return True
+
+    def _rechecked(self, task: asyncio.Task[bool]) -> None:
+        self.rechecking = None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("live socket re-check failed", exc_info=task.exception())
+
+    async def disconnect(self, code: int) -> None:
+        # Not when the re-check itself found access gone and is closing the socket.
+        if self.rechecking is not None and self.rechecking is not asyncio.current_task():
+            self.rechecking.cancel()
+        await super().disconnect(code)
 
     def shape_text(self, text: str) -> str:
         """The publisher's JSON as this socket may pass it on: as it is unless shape() filters."""

@@ -4,9 +4,11 @@ The decision comes from tenants.access (AccessContext); this module only shapes 
 Re-checking the database for every socket on every 1 Hz tick would cost the fleet's sockets x 1
 queries a second, so the publisher reads the access generations with its tick (one pipelined
 Redis round trip) and sends them with the numbers; a socket decides again whenever its
-generation moved, and at least every RECHECK_SECONDS whatever it says (a change made without
-signals still stops a stream in time), each socket at its own phase of that period so that
-sockets opened together do not all ask in the same second.
+generation moved (before passing the message on), and at least every RECHECK_SECONDS whatever
+it says, so that a change made without signals still stops a stream in time. That periodic
+re-check runs beside the stream (the message in hand goes out; a refusal stops the next one),
+each socket at its own phase of the period so that sockets opened together do not all ask in
+the same second.
 
 A generation is "<global>.<tenant>": a change that concerns one tenant (a membership, a grant on
 one of its adapters, the tenant itself, the log-out of a user who belongs to it) moves only that

@@ -128,6 +128,20 @@ DATABASES = {
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0),
     )
 }
+if (
+    DATABASES["default"]["ENGINE"].endswith("postgresql")
+    and env_bool("DATABASE_POOL", True)
+    and not DATABASES["default"]["CONN_MAX_AGE"]  # Django: a pool excludes persistent ones
+):
+    # A pool per process (psycopg_pool, Django's own support): under ASGI every request and
+    # every database_sync_to_async call closes its connection, so without one each of them
+    # opened a new PostgreSQL connection (a backend process forked for a query or two).
+    # Celery's prefork children close the pool they inherit (celery.fixups.django).
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("DATABASE_POOL_MIN", 1, minimum=0),
+        "max_size": env_int("DATABASE_POOL_MAX", 20, minimum=1),
+        "timeout": env_int("DATABASE_POOL_TIMEOUT", 10, minimum=1),
+    }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # The embedded default is shared by the portal, a Celery worker and beat: wait for locks
     # instead of failing, take the write lock up front, and let readers run beside a writer.

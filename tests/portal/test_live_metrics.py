@@ -386,3 +386,25 @@ async def test_a_change_in_another_tenant_leaves_this_tenants_sockets_alone(worl
     assert decided == ["vera", "vera"]  # acme's change: asked again, still allowed
     await redis.aclose()
     await socket.disconnect()
+
+
+async def test_a_change_made_without_signals_stops_the_stream_at_the_periodic_recheck(
+    world, monkeypatch
+):
+    """The safety net: a user deactivated by a bulk update (no signal, no generation move) is
+    found by the periodic re-check, which runs beside the stream: the message in hand still
+    goes out, and the socket closes right after it."""
+    from django.contrib.auth import get_user_model
+
+    from portal import consumers
+
+    monkeypatch.setattr(consumers, "RECHECK_SECONDS", 0.0)  # due on every message
+    socket, connected, _ = await open_socket(METRICS, await headers_for(world, "vera"))
+    assert connected
+    users = get_user_model().objects
+    await sync_to_async(users.filter(pk=world.users["vera"].pk).update)(is_active=False)
+    pub, redis = publisher()
+    await pub.tick(now=past_second())
+    await redis.aclose()
+    assert (await socket.receive_json_from(timeout=5))["kind"] == "metrics"
+    await assert_closed_without_data(socket)
