@@ -93,8 +93,9 @@ def render(r: Result, command: str, note: str = "") -> str:
             f"Added by the playground over the engine's own TTFT: p50 **{p50:+.1f} ms**, "
             f"p99 **{p99:+.1f} ms** (goal under {GOAL_ADDED_MS:.0f} ms: **{verdict}**); "
             f"of which the gateway's API path alone: p50 {g50:+.1f} ms, p99 {g99:+.1f} ms. "
-            "The rest is the socket's per-prompt access check (one query for a member's version, "
-            "on Channels' database thread) and the frame's trip through the consumer.",
+            "The rest is the socket's per-prompt access check (for a member's active version, read "
+            "from the gateway's tables: no database round trip) and the frame's trip through the "
+            "consumer.",
             "",
             f"Machine: {r.machine}.",
             *(["", note] if note else []),
