@@ -36,6 +36,7 @@ from portal.socket_base import PortalSocket
 from workers import shared_state
 
 log = logging.getLogger(__name__)
+WATCH_RENEW_SECONDS = WATCH_LEASE_SECONDS / 4  # renewed at re-checks, RECHECK_SECONDS apart
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_REVOKED = 4403
 CLOSE_NOT_FOUND = 4404
@@ -178,7 +179,10 @@ class LiveNumbersSocket(ReadOnlySocket):
         await self.send(text_data=self.shape_text(message["text"]))
 
     async def _recheck(self, now: float) -> bool:
-        watch = now - self.watched_at > WATCH_LEASE_SECONDS / 2
+        # Renew the publisher's lease on this group at every periodic re-check (each at most
+        # RECHECK_SECONDS + 1 s apart, well inside the lease): a lapsed lease stops the messages
+        # that drive these re-checks, so it must never lapse while a socket listens.
+        watch = now - self.watched_at > WATCH_RENEW_SECONDS
         _, self.decision = await self._decide(self.scope["user"], watch=watch)
         self._schedule_recheck(now)
         if watch:

@@ -4,6 +4,7 @@ Real Redis channel layer, the full ASGI stack (origin check, session auth, routi
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -408,3 +409,41 @@ async def test_a_change_made_without_signals_stops_the_stream_at_the_periodic_re
     await redis.aclose()
     assert (await socket.receive_json_from(timeout=5))["kind"] == "metrics"
     await assert_closed_without_data(socket)
+
+
+async def test_the_periodic_recheck_renews_the_publishers_lease_on_the_group(world, monkeypatch):
+    """Messages drive the re-checks, and the publisher sends only to groups whose lease is
+    alive: a lease left to lapse would silence a listening socket for good."""
+    import time
+
+    from portal import consumers
+    from portal.live_publisher import WATCHED_KEY, watched_member
+    from workers import shared_state
+
+    monkeypatch.setattr(consumers, "RECHECK_SECONDS", 0.0)  # due on every message
+    monkeypatch.setattr(consumers, "WATCH_RENEW_SECONDS", 0.0)  # renew at every re-check
+    socket, connected, _ = await open_socket(METRICS, await headers_for(world, "vera"))
+    assert connected
+    member = watched_member(tenant_id=world.acme.id, tenant="acme")
+    redis = shared_state.client()
+    await sync_to_async(redis.zadd)(WATCHED_KEY, {member: time.time() + 1})  # about to lapse
+    pub, aredis = publisher()
+    await pub.tick(now=past_second())
+    await aredis.aclose()
+    assert (await socket.receive_json_from(timeout=5))["kind"] == "metrics"
+    for _ in range(50):  # the re-check runs beside the stream
+        score = await sync_to_async(redis.zscore)(WATCHED_KEY, member)
+        if score is not None and score > time.time() + 30:
+            break
+        await asyncio.sleep(0.05)
+    assert score is not None and score > time.time() + 30
+    await socket.disconnect()
+
+
+def test_a_listening_socket_renews_its_lease_well_before_it_lapses():
+    from portal import consumers
+    from portal.live_publisher import WATCH_LEASE_SECONDS
+
+    # Re-checks come at most RECHECK_SECONDS + 1 s (the next message) apart; each one renews.
+    assert consumers.WATCH_RENEW_SECONDS < consumers.RECHECK_SECONDS
+    assert consumers.RECHECK_SECONDS + 1 < WATCH_LEASE_SECONDS / 1.5
