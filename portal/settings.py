@@ -141,6 +141,9 @@ if (
         "min_size": env_int("DATABASE_POOL_MIN", 1, minimum=0),
         "max_size": env_int("DATABASE_POOL_MAX", 20, minimum=1),
         "timeout": env_int("DATABASE_POOL_TIMEOUT", 10, minimum=1),
+        # Its background threads only open and check connections; one is enough, and each
+        # thread costs address space (a stack, a malloc arena) that a memory limit counts.
+        "num_workers": 1,
     }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # The embedded default is shared by the portal, a Celery worker and beat: wait for locks
