@@ -64,19 +64,13 @@ class _Plan:
         self.share: dict[str, float] = {}
         now = snapshot.now
         shares = demand.shares_and_hits(snapshot.versions)
-        near = demand.near_shares(snapshot.versions)
         for name, info in snapshot.versions.items():
             share, hits = shares[name]
             res = snapshot.resident.get(name)
             idle = max(0.0, now - res.last_used) if res is not None else 0.0
-            # Pins and prefetch go by the steady share; what to keep also counts follow-ups.
             self.share[name] = share
             self.value[name] = value_of(
-                info,
-                share=near[name],
-                recent_hits=hits,
-                idle_s=idle,
-                weights=p.weights,
+                info, share=share, recent_hits=hits, idle_s=idle, weights=p.weights
             )
 
     def _now(self) -> EngineSnapshot:

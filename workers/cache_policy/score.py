@@ -41,12 +41,8 @@ def keep_value(
     now: float,
     weights: ScoreWeights,
 ) -> float:
-    """Higher is more worth keeping; a version not resident is scored as if just used.
-
-    Its demand is its predicted share plus the follow-ups learnt for its age (a version a session
-    used a few requests ago is likely to be asked for again soon)."""
-    _, hits = demand.share_and_hits(info.name)
-    share = demand.near_shares([info.name])[info.name]
+    """Higher is more worth keeping; a version not resident is scored as if just used."""
+    share, hits = demand.share_and_hits(info.name)
     idle = max(0.0, now - resident.last_used) if resident is not None else 0.0
     return value_of(info, share=share, recent_hits=hits, idle_s=idle, weights=weights)
 
