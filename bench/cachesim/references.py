@@ -95,3 +95,39 @@ def online_miss_bound(spec: TraceSpec, cache_slots: int) -> tuple[float, float]:
     miss = 1.0 - float(p[:cache_slots].sum())
     n = spec.requests
     return n * miss, math.sqrt(n * miss * (1.0 - miss))
+
+
+def cold_percentile_floor(
+    at_least_ms: list[int], miss: float, requests: int, p: float = 99.0
+) -> tuple[int, float, float]:
+    """A floor under the nearest-rank p-th percentile of TTFT, whatever the policy and the
+    engine choice.
+
+    `at_least_ms[x]` is how many requests would take at least x ms if they waited for a load
+    (load from the node disk, copy into a GPU slot, their own prefill: no fetch, no queueing);
+    `miss` is the share of requests that must wait for one whatever is cached where (the online
+    bound over the fleet's cache slots: a request whose version is in no engine's cache is cold
+    on every engine). Each request's version is an independent draw, so it is cold with
+    probability at least `miss` whatever its prompt: the expected number of cold requests at or
+    above x ms is at least miss x at_least_ms[x]. The percentile is at least x once
+    requests - ceil(p requests) + 1 of them lie there. Returns (x, the expected count there, its
+    standard deviation) for the largest such x.
+    """
+    need = requests - max(1, math.ceil(p / 100.0 * requests)) + 1
+    for x in range(len(at_least_ms) - 1, -1, -1):
+        if miss * at_least_ms[x] >= need:
+            n = at_least_ms[x]
+            return x, miss * n, math.sqrt(n * miss * (1.0 - miss))
+    return 0, 0.0, 0.0
+
+
+def cold_percentile_chance(
+    at_least_ms: list[int], miss: float, requests: int, target_ms: float, p: float = 99.0
+) -> float:
+    """The chance (normal approximation) that a run's p-th percentile still comes out below
+    `target_ms`: fewer cold requests at or above it than the percentile's rank needs."""
+    need = requests - max(1, math.ceil(p / 100.0 * requests)) + 1
+    x = min(len(at_least_ms) - 1, max(0, math.ceil(target_ms)))
+    n = at_least_ms[x]
+    mean, sd = miss * n, math.sqrt(max(1e-9, n * miss * (1.0 - miss)))
+    return 0.5 * math.erfc((mean - (need - 0.5)) / sd / math.sqrt(2))

@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.cachesim.references import online_miss_bound
-from bench.cachesim.trace import TraceSpec
+from bench.cachesim.references import cold_percentile_chance, cold_percentile_floor
 
 
 def mean(r: dict[str, Any], case: str, policy: str, key: str, slo: str | None = None) -> float:
@@ -270,6 +269,7 @@ def goal5(r: dict[str, Any]) -> tuple[list[str], str, str]:
         ("belady", "belady + choose_engine"),
     ]
     rows, verdicts = [], []
+    floors: list[tuple[str, dict[str, float], tuple[float, float]]] = []
     for c in _cases(r, "5"):
         s = c["name"]
         p99 = {p: mean(r, s, p, "ttft_p99_ms") for p, _ in labels}
@@ -277,7 +277,12 @@ def goal5(r: dict[str, Any]) -> tuple[list[str], str, str]:
         vs_rr = p99["portal"] / p99["portal@round-robin"] - 1
         vs_rf = p99["portal"] / p99["portal@residency-first"] - 1
         fewer = cold["portal"] < min(cold["portal@round-robin"], cold["portal@residency-first"])
-        ok = vs_rr <= -0.30 and vs_rf <= -0.15 and fewer
+        ok: bool | None = vs_rr <= -0.30 and vs_rf <= -0.15 and fewer
+        floor = _cold_floor(r, s, 0.70 * p99["portal@round-robin"])
+        if floor is not None:
+            floors.append((s, p99, floor))
+            if not ok and floor[0] > 0.70 * p99["portal@round-robin"]:
+                ok = None  # beneath what any engine choice can expect (the cold floor)
         verdicts.append((s, ok, vs_rr, vs_rf))
         for p, name in labels:
             per_engine = r["results"][s][p][str(r["seeds"][0])]["adapters_per_engine"]
@@ -306,24 +311,68 @@ def goal5(r: dict[str, Any]) -> tuple[list[str], str, str]:
             rows,
         ),
     ]
-    for c in _cases(r, "5"):
-        s = c["name"]
-        adapters = 128 if s == "fleet-fits" else 256
-        if adapters > 128:
-            b, _ = online_miss_bound(TraceSpec(adapters=adapters, requests=100_000), 128)
-            lines += [
-                "",
-                f"{s}: {adapters} adapters on the fleet's 128 cache slots: any online policy "
-                f"expects at least {b / 1000:.1f}% of the requests cold (online bound), so "
-                "whatever the routing, p99 is a cold request with a long prompt (fetch from the "
-                "object store, load, prefill); even `belady` with choose_engine has p99 "
-                f"{mean(r, s, 'belady', 'ttft_p99_ms'):.0f} ms.",
-            ]
+    for s, p99, (floor_ms, chance) in floors:
+        miss = [m["cold_floor"]["miss"] for m in r["results"][s]["lru"].values()][0]
+        rr, rf = p99["portal@round-robin"], p99["portal@residency-first"]
+        mark = "**unreachable**" if floor_ms > 0.70 * rr else "not shown unreachable"
+        lines += [
+            "",
+            f"{s}: more adapters than the fleet's cache slots, so any online policy expects at "
+            f"least {100 * miss:.1f}% of the requests cold whatever the engine choice (online "
+            "bound over all engines' slots), each with its own prompt. The cold floor is the p99 "
+            "those cold requests alone set: load from the node disk, copy into a GPU slot and "
+            "prefill, with no fetch from the object store and no queueing (`cold_percentile_floor`"
+            " in `bench/cachesim/references.py`).",
+            "",
+            *_table(
+                [
+                    "scenario",
+                    "round-robin p99",
+                    "residency-first p99",
+                    "choose_engine p99",
+                    "belady + choose_engine p99",
+                    "cold floor p99 (any engine choice)",
+                    "goal: 0.70 x round-robin",
+                    "goal: 0.85 x residency-first",
+                    "goal 5",
+                ],
+                [
+                    [
+                        s,
+                        f"{rr:.0f}",
+                        f"{rf:.0f}",
+                        f"{p99['portal']:.0f}",
+                        f"{p99['belady']:.0f}",
+                        f"{floor_ms:.0f} ms (P {100 * chance:.0f}%)",
+                        f"{0.70 * rr:.0f}",
+                        f"{0.85 * rf:.0f}",
+                        mark,
+                    ]
+                ],
+            ),
+        ]
     summary = "; ".join(
         f"{s}: p99 {100 * a:+.0f}% vs round-robin, {100 * b:+.0f}% vs residency-first"
         for s, _, a, b in verdicts
     )
-    return lines, summary, "met" if all(ok for _, ok, _, _ in verdicts) else "not met"
+    missed = [s for s, ok, _, _ in verdicts if ok is False]
+    unreachable = [s for s, ok, _, _ in verdicts if ok is None]
+    if unreachable:
+        summary += f"; unreachable (cold floor) on {', '.join(unreachable)}"
+    status = "not met" if missed else ("met where reachable" if unreachable else "met")
+    return lines, summary, status
+
+
+def _cold_floor(r: dict[str, Any], case: str, target_ms: float) -> tuple[float, float] | None:
+    """(the p99 cold floor in ms, the chance a run beats `target_ms`), means over the seeds."""
+    runs = [m["cold_floor"] for m in r["results"][case]["lru"].values() if "cold_floor" in m]
+    if not runs or runs[0]["miss"] <= 0.0:
+        return None
+    floors = [cold_percentile_floor(f["at_least_ms"], f["miss"], f["requests"])[0] for f in runs]
+    chances = [
+        cold_percentile_chance(f["at_least_ms"], f["miss"], f["requests"], target_ms) for f in runs
+    ]
+    return sum(floors) / len(floors), sum(chances) / len(chances)
 
 
 def goal6(r: dict[str, Any]) -> tuple[list[str], str, str]:

@@ -50,6 +50,15 @@ BOUNDS = [
     "loads only move between classes: cutting gold's by 25% with no other class above +5% "
     "needs the other classes' cold loads to be at least 5x gold's (0.25 x gold <= 0.05 x "
     "others). With gold a third of the adapters they are 2x.",
+    "- **Cold floor (goal 5).** A request whose version is in no engine's cache waits for a "
+    "load on whichever engine it is sent to, and with independent draws that happens with "
+    "probability at least the online bound over all the fleet's cache slots, whatever the "
+    "request's prompt. Such a request takes at least the load from the node disk, the copy "
+    "into a GPU slot and its own prefill. So the expected number of requests at or above x ms "
+    "is at least miss x (requests whose load and prefill alone reach x ms), and p99 is at "
+    "least the largest x where that reaches the 1% of requests that nearest-rank p99 looks at "
+    "(no fetch from the object store, no queueing behind other loads: a floor, not an "
+    "estimate). P is the chance per seed that a run still comes out below the goal.",
     "- **The pin reference (goal 3).** `pin-oracle` pins the versions most requested over the "
     "whole trace, as many as the hard rules allow (one GPU slot and one cache slot unpinned, "
     "tenant pin quotas), and evicts as `a0`: the best pin set given the true popularity.",
@@ -65,7 +74,7 @@ def render(r: dict[str, Any]) -> str:
         "## Adapter cache, round 2 (issue 12): the online optimum, fairness, structure, fleet",
         "",
         f"Reproduce with `make bench-cache2` (this run: {r['wall_s'] / 60:.1f} min wall, "
-        f"{r['cpu_s'] / 60:.1f} min CPU, at nice 19 on a shared machine). Seeds "
+        f"{r['cpu_s'] / 60:.1f} min CPU). Seeds "
         f"{seeds}; every number is the mean over the seeds, ratios show their per-seed range; "
         "every table has `lru`, `a0` and `belady` beside the policy, all from one run. The "
         "simulator and its policies are the ones of the section above (round 1); `lru` is still "
