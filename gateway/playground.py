@@ -156,8 +156,9 @@ async def play(
     """Stream one reply from `key` (a version label or `base:<name>`) for `user` in the tenant.
 
     Access is checked here, on every prompt: from the gateway's tables for a member's active
-    version (playground_choices.table_choice), else from the database. Refusals raise ApplicationError with a code:
-    `playground.*` from the checks, `gateway.*` from the request path (429, 503, engine errors).
+    version (playground_choices.table_choice), else from the database. Refusals raise
+    ApplicationError with a code: `playground.*` from the checks, `gateway.*` from the request
+    path (429, 503, engine errors).
     """
     started = time.perf_counter() if started is None else started
     messages, budget = clean_prompt(prompt, max_tokens)

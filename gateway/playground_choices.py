@@ -132,8 +132,7 @@ def _member_version(user: Any, tenant_slug: str, key: object) -> Resolved | None
     )
     if version is None or version.member_role is None:
         return None
-    access = AccessContext.for_user(user)
-    access.__dict__["memberships"] = {version.tenant_id: version.member_role}
+    access = AccessContext.with_memberships(user, {version.tenant_id: version.member_role})
     if not access.playground_may_use(version.tenant, version):
         return None
     target = target_of(version)
@@ -155,12 +154,11 @@ def table_choice(table: RouteTable, *, user: Any, tenant_slug: str, key: object)
     role = table.members.get(user.pk, {}).get(tenant_id)
     route = table.routes.get(tenant_id, {}).get(key)
     # role_can first: playground_may_use would otherwise ask the database for platform roles.
-    if route is None or not AccessContext.role_can(role, "use_playground"):
+    if role is None or route is None or not AccessContext.role_can(role, "use_playground"):
         return None
     if len(route.targets) != 1 or route.targets[0].label != key:
         return None  # an alias named like a version: not what the picker offers
-    access = AccessContext.for_user(user)
-    access.__dict__["memberships"] = {tenant_id: role}
+    access = AccessContext.with_memberships(user, {tenant_id: role})
     tenant = Tenant(id=tenant_id, slug=tenant_slug)
     version = AdapterVersion(tenant_id=tenant_id, status=VersionStatus.ACTIVE)  # in the table
     if not access.playground_may_use(tenant, version):

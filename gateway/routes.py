@@ -174,8 +174,7 @@ def _callers(now: float, roles: dict[int, dict[int, str]]) -> dict[str, Caller]:
             continue
         if token.expires_at is not None and token.expires_at.timestamp() <= now:
             continue
-        access = AccessContext.for_user(token.user, token)
-        access.__dict__["memberships"] = roles.get(token.user_id, {})  # one query for all
+        access = AccessContext.with_memberships(token.user, roles.get(token.user_id, {}), token)
         reach = {
             tid
             for tid, role in access.memberships.items()

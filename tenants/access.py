@@ -94,6 +94,16 @@ class AccessContext:
         return cls(user=user, token=token)
 
     @classmethod
+    def with_memberships(
+        cls, user: Any, memberships: dict[int, str], token: ApiToken | None = None
+    ) -> AccessContext:
+        """For callers that already read the user's roles (the gateway's tables, one query for
+        every user): the rules below decide as usual, without reading memberships again."""
+        access = cls(user=user, token=token)
+        access.__dict__["memberships"] = memberships  # the cached_property's own slot
+        return access
+
+    @classmethod
     def current(cls, user: Any) -> AccessContext | None:
         """For a long-lived connection (a socket): the user as the database has it now, so a
         deactivated user, a revoked membership or grant count at once; None if inactive."""

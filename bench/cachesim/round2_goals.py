@@ -248,12 +248,19 @@ def goal4(r: dict[str, Any]) -> tuple[list[str], str, str]:
     summary = "; ".join(
         f"{s}: {100 * a:+.0f}% vs lru, {100 * b:+.0f}% vs a0" for s, _, a, b in verdicts
     )
+    return lines, *_verdict(summary, verdicts, "online bound")
+
+
+def _verdict(
+    summary: str, verdicts: list[tuple[str, bool | None, float, float]], bound: str
+) -> tuple[str, str]:
+    """(summary, status) of a goal whose scenarios are met (True), not (False) or shown
+    unreachable by `bound` (None)."""
     missed = [s for s, ok, _, _ in verdicts if ok is False]
     unreachable = [s for s, ok, _, _ in verdicts if ok is None]
     if unreachable:
-        summary += f"; unreachable (online bound) on {', '.join(unreachable)}"
-    status = "not met" if missed else ("met where reachable" if unreachable else "met")
-    return lines, summary, status
+        summary += f"; unreachable ({bound}) on {', '.join(unreachable)}"
+    return summary, "not met" if missed else ("met where reachable" if unreachable else "met")
 
 
 # --- goal 5 (fleet) and goal 6 (overload) ---
@@ -355,12 +362,7 @@ def goal5(r: dict[str, Any]) -> tuple[list[str], str, str]:
         f"{s}: p99 {100 * a:+.0f}% vs round-robin, {100 * b:+.0f}% vs residency-first"
         for s, _, a, b in verdicts
     )
-    missed = [s for s, ok, _, _ in verdicts if ok is False]
-    unreachable = [s for s, ok, _, _ in verdicts if ok is None]
-    if unreachable:
-        summary += f"; unreachable (cold floor) on {', '.join(unreachable)}"
-    status = "not met" if missed else ("met where reachable" if unreachable else "met")
-    return lines, summary, status
+    return lines, *_verdict(summary, verdicts, "cold floor")
 
 
 def _cold_floor(r: dict[str, Any], case: str, target_ms: float) -> tuple[float, float] | None:
