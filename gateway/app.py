@@ -296,8 +296,11 @@ class Gateway:
                     "No engine can serve this model right now; try again shortly."
                 ) from None
             load_ms = 0.0
+            caused_load = False
             if target is not None and where == "none":
                 await admission.admit()  # limits first: a refused request loads nothing
+                # The first request asks the engine; the others wait on its load (single-flight).
+                caused_load = (engine.name, target.served_name) not in self.loading
                 try:
                     load_ms = await self.load(engine, target)
                 except GatewayError as err:
@@ -331,6 +334,7 @@ class Gateway:
                         tenant_id,
                         where if target else "base",
                         load_ms,
+                        caused_load,
                         started,
                     )
                 finally:
@@ -428,6 +432,7 @@ class Gateway:
         tenant_id: int,
         served_from: str,
         load_ms: float,
+        caused_load: bool,
         started: float,
     ) -> str:
         """Send to one engine: SENT, or FAILED / STALE before anything reached the caller."""
@@ -493,6 +498,7 @@ class Gateway:
                 prompt_tokens=prompt,
                 completion_tokens=completion,
                 load_ms=load_ms,
+                caused_load=caused_load,
                 at=time.time(),
             )
         )

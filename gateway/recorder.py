@@ -46,6 +46,9 @@ class Measurement:
     prompt_tokens: int
     completion_tokens: int
     load_ms: float = 0.0
+    # It started the load its version waited for (the others waiting on that load did not): the
+    # pool's demand history marks these, as cold loads are what gold protection steers by.
+    caused_load: bool = False
     at: float = 0.0
 
 
@@ -114,7 +117,7 @@ class Recorder:
             if amount:
                 c[(name, field)] += amount
         if m.served_name and m.pool:
-            entry = demand_entry(m.at, m.served_name, missed=m.served_from == "cold")
+            entry = demand_entry(m.at, m.served_name, missed=m.caused_load)
             self._demand.append((m.pool, entry))
 
     async def flush(self) -> int:

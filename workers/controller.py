@@ -41,7 +41,7 @@ from workers.engine_view import (
 )
 from workers.models import AlarmKind, Engine, EngineState, FleetAction, Residency, ResidencyState
 from workers.node_copies import quarantine_version_copy, stage_version_files
-from workers.selectors import holdable
+from workers.selectors import holdable, pool_cache_slots
 from workers.staging import NodeCopyInvalid
 from workers.vllm_client import EngineError, file_error_code
 
@@ -121,7 +121,7 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
         world.wanted[incoming] = ResidencyState.REGISTERED
     now = time.time()
     snapshot = build_snapshot(engine, observed, world, now=now)
-    demand, params = pool_policy(engine.pool, engine.max_cpu_loras)
+    demand, params = pool_policy(engine.pool, pool_cache_slots(engine.pool))
     plan = plan_converge(
         snapshot,
         demand,

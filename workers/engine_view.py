@@ -185,9 +185,10 @@ def build_snapshot(
 class PoolDemand:
     seen: int
     tracker: DemandTracker
-    # Gold protection (workers.cache_policy.fairness), fed each request's class and whether it
-    # waited for a load; `outcomes` holds the requests it has not been given yet.
-    governor: FairnessGovernor = field(default_factory=FairnessGovernor)
+    # Gold protection (workers.cache_policy.fairness), fed each request's version, class and
+    # whether it started a cold load; `outcomes` holds the requests it has not been given yet.
+    # Made at the first pass, which knows the pool's cache size, and given the whole history.
+    governor: FairnessGovernor | None = None
     outcomes: list[tuple[str, bool]] = field(default_factory=list)
 
 
@@ -217,19 +218,23 @@ def pool_demand(pool: str) -> DemandTracker:
         return _refreshed(pool).tracker
 
 
-def pool_policy(pool: str, cpu_slots: int) -> tuple[DemandTracker, PolicyParams]:
+def pool_policy(pool: str, pool_slots: int) -> tuple[DemandTracker, PolicyParams]:
     """The pool's demand and the policy's parameters for one converge pass, with gold
     protection stepped once from what the gateway measured, as the simulator's `portal` does
-    every tick (bench/cachesim/policies/portal.py)."""
+    every tick (bench/cachesim/policies/portal.py). `pool_slots`: the cache slots of the pool's
+    engines together, the size of the LRU the governor compares with."""
     with _pools_lock:
         state = _refreshed(pool)
         outcomes, state.outcomes = state.outcomes, []
-        names = set(state.tracker.versions()) | {name for name, _ in outcomes}
+        names = {name for name, _ in outcomes}
     slo_of = slo_classes(names)
     with _pools_lock:
+        if state.governor is None:
+            state.governor = FairnessGovernor(pool_slots)
+        state.governor.resize(pool_slots)  # an engine came or went
         for name, missed in outcomes:
-            state.governor.observe(slo_of.get(name, "bronze"), missed)
-        boost = state.governor.tick(state.tracker, slo_of, cpu_slots)
+            state.governor.observe(name, slo_of.get(name, "bronze"), missed)
+        boost = state.governor.tick()
     return state.tracker, protected_params(PolicyParams(), boost)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Sum
 
 from adapters.models import Adapter, AdapterVersion, VersionStatus
 from portal.errors import Conflict, NotFound
@@ -240,3 +240,10 @@ def engine_launch_config(engine: Engine) -> dict[str, object]:
         "flags": launch_flags(engine, advice, modules=modules),
         "lora_modules": modules,
     }
+
+
+def pool_cache_slots(pool: str) -> int:
+    """The engine cache slots of a pool's engines together (--max-cpu-loras each): the size
+    of the LRU that gold protection compares with (workers.engine_view.pool_policy)."""
+    total = Engine.objects.filter(pool=pool).aggregate(slots=Sum("max_cpu_loras"))["slots"]
+    return int(total or 0)

@@ -64,8 +64,9 @@ def demand_key(pool: str) -> str:
 
 
 def demand_entry(at: float, served_name: str, *, missed: bool = False) -> str:
-    """How a request is kept in a pool's history: its time, its version and, when it waited for
-    a load, ' cold' (gold protection steers by who waited: workers.protection)."""
+    """How a request is kept in a pool's history: its time, its version and, when it started a
+    cold load, ' cold' (gold protection steers by cold loads per class: workers.engine_view
+    pool_policy; requests that only waited on that load are not marked)."""
     return f"{at:.3f} {served_name}{' cold' if missed else ''}"
 
 
@@ -94,7 +95,7 @@ def demand_since(pool: str, seen: int) -> tuple[int, list[tuple[float, str, bool
 
 
 def demand_history(pool: str) -> list[tuple[float, str, bool]]:
-    """Recent (time, served name, waited for a load) of the pool, oldest first."""
+    """Recent (time, served name, started a cold load) of the pool, oldest first."""
     return _parse_demand(client().lrange(demand_key(pool), 0, -1))
 
 

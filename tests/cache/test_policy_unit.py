@@ -72,6 +72,25 @@ def test_it_evicts_the_least_demanded_not_the_least_recent() -> None:
     assert Evict("cold", "make room for new") in actions
 
 
+def test_a_slot_promised_to_a_version_on_its_way_in_is_not_free() -> None:
+    """One slot is free, but a request already waits for `queued` to load into it: the new
+    request's room must be made now, or vLLM's LRU picks the victim when both load."""
+    snap = engine(
+        [Resident("hot", "cpu", last_used=1.0), Resident("cold", "cpu", last_used=NOW - 1)],
+        gpu=1,
+        cpu=3,
+        versions={"queued": info("queued")},
+        arriving=frozenset({"queued"}),
+    )
+    demand = demand_of({"hot": 50, "cold": 2, "queued": 5})
+    actions = plan_actions(snap, demand, incoming="new", params=NO_PRIORITY)
+    assert Evict("cold", "make room for new") in actions
+    # Without the promise the free slot is the new version's, and nothing is evicted.
+    free = replace(snap, arriving=frozenset())
+    plan = plan_actions(free, demand, incoming="new", params=NO_PRIORITY)
+    assert not [a for a in plan if isinstance(a, Evict)]
+
+
 def test_it_spares_busy_pinned_and_young_gold_versions() -> None:
     snap = engine(
         [

@@ -364,3 +364,30 @@ def test_another_tenants_adapter_is_not_found(series_world):
     assert response.status_code == 404
     response = world.client("alice").get("/api/v1/tenants/globex/adapters/legal/metrics/")
     assert response.status_code == 404
+
+
+def test_the_pool_history_marks_only_the_request_that_started_a_load(world):
+    """Two requests waited for one load (single-flight): both count as cold in the metrics,
+    but only the one that started the load is a cold load in the pool's demand history, which
+    gold protection compares with LRU's loads (workers.cache_policy.fairness)."""
+    import dataclasses
+    import uuid
+
+    s1 = version(world.support, 1)
+    pool = f"p-{uuid.uuid4().hex[:6]}"
+    now = time.time()
+    starter, waiter, hit = (
+        dataclasses.replace(measure(s1, at=now + i, served_from=where), pool=pool, caused_load=c)
+        for i, (where, c) in enumerate((("cold", True), ("cold", False), ("gpu", False)))
+    )
+    try:
+        record(starter, waiter, hit)
+        history = shared_state.demand_history(pool)
+        assert [(name, missed) for _, name, missed in history] == [
+            (s1.served_name, True),
+            (s1.served_name, False),
+            (s1.served_name, False),
+        ]
+        assert gateway_snapshot().counters[("acme", "support", "support@1")]["cold"] == 2
+    finally:
+        shared_state.demand_clear([pool])

@@ -85,11 +85,11 @@ def test_gold_protection_is_steered_by_the_misses_the_gateway_measured(world):
             at += 1.0
             shared_state.demand_record(pool, name, at=at, missed=False)
     try:
-        _, params = pool_policy(pool, cpu_slots=3)
+        _, params = pool_policy(pool, pool_slots=3)
         assert params.rules.gold_min_residency_s == 0.0
         first = params.weights.slo_priority["gold"]
         assert first > 0.0  # boosted after one step
-        _, params = pool_policy(pool, cpu_slots=3)
+        _, params = pool_policy(pool, pool_slots=3)
         assert params.weights.slo_priority["gold"] > first  # gold still missing: one more step
         assert params.weights.slo_priority["bronze"] == 0.0
     finally:

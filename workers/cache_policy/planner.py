@@ -128,7 +128,12 @@ class _Plan:
 
     def make_room_for(self, incoming: str) -> None:
         """Free a cache slot so vLLM's LRU never picks the victim; the engine loads on demand."""
-        if incoming in self.state or len(self.state) < self.snap.cpu_slots:
+        if incoming in self.state:
+            return
+        # Slots already promised to versions on their way in count as taken: freeing one now
+        # only for the next arrival to take it would leave vLLM's LRU to pick this one's room.
+        promised = len(self.snap.arriving - self.state.keys() - {incoming})
+        if len(self.state) + promised < self.snap.cpu_slots:
             return
         now = self._now()
         candidates = [n for n in self.state if n != incoming and evictable(now, n, self.p.rules)]

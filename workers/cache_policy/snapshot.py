@@ -53,6 +53,9 @@ class EngineSnapshot:
     tenant_pin_quota: Mapping[str, int] = field(default_factory=dict)
     pinned_rank_budget: int | None = None  # the sum of ranks of pinned versions; None: no budget
     busy_peak: int = 0  # the most GPU slots serving requests at once lately (pins leave them free)
+    # Versions with requests sent to this engine that are not in its cache yet: each takes a
+    # cache slot when vLLM admits its request (and evicts by its own LRU if none is free).
+    arriving: frozenset[str] = frozenset()
 
     def on_gpu(self) -> list[str]:
         return [n for n, r in self.resident.items() if r.tier == "gpu"]

@@ -23,9 +23,8 @@ from workers.cache_policy.fairness import FairnessGovernor, protected_params
 
 class Portal(Controller):
     """Gold's protection is derived (workers.cache_policy.fairness): every tick the governor
-    steps the gold boost from each class's measured miss ratio against its LRU reference (from
-    the predicted shares of every version the controller knows and the cache size); there is no
-    fixed minimum residency in seconds (round 1's 300 s was too blunt)."""
+    steps the gold boost from each class's cold loads against a shadow LRU's on the same
+    requests; there is no fixed minimum residency in seconds (round 1's 300 s was too blunt)."""
 
     name = "portal"
 
@@ -48,7 +47,9 @@ class Portal(Controller):
         self.params = replace(self.params, rules=ctx.rules)  # the run's rules are the ones in force
         if self.derived_protection:
             self.params = protected_params(self.params, 1.0)
-        self.governor = FairnessGovernor()
+        # One governor for the pool, its LRU reference as large as every engine's cache together
+        # (engine choice splits the versions between them), as the controller keeps it.
+        self.governor = FairnessGovernor(sum(e.cpu_slots for e in ctx.engines))
         self.gold_boost = 1.0
         self.demand = DemandTracker(self.demand_params)
         # Per engine, (time, busy GPU slots) with busy decreasing: a sliding-window maximum.
@@ -67,7 +68,10 @@ class Portal(Controller):
 
     def observe(self, engine: EngineModel, req: TraceRequest, now: float) -> None:
         if self.derived_protection:
-            self.governor.observe(req.slo, req.adapter not in engine.cpu)
+            # A cold load, as the gateway marks it: out of the cache and no request of the same
+            # version already waiting for its load (those share it).
+            starts_load = req.adapter not in engine.cpu and not engine.queued.get(req.adapter)
+            self.governor.observe(req.adapter, req.slo, starts_load)
         self.demand.observe(req.adapter, now)
         self._busy_peak(engine, now)
 
@@ -96,6 +100,7 @@ class Portal(Controller):
             tenant_pin_quota=self.ctx.tenant_pin_quota,
             pinned_rank_budget=self.ctx.pinned_rank_budget,
             busy_peak=self._busy_peak(engine, now),
+            arriving=frozenset(v for v in engine.queued if v not in engine.cpu),
         )
 
     def on_miss(self, engine: EngineModel, req: TraceRequest, now: float) -> list[Action]:
@@ -104,12 +109,11 @@ class Portal(Controller):
 
     def on_tick(self, engine: EngineModel, now: float) -> list[Action]:
         if self.derived_protection:
-            self._derive_protection(engine)
+            self._derive_protection()
         return plan_actions(self.snapshot(engine, now, None), self.demand, params=self.params)
 
-    def _derive_protection(self, engine: EngineModel) -> None:
-        slo_of = {v: info.slo for v, info in self.ctx.catalog.items()}
-        boost = self.governor.tick(self.demand, slo_of, engine.cpu_slots)
+    def _derive_protection(self) -> None:
+        boost = self.governor.tick()
         if boost != self.gold_boost:
             self.gold_boost = boost
             self.params = protected_params(self.params, boost)
