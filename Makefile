@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-cache2 bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -49,7 +49,7 @@ lint: venv
 	@.venv/bin/mypy
 
 # Every benchmark; each rewrites only its own section of docs/benchmarks.md.
-bench: bench-validation bench-validation-worst bench-upload bench-list bench-cache bench-cache2 bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-live
+bench: bench-validation bench-validation-worst bench-upload bench-list bench-cache bench-cache2 bench-sessions-floor bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-live
 
 bench-validation: venv
 	@$(PY) -m bench.validation_throughput --sizes-mib 1024,256 --repeat 5 --write-docs
@@ -80,6 +80,9 @@ bench-cache: venv
 # Round 2 of the cache policy (issue 12): every goal over three seeds; GOALS=2,4 re-runs some.
 bench-cache2: venv
 	@$(PY) -m bench.cachesim.round2_report $(if $(GOALS),--only $(GOALS))
+
+bench-sessions-floor: venv
+	@$(PY) -m bench.cachesim.sessions_floor --write-docs
 
 # LiteLLM's proxy (pinned) in .venv-litellm, only for the gateway overhead comparison.
 litellm-venv:

@@ -217,17 +217,18 @@ def render(r: dict[str, Any], wall_s: float, img_rel: str) -> str:
         "coming requests (weight 1), reload cost (0.5), tenant SLO class, and recent hits, idle "
         "time and size (0 by default: the measured scenarios did not gain from them; they stay "
         "settings). The SLO term (round 2, `fairness.py`): the simulator's `portal` steers a "
-        "boost on gold versions' predicted share each tick from each class's measured miss "
-        "ratio against its LRU reference (Che's approximation over the predicted shares), "
-        "instead of a fixed bonus and a fixed minimum residency.",
+        "boost on gold versions' predicted share each tick from each class's cold loads "
+        "against a shadow LRU's on the same requests (proportional steps), instead of a fixed "
+        "bonus and a fixed minimum residency.",
         "- Demand (`demand.py`): decayed request counts on a request clock; a short scale (50 "
         "requests) and a long one, chosen among 50, 250, 1000 and 4000 requests by how well "
         "each predicted the requests that came (decayed log-likelihood); the long scale predicts "
         "unless the short one disagrees beyond chance (Poisson z > 2.5), which catches bursts, "
         "drift and versions gone cold.",
-        "- On a miss it evicts the least valuable evictable version before vLLM would pick one; "
-        "it pins the most valuable GPU-resident versions (never a transfer) while the engine "
-        "has been quiet; prefetch (Load/Warm) exists but is off by default.",
+        "- On a miss it evicts the least valuable evictable version before vLLM would pick one "
+        "(counting slots promised to versions with requests queued); it pins the GPU-resident "
+        "versions of highest predicted share (never a transfer) while the engine has been "
+        "quiet; prefetch (Load/Warm) exists but is off by default.",
         "- Hard rules (`rules.py`, checked again by `check_plan` and by hypothesis tests): no "
         "evict of a version with requests in flight or queued; one GPU slot and one cache slot "
         "never pinned; and beyond that, an unpinned GPU slot for every version with requests "

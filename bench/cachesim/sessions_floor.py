@@ -1,0 +1,263 @@
+"""Where goal 4's sessions scenario leaves room (issue 12): what any policy must expect, and
+what learning the popularity costs.
+
+    python -m bench.cachesim.sessions_floor [--seeds 1,2,3] [--requests 5000]
+
+Every later turn of a session comes 2-20 s after the previous one, within the 32 most recent
+versions, so every policy here (lru included) serves them all from the cache: the cold requests
+are first turns, independent Zipf draws. Two numbers per seed:
+
+- `known`: an online bound. Requests arrive with an intensity lambda_v(t) given what a policy
+  can know at t: the session start rate times v's popularity, plus, for each session on v, the
+  hazard of its next turn given the time since its last one (it continues with probability
+  3/4, after a uniform 2-20 s think time). Whatever set of 32 versions a policy holds, chosen
+  from what it knew, it misses at least E int (sum lambda - top-32 lambda) dt (the compensator
+  of the request process). With the true popularity known, this is a bound for every policy.
+- `learnt`: the same with the popularity replaced by its posterior mean given the session
+  starts seen so far, under a prior that draws each adapter's share from the 64 Zipf values
+  (independently: the generator's random permutation is a little more informative, so this is
+  an estimate of what learning from scratch costs, not a bound).
+
+Beside them the simulator's numbers (cold requests): `lru`, `portal`, and two policies that are
+told part of the answer: `oracle-pop` (the true popularity, and keeps every version asked for
+in the last 20 s) and `counted-pop` (popularity counted from every request so far, with no
+decay, and the same 20 s keep): what perfect and counted popularity give with sessions handled
+perfectly.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from bench.cachesim import structured as st
+from bench.cachesim.engine import EngineModel
+from bench.cachesim.policies import make_policy
+from bench.cachesim.policies.base import SimContext
+from bench.cachesim.policies.portal import Portal
+from bench.cachesim.sim import CostModel, SimConfig, Simulation
+from bench.cachesim.trace import TraceRequest
+from bench.docs_section import write_section
+from workers.cache_policy import Action, DemandParams, DemandTracker, plan_actions
+
+SLOTS = 32
+KEEP_S = 20.0  # the generator's longest think time: a session can still come back until then
+CONFIG = SimConfig(8, SLOTS, cost=CostModel(prestaged=True))  # goal 4's STRUCT
+
+
+@dataclass(frozen=True)
+class Turn:
+    t: float
+    adapter: int
+    first: bool
+    session: int
+
+
+def turns(spec: st.SessionSpec) -> tuple[list[Turn], np.ndarray]:
+    """The generator's events with their sessions (st._session_events' draws, in its order),
+    and each adapter's Zipf share."""
+    c = spec.common
+    rng = np.random.default_rng(c.seed)
+    by_rank = rng.permutation(c.adapters)
+    out: list[Turn] = []
+    t, session = 0.0, 0
+    while len(out) < c.requests:
+        t += float(rng.exponential(spec.turns_mean / spec.rate))
+        adapter = int(by_rank[st._zipf(rng, c.adapters, c.zipf_s, 1)[0]])
+        at = t
+        for turn in range(int(rng.geometric(1.0 / max(1.0, spec.turns_mean)))):
+            out.append(Turn(at, adapter, turn == 0, session))
+            at += float(rng.uniform(*spec.think_s))
+        session += 1
+    out.sort(key=lambda e: e.t)
+    w = 1.0 / np.arange(1, c.adapters + 1) ** c.zipf_s
+    share = np.zeros(c.adapters)
+    share[by_rank] = w / w.sum()
+    return out[: c.requests], share
+
+
+def floors(spec: st.SessionSpec, dt: float = 0.05) -> dict[str, float]:
+    """{"known": online bound with the popularity known, "learnt": learning from scratch}."""
+    events, share = turns(spec)
+    k = spec.common.adapters
+    atoms = np.sort(share)[::-1]
+    log_atoms = np.log(atoms)
+    start_rate = spec.rate / spec.turns_mean
+    q = 1.0 - 1.0 / spec.turns_mean
+    lo, hi = spec.think_s
+
+    def hazard(tau: float) -> float:
+        if tau < lo or tau >= hi:
+            return 0.0
+        return q / (hi - lo) / (1.0 - q + q * (hi - tau) / (hi - lo))
+
+    starts = np.zeros(k)
+    posterior = np.full(k, 1.0 / k)
+    latest: dict[int, tuple[int, float]] = {}  # session -> (adapter, its latest turn)
+    out = {"known": 0.0, "learnt": 0.0}
+    i, t = 0, 0.0
+    while t < events[-1].t:
+        while i < len(events) and events[i].t <= t:
+            e = events[i]
+            if e.first:
+                starts[e.adapter] += 1
+                ll = starts[:, None] * log_atoms[None, :] - starts.sum() * atoms[None, :]
+                w = np.exp(ll - ll.max(axis=1, keepdims=True))
+                posterior = (w / w.sum(axis=1, keepdims=True)) @ atoms
+                posterior /= posterior.sum()
+            latest[e.session] = (e.adapter, e.t)
+            i += 1
+        follow = np.zeros(k)
+        for session, (adapter, at) in list(latest.items()):
+            if t - at >= hi:
+                del latest[session]
+            else:
+                follow[adapter] += hazard(t - at)
+        for name, p in (("known", share), ("learnt", posterior)):
+            lam = start_rate * p + follow
+            out[name] += float(lam.sum() - np.sort(lam)[::-1][:SLOTS].sum()) * dt
+        t += dt
+    return out
+
+
+class _KeepRecent(Portal):
+    """`portal` told part of the answer: the popularity (given, or counted from every request so far),
+    plus a bonus for every version asked for in the last KEEP_S seconds."""
+
+    def __init__(self, share: dict[str, float] | None) -> None:
+        super().__init__(derived_protection=False)
+        self.given = share
+        self.last: dict[str, float] = {}
+
+    def attach(self, ctx: SimContext) -> None:
+        super().attach(ctx)
+        self.counted = DemandTracker(DemandParams(long_half_life=1e9, alt_long_half_lives=()))
+
+    def observe(self, engine: EngineModel, req: TraceRequest, now: float) -> None:
+        super().observe(engine, req, now)
+        self.counted.observe(req.adapter, now)
+        self.last[req.adapter] = now
+
+    def _demand(self, now: float) -> _Told:
+        return _Told(self, now)
+
+    def on_miss(self, engine: EngineModel, req: TraceRequest, now: float) -> list[Action]:
+        snap = self.snapshot(engine, now, req.adapter)
+        return plan_actions(snap, self._demand(now), incoming=req.adapter, params=self.params)  # type: ignore[arg-type]
+
+    def on_tick(self, engine: EngineModel, now: float) -> list[Action]:
+        snap = self.snapshot(engine, now, None)
+        return plan_actions(snap, self._demand(now), params=self.params)  # type: ignore[arg-type]
+
+
+class _Told:
+    """The demand the planner reads, from _KeepRecent."""
+
+    def __init__(self, policy: _KeepRecent, now: float) -> None:
+        self.policy, self.now = policy, now
+
+    def shares_and_hits(self, versions: Iterable[str]) -> dict[str, tuple[float, float]]:
+        p = self.policy
+        names = list(versions)
+        if p.given is not None:
+            share = {v: p.given.get(v, 0.0) for v in names}
+        else:
+            share = {v: s for v, (s, _) in p.counted.shares_and_hits(names).items()}
+        # asked for within KEEP_S: kept before any version on popularity alone
+        recent = {v: 1.0 if self.now - p.last.get(v, -1e18) <= KEEP_S else 0.0 for v in names}
+        return {v: (share[v] + recent[v], 0.0) for v in names}
+
+    def share_and_hits(self, version: str) -> tuple[float, float]:
+        return self.shares_and_hits([version])[version]
+
+
+def simulated(spec: st.SessionSpec) -> dict[str, int]:
+    trace, _ = st.sessions(spec)
+    _, share = turns(spec)
+    given = {f"bronze0--a{a:03d}": float(share[a]) for a in range(spec.common.adapters)}
+    out = {}
+    for name, policy in (
+        ("lru", make_policy("lru")),
+        ("portal", make_policy("portal")),
+        ("oracle-pop", _KeepRecent(given)),
+        ("counted-pop", _KeepRecent(None)),
+    ):
+        out[name] = Simulation(trace, policy, CONFIG).run().total.cold_requests
+    return out
+
+
+SECTION = "cachesim-sessions-floor"
+COLUMNS = (
+    ("known", "online bound, popularity known"),
+    ("learnt", "the same, popularity learnt from scratch (estimate)"),
+    ("lru", "lru"),
+    ("portal", "portal"),
+    ("oracle-pop", "oracle-pop"),
+    ("counted-pop", "counted-pop"),
+)
+GOAL = 0.8 * 290  # goal 4: 20% under the better of lru (294) and a0 (290) in bench-cache2
+
+
+def render(rows: dict[int, dict[str, float]], command: str) -> str:
+    mean = {k: float(np.mean([r[k] for r in rows.values()])) for k, _ in COLUMNS}
+    lines = [
+        f"<!-- {SECTION}:begin -->",
+        "### Goal 4, sessions: where the cold requests come from",
+        "",
+        f"`{command}`. Cold requests per seed and their mean (5,000 requests, as in goal 4). "
+        "Every later turn comes within 20 s, inside the 32 most recent versions, so every "
+        "policy serves them from the cache: the cold requests are first turns, independent "
+        "Zipf draws. The online bound counts, for any cache of 32 chosen from what a policy "
+        "knew, the requests expected outside it (popularity times the start rate, plus each "
+        "session's next-turn hazard since its last turn); with the popularity learnt instead, "
+        "from a prior over the 64 Zipf shares, it estimates what learning from scratch costs. "
+        "`oracle-pop` and `counted-pop` are `portal` told the true popularity, or counting it "
+        "from every request so far, and keeping every version asked for in the last 20 s before any "
+        "other: sessions handled perfectly.",
+        "",
+        "| seed | " + " | ".join(label for _, label in COLUMNS) + " |",
+        "|---|" + "---|" * len(COLUMNS),
+    ]
+    for seed, row in rows.items():
+        lines.append(f"| {seed} | " + " | ".join(f"{row[k]:.0f}" for k, _ in COLUMNS) + " |")
+    lines.append("| mean | " + " | ".join(f"{mean[k]:.1f}" for k, _ in COLUMNS) + " |")
+    lines += [
+        "",
+        f"Goal 4 asks for at most {GOAL:.0f}. Only the policy told the true popularity gets "
+        f"there ({mean['oracle-pop']:.0f}); counting it from every request so far, with sessions "
+        f"handled perfectly, gives {mean['counted-pop']:.0f}, and `portal` {mean['portal']:.0f}. "
+        f"The bound with the popularity known ({mean['known']:.0f}) is below the goal, so this "
+        "does not prove the goal out of reach; the estimate for learning from scratch "
+        f"({mean['learnt']:.0f}) leaves {GOAL - mean['learnt']:.0f} requests for holding "
+        "sessions, and the perfect 20 s keep spends "
+        f"{mean['oracle-pop'] - mean['known']:.0f} over the known-popularity bound.",
+        "",
+        f"<!-- {SECTION}:end -->",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.cachesim.sessions_floor", description=__doc__
+    )
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--requests", type=int, default=5000)
+    ap.add_argument("--write-docs", action="store_true", help="rewrite its section of the docs")
+    a = ap.parse_args(argv)
+    rows: dict[int, dict[str, float]] = {}
+    for seed in (int(s) for s in a.seeds.split(",")):
+        spec = st.SessionSpec(common=replace(st.Common(requests=a.requests), seed=seed))
+        rows[seed] = {**floors(spec), **simulated(spec)}
+        print(seed, {k: round(v) for k, v in rows[seed].items()}, flush=True)
+    text = render(rows, "make bench-sessions-floor")
+    print(text)
+    if a.write_docs:
+        write_section(SECTION, text)
+
+
+if __name__ == "__main__":
+    main()

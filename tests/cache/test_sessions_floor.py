@@ -1,0 +1,45 @@
+"""Goal 4's sessions analysis (bench.cachesim.sessions_floor): it replays the generator's own
+sessions, and its bound and estimate order as they must."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bench.cachesim import structured as st
+from bench.cachesim.sessions_floor import floors, render, turns
+
+
+def spec(seed: int, requests: int = 600) -> st.SessionSpec:
+    return st.SessionSpec(common=replace(st.Common(requests=requests), seed=seed))
+
+
+def test_it_replays_the_generators_sessions() -> None:
+    s = spec(4)
+    events, share = turns(s)
+    trace, _ = st.sessions(s)
+    assert [round(e.t, 6) for e in events] == [r.t for r in trace]
+    assert [f"bronze0--a{e.adapter:03d}" for e in events] == [r.adapter for r in trace]
+    assert sum(e.first for e in events) == st.session_starts(s)
+    assert abs(share.sum() - 1.0) < 1e-9
+    # every session's turns are its own adapter, in time order, the first one first
+    by_session: dict[int, list] = {}
+    for e in events:
+        by_session.setdefault(e.session, []).append(e)
+    for turns_of in by_session.values():
+        assert turns_of[0].first and not any(e.first for e in turns_of[1:])
+        assert len({e.adapter for e in turns_of}) == 1
+
+
+def test_learning_the_popularity_costs_more_than_knowing_it() -> None:
+    f = floors(spec(2), dt=0.2)
+    assert 0.0 < f["known"] < f["learnt"]
+
+
+def test_the_section_states_the_goal_and_every_column() -> None:
+    row = {"known": 180.0, "learnt": 220.0, "lru": 290.0, "portal": 280.0}
+    row |= {"oracle-pop": 210.0, "counted-pop": 240.0}
+    text = render({1: row}, "make bench-sessions-floor")
+    assert text.startswith("<!-- cachesim-sessions-floor:begin -->")
+    assert (
+        "at most 232" in text and "| mean | 180.0 | 220.0 | 290.0 | 280.0 | 210.0 | 240.0 |" in text
+    )
