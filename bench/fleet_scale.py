@@ -347,9 +347,11 @@ def render(r: dict[str, Any], command: str) -> str:
         f"changes. Result: worst fleet pass {worst:.3f} s CPU "
         f"({'met' if worst < GOAL_FLEET_CPU_S else 'NOT met'}); steady state "
         f"{steady['actions']} actions on {steady['engines']} engines "
-        f"({'met' if steady['actions'] == 0 else 'NOT met'}). Note: `workers.controller` today "
-        "builds the DemandTracker in every engine's pass (`_demand(engine)`), not once per pool; "
-        f"counted that way the worst pass is {worst_today:.3f} s CPU "
+        f"({'met' if steady['actions'] == 0 else 'NOT met'}). The controller keeps one "
+        "tracker per pool in each worker process and feeds it only the requests recorded since "
+        "its last pass (`workers.engine_view.pool_policy`), so a pass replays a history only "
+        "in a fresh process; replaying it in every engine's pass instead would make the worst "
+        f"pass {worst_today:.3f} s CPU "
         f"({'under' if worst_today < GOAL_FLEET_CPU_S else '**over**'} the goal), {share:.0%} "
         "of it the same pool's request history replayed once per engine.",
         END,

@@ -12,6 +12,7 @@ import pytest
 from bench.cachesim import structured as st
 from bench.cachesim.engine import EngineModel
 from bench.cachesim.policies import make_policy
+from bench.cachesim.policies.portal import Portal
 from bench.cachesim.policies.scheduled import PortalScheduled
 from bench.cachesim.references import PinOracle, online_miss_bound, popularity
 from bench.cachesim.round2 import run_round2
@@ -160,7 +161,7 @@ def test_requests_that_only_wait_on_a_load_are_not_cold_loads_for_the_governor()
     the simulator's portal counts one cold load for B, as the gateway marks only the request
     that started it."""
     trace = [req("A", 0.0)] + [req("B", 0.0001 * (i + 1)) for i in range(25)]
-    portal = make_policy("portal")
+    portal = Portal()
     Simulation(trace, portal, SimConfig(2, 4)).run()
     measured = portal.governor.measured("bronze")
     assert measured is not None
