@@ -8,12 +8,15 @@ bench.cachesim.round2_report.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from bench.cachesim import structured as st
 from bench.cachesim.policies import Controller, make_policy
@@ -130,6 +133,16 @@ def _zipf_bound(draws: int) -> tuple[float, float]:
     return online_miss_bound(TraceSpec(adapters=64, requests=draws, zipf_s=1.0), 32)
 
 
+def _changing_bound(
+    trace: list[TraceRequest], shares_at: Callable[[float], np.ndarray], slots: int
+) -> tuple[float, float]:
+    """Online bound where the popularity changes in time but each request is still an
+    independent draw from the one in force (known to the policy): at least 1 - top_C(p_t) per
+    request, summed; one standard deviation beside it."""
+    misses = [1.0 - float(shares_at(r.t)[:slots].sum()) for r in trace]
+    return sum(misses), math.sqrt(sum(q * (1.0 - q) for q in misses))
+
+
 def _g4_cases(n: int) -> list[Case]:
     pols = (*REF, "portal", "portal-sched")
     c = st.Common(requests=n)
@@ -155,6 +168,15 @@ def _g4_cases(n: int) -> list[Case]:
             ),
             pols,
             STRUCT,
+            # the popularity of the zones open at each request's time, known in advance
+            bound=lambda seed, trace: _changing_bound(
+                trace,
+                functools.partial(
+                    st.business_shares,
+                    st.BusinessHoursSpec(common=replace(c, adapters=96, seed=seed)),
+                ),
+                STRUCT.cpu_slots,
+            ),
         ),
         Case(
             "4",

@@ -146,9 +146,11 @@ def _open_zones(spec: BusinessHoursSpec, t: float) -> list[int]:
     return out
 
 
-def business_hours(spec: BusinessHoursSpec) -> tuple[list[TraceRequest], Windows]:
+def _business_pools(
+    spec: BusinessHoursSpec, rng: np.random.Generator
+) -> tuple[list[list[str]], list[str], float, float]:
+    """Each zone's adapters in popularity order, the always-on ones, and their rates."""
     c = spec.common
-    rng = np.random.default_rng(c.seed)
     per_zone = (c.adapters - spec.always_on) // spec.zones
     zone_names = [
         [f"bronze{z}--a{z * per_zone + i:03d}" for i in rng.permutation(per_zone)]
@@ -160,6 +162,29 @@ def business_hours(spec: BusinessHoursSpec) -> tuple[list[TraceRequest], Windows
     # Each open zone gets the same working-hours rate, so the total rises where zones overlap.
     zone_rate = spec.rate * (1 - spec.always_on_share) / (spec.zones * spec.open_fraction)
     always_rate = spec.rate * spec.always_on_share
+    return zone_names, always, zone_rate, always_rate
+
+
+def business_shares(spec: BusinessHoursSpec, t: float) -> np.ndarray:
+    """The popularity the generator draws from at time t (its shares, largest first)."""
+    zone_names, always, zone_rate, always_rate = _business_pools(
+        spec, np.random.default_rng(spec.common.seed)
+    )
+
+    def zipf(k: int) -> np.ndarray:
+        w = 1.0 / np.arange(1, k + 1) ** spec.common.zipf_s
+        return w / w.sum()
+
+    rates = [always_rate * zipf(len(always))]
+    rates += [zone_rate * zipf(len(zone_names[z])) for z in _open_zones(spec, t)]
+    shares = np.concatenate(rates)
+    return np.sort(shares / shares.sum())[::-1]
+
+
+def business_hours(spec: BusinessHoursSpec) -> tuple[list[TraceRequest], Windows]:
+    c = spec.common
+    rng = np.random.default_rng(c.seed)
+    zone_names, always, zone_rate, always_rate = _business_pools(spec, rng)
     times: list[float] = []
     names: list[str] = []
     t = 0.0

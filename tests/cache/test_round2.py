@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench.cachesim import structured as st
@@ -189,3 +190,22 @@ def test_the_report_renders_every_goal_from_a_tiny_run(tmp_path: Path) -> None:
     assert text.startswith("<!-- cachesim-round2:begin -->")
     # fleet-8x has more adapters than the fleet's slots: its p99 cold floor is in the table
     assert "| fleet-8x |" in text and "cold floor p99 (any engine choice)" in text
+
+
+def test_the_business_hours_bound_follows_the_zones_open() -> None:
+    from bench.cachesim.round2 import _changing_bound
+
+    spec = st.BusinessHoursSpec(common=st.Common(adapters=96, requests=3000, seed=2))
+    trace, _ = st.business_hours(spec)
+    for r in trace[::97]:
+        shares = st.business_shares(spec, r.t)
+        open_zones = st._open_zones(spec, r.t)
+        assert len(shares) == spec.always_on + 29 * len(open_zones)
+        assert shares.sum() == pytest.approx(1.0) and list(shares) == sorted(shares, reverse=True)
+        # the generator only draws adapters of an open zone, or an always-on one
+        zone = int(r.adapter[len("bronze")])
+        assert zone == spec.zones or zone in open_zones
+    # with every slot to spare nothing must miss; with uniform shares it is n (1 - C / N)
+    assert _changing_bound(trace, lambda t: np.full(10, 0.1), 10) == (pytest.approx(0.0), 0.0)
+    expected, _ = _changing_bound(trace, lambda t: np.full(10, 0.1), 4)
+    assert expected == pytest.approx(len(trace) * 0.6)
