@@ -176,6 +176,8 @@ def build_snapshot(
         versions=infos,
         tenant_pin_quota={t.slug: t.quota_pinned_slots for t in tenants},
         busy_peak=len(observed.running & observed.resident),
+        # `arriving` stays empty: the gateway has a version loaded (load_on_engine) before it
+        # sends requests for it, so none wait on an engine for a slot the planner cannot see.
     )
 
 
