@@ -299,10 +299,8 @@ class Gateway:
             caused_load = False
             if target is not None and where == "none":
                 await admission.admit()  # limits first: a refused request loads nothing
-                # The first request asks the engine; the others wait on its load (single-flight).
-                caused_load = (engine.name, target.served_name) not in self.loading
                 try:
-                    load_ms = await self.load(engine, target)
+                    load_ms, caused_load = await self.load(engine, target)
                 except GatewayError as err:
                     if err.code == "model_not_found":
                         raise
@@ -387,8 +385,10 @@ class Gateway:
         chosen = next(e for e in candidates if e.name == name)
         return chosen, held.get(name, "none")
 
-    async def load(self, engine: EngineInfo, target: Target) -> float:
-        """Single-flight: the first request for a cold version loads it; the rest await that."""
+    async def load(self, engine: EngineInfo, target: Target) -> tuple[float, bool]:
+        """Single-flight: the first request for a cold version loads it; the rest await that.
+        Returns the wait in ms and whether this request led the fleet's load (the first here,
+        and the first of every gateway replica: workers.desired.request_load)."""
         key = (engine.name, target.served_name)
         future = self.loading.get(key)
         if future is None:
@@ -416,8 +416,8 @@ class Gateway:
                 raise
             finally:
                 self.loading.pop(key, None)
-            return result.waited_ms
-        return await asyncio.shield(future)
+            return result.waited_ms, result.leader
+        return await asyncio.shield(future), False
 
     async def forward(
         self,

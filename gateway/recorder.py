@@ -46,8 +46,9 @@ class Measurement:
     prompt_tokens: int
     completion_tokens: int
     load_ms: float = 0.0
-    # It started the load its version waited for (the others waiting on that load did not): the
-    # pool's demand history marks these, as cold loads are what gold protection steers by.
+    # It led the fleet's load of its version (the others waiting on that load did not). That
+    # request is already in the pool's demand history, marked as a cold load, by the load
+    # itself (workers.desired.request_load), which needs it there before its converge pass.
     caused_load: bool = False
     at: float = 0.0
 
@@ -116,9 +117,8 @@ class Recorder:
         for name, field, amount in rows:
             if amount:
                 c[(name, field)] += amount
-        if m.served_name and m.pool:
-            entry = demand_entry(m.at, m.served_name, missed=m.caused_load)
-            self._demand.append((m.pool, entry))
+        if m.served_name and m.pool and not m.caused_load:  # a load's leader is in already
+            self._demand.append((m.pool, demand_entry(m.at, m.served_name)))
 
     async def flush(self) -> int:
         """Send what accumulated; returns how many fields were written."""

@@ -265,7 +265,10 @@ def request_load(
     started = time.monotonic()
     leader = shared_state.load_claim(engine.name, version.served_name, ttl_s=wait)
     if leader:
-        shared_state.demand_record(engine.pool, version.served_name)
+        # The pool's demand history gets this request now, marked as the one that started a
+        # cold load (gold protection counts those per class), so the converge pass below
+        # already sees it; the gateway's recorder leaves it out (Measurement.caused_load).
+        shared_state.demand_record(engine.pool, version.served_name, missed=True)
         with transaction.atomic():
             set_desired(
                 version=version,

@@ -75,9 +75,8 @@ def test_a_cold_load_does_not_delay_requests_for_a_resident_adapter(
         waiter.join(timeout=120)
     assert len(cold_done) == 2 and min(cold_done) > max(hot_done)
     assert cold.served_name in residency_report(worker_fleet.handle_a)["resident"]
-    # The pool's demand history marks the one request that started the load (gold protection
-    # counts cold loads per class); the one that only waited on it is not marked. (The load's
-    # leader also records the version unmarked for the controller's pass: three entries.)
+    # Each request is in the pool's demand history once: the one that led the load marked as a
+    # cold load (gold protection counts those per class), the one that waited on it unmarked.
     deadline = time.monotonic() + 10
     while True:
         marks = [
@@ -85,10 +84,16 @@ def test_a_cold_load_does_not_delay_requests_for_a_resident_adapter(
             for _, name, missed in shared_state.demand_history(worker_fleet.a.pool)
             if name == cold.served_name
         ]
-        if len(marks) == 3 or time.monotonic() > deadline:
+        if len(marks) >= 2 or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert sorted(marks) == [False, False, True]
+    time.sleep(1.5)  # a third entry, if any, would come with the recorder's next flush
+    marks = [
+        missed
+        for _, name, missed in shared_state.demand_history(worker_fleet.a.pool)
+        if name == cold.served_name
+    ]
+    assert sorted(marks) == [False, True]
 
 
 def test_requests_fail_over_when_an_engine_dies(

@@ -366,28 +366,26 @@ def test_another_tenants_adapter_is_not_found(series_world):
     assert response.status_code == 404
 
 
-def test_the_pool_history_marks_only_the_request_that_started_a_load(world):
-    """Two requests waited for one load (single-flight): both count as cold in the metrics,
-    but only the one that started the load is a cold load in the pool's demand history, which
-    gold protection compares with LRU's loads (workers.cache_policy.fairness)."""
+def test_the_recorder_leaves_a_loads_leader_out_of_the_pool_history(world):
+    """Two requests waited for one load (single-flight): both count as cold in the metrics.
+    The one that led the load is already in the pool's demand history, marked, by the load
+    itself (workers.desired.request_load); the recorder adds only the others, unmarked, so each
+    request is in the history once."""
     import dataclasses
     import uuid
 
     s1 = version(world.support, 1)
     pool = f"p-{uuid.uuid4().hex[:6]}"
     now = time.time()
-    starter, waiter, hit = (
+    leader, waiter, hit = (
         dataclasses.replace(measure(s1, at=now + i, served_from=where), pool=pool, caused_load=c)
         for i, (where, c) in enumerate((("cold", True), ("cold", False), ("gpu", False)))
     )
     try:
-        record(starter, waiter, hit)
+        record(leader, waiter, hit)
         history = shared_state.demand_history(pool)
-        assert [(name, missed) for _, name, missed in history] == [
-            (s1.served_name, True),
-            (s1.served_name, False),
-            (s1.served_name, False),
-        ]
+        # the waiter and the hit, unmarked; the leader was recorded by its load, not here
+        assert [(name, missed) for _, name, missed in history] == [(s1.served_name, False)] * 2
         assert gateway_snapshot().counters[("acme", "support", "support@1")]["cold"] == 2
     finally:
         shared_state.demand_clear([pool])
