@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -48,35 +48,14 @@ KEEP_S = 20.0  # the generator's longest think time: a session can still come ba
 CONFIG = SimConfig(8, SLOTS, cost=CostModel(prestaged=True))  # goal 4's STRUCT
 
 
-@dataclass(frozen=True)
-class Turn:
-    t: float
-    adapter: int
-    first: bool
-    session: int
-
-
-def turns(spec: st.SessionSpec) -> tuple[list[Turn], np.ndarray]:
-    """The generator's events with their sessions (st._session_events' draws, in its order),
-    and each adapter's Zipf share."""
+def turns(spec: st.SessionSpec) -> tuple[list[st.SessionTurn], np.ndarray]:
+    """The generator's turns with their sessions, and each adapter's Zipf share."""
     c = spec.common
-    rng = np.random.default_rng(c.seed)
-    by_rank = rng.permutation(c.adapters)
-    out: list[Turn] = []
-    t, session = 0.0, 0
-    while len(out) < c.requests:
-        t += float(rng.exponential(spec.turns_mean / spec.rate))
-        adapter = int(by_rank[st._zipf(rng, c.adapters, c.zipf_s, 1)[0]])
-        at = t
-        for turn in range(int(rng.geometric(1.0 / max(1.0, spec.turns_mean)))):
-            out.append(Turn(at, adapter, turn == 0, session))
-            at += float(rng.uniform(*spec.think_s))
-        session += 1
-    out.sort(key=lambda e: e.t)
+    events, by_rank = st.session_turns(spec, np.random.default_rng(c.seed))
     w = 1.0 / np.arange(1, c.adapters + 1) ** c.zipf_s
     share = np.zeros(c.adapters)
     share[by_rank] = w / w.sum()
-    return out[: c.requests], share
+    return events, share
 
 
 def floors(spec: st.SessionSpec, dt: float = 0.05) -> dict[str, float]:

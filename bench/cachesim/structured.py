@@ -74,29 +74,47 @@ class SessionSpec:
     think_s: tuple[float, float] = (2.0, 20.0)
 
 
-def _session_events(
+@dataclass(frozen=True)
+class SessionTurn:
+    t: float
+    adapter: int  # the adapter's number in its name (bronze0--aNNN)
+    first: bool
+    session: int
+
+
+def session_turns(
     spec: SessionSpec, rng: np.random.Generator
-) -> tuple[np.ndarray, list[str], list[bool]]:
-    """Times, adapters and first-turn flags of the trace's requests, in time order."""
+) -> tuple[list[SessionTurn], np.ndarray]:
+    """The trace's requests as turns of their sessions, in time order, and `by_rank` (the
+    adapter of each popularity rank)."""
     c = spec.common
     by_rank = rng.permutation(c.adapters)
     session_rate = spec.rate / spec.turns_mean
-    times: list[float] = []
-    names: list[str] = []
-    first: list[bool] = []
-    t = 0.0
-    while len(times) < c.requests:
+    out: list[SessionTurn] = []
+    t, session = 0.0, 0
+    while len(out) < c.requests:
         t += float(rng.exponential(1.0 / session_rate))
         adapter = int(by_rank[_zipf(rng, c.adapters, c.zipf_s, 1)[0]])
         turns = int(rng.geometric(1.0 / max(1.0, spec.turns_mean)))  # 1, 2, ...: mean turns_mean
         at = t
         for turn in range(turns):
-            times.append(at)
-            names.append(f"bronze0--a{adapter:03d}")
-            first.append(turn == 0)
+            out.append(SessionTurn(at, adapter, turn == 0, session))
             at += float(rng.uniform(*spec.think_s))
-    keep = np.argsort(np.array(times), kind="stable")[: c.requests]
-    return np.array(times)[keep], [names[i] for i in keep], [first[i] for i in keep]
+        session += 1
+    out.sort(key=lambda e: e.t)  # stable: turns at the same instant keep their order
+    return out[: c.requests], by_rank
+
+
+def _session_events(
+    spec: SessionSpec, rng: np.random.Generator
+) -> tuple[np.ndarray, list[str], list[bool]]:
+    """Times, adapters and first-turn flags of the trace's requests, in time order."""
+    turns, _ = session_turns(spec, rng)
+    return (
+        np.array([e.t for e in turns]),
+        [f"bronze0--a{e.adapter:03d}" for e in turns],
+        [e.first for e in turns],
+    )
 
 
 def sessions(spec: SessionSpec) -> tuple[list[TraceRequest], Windows]:
