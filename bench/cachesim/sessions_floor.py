@@ -18,11 +18,16 @@ are first turns, independent Zipf draws. Two numbers per seed:
   (independently: the generator's random permutation is a little more informative, so this is
   an estimate of what learning from scratch costs, not a bound).
 
-Beside them the simulator's numbers (cold requests): `lru`, `portal`, and two policies that are
+Beside them the simulator's numbers (cold requests): `lru`, `a0`, `portal`, and two policies that are
 told part of the answer: `oracle-pop` (the true popularity, and keeps every version asked for
 in the last 20 s) and `counted-pop` (popularity counted from every request so far, with no
 decay, and the same 20 s keep): what perfect and counted popularity give with sessions handled
-perfectly.
+perfectly. Two that are told nothing but the session gap (20 s) show what learning can reach in
+the simulator: `learns` counts visits (a request with none for its version in the last 20 s:
+a session's first turn, so one long session counts once), keeps the last 20 s, and every 5 s
+swaps a resident for a known version it values more (evict, then load: a prefetch, not a cold
+request); `learns-filled` also fills free cache slots from the catalog (at the start, before
+anything is known).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from bench.cachesim.policies.portal import Portal
 from bench.cachesim.sim import CostModel, SimConfig, Simulation
 from bench.cachesim.trace import TraceRequest
 from bench.docs_section import write_section
-from workers.cache_policy import Action, DemandParams, DemandTracker, plan_actions
+from workers.cache_policy import Action, DemandParams, DemandTracker, Evict, Load, plan_actions
 
 SLOTS = 32
 KEEP_S = 20.0  # the generator's longest think time: a session can still come back until then
@@ -143,6 +148,9 @@ class _Told:
         names = list(versions)
         if p.given is not None:
             share = {v: p.given.get(v, 0.0) for v in names}
+        elif isinstance(p, _Learns):  # visits: one per session
+            total = max(1, sum(p.visits.values()))
+            share = {v: p.visits.get(v, 0) / total for v in names}
         else:
             share = {v: s for v, (s, _) in p.counted.shares_and_hits(names).items()}
         # asked for within KEEP_S: kept before any version on popularity alone
@@ -153,6 +161,44 @@ class _Told:
         return self.shares_and_hits([version])[version]
 
 
+class _Learns(_KeepRecent):
+    """Told nothing but KEEP_S: popularity from visits counted so far, the KEEP_S keep, and a
+    swap every tick of the least valuable evictable resident for a more valuable known version
+    (free slots first, from the whole catalog when `fill`)."""
+
+    def __init__(self, fill: bool) -> None:
+        super().__init__(None)
+        self.tick_s = 5.0
+        self.fill = fill
+        self.visits: dict[str, int] = {}
+
+    def observe(self, engine: EngineModel, req: TraceRequest, now: float) -> None:
+        if now - self.last.get(req.adapter, -1e18) > KEEP_S:
+            self.visits[req.adapter] = self.visits.get(req.adapter, 0) + 1
+        super().observe(engine, req, now)
+
+    def on_tick(self, engine: EngineModel, now: float) -> list[Action]:
+        if super().on_tick(engine, now):
+            return []  # the plan ran (pins); swap at the next tick
+        # By name, not in the catalog's order: that is the trace's order of first sightings.
+        known = sorted(self.ctx.catalog if self.fill else self.last)
+        value = self._demand(now).shares_and_hits(known)
+        order = sorted((v for v in known if v not in engine.cpu), key=lambda v: -value[v][0])
+        free = engine.cpu_slots - len(engine.cpu)
+        if free > 0:
+            return [Load(v, "fill a free slot") for v in order[:free]]
+        victims = sorted(
+            (v for v in engine.cpu if v not in engine.pinned and not engine.busy(v)),
+            key=lambda v: value[v][0],
+        )
+        out: list[Action] = []
+        for better, worse in zip(order, victims, strict=False):  # as many swaps as pairs
+            if value[better][0] <= value[worse][0]:
+                break
+            out += [Evict(worse, "swap"), Load(better, "swap")]
+        return out
+
+
 def simulated(spec: st.SessionSpec) -> dict[str, int]:
     trace, _ = st.sessions(spec)
     _, share = turns(spec)
@@ -160,9 +206,12 @@ def simulated(spec: st.SessionSpec) -> dict[str, int]:
     out = {}
     for name, policy in (
         ("lru", make_policy("lru")),
+        ("a0", make_policy("a0")),
         ("portal", make_policy("portal")),
         ("oracle-pop", _KeepRecent(given)),
         ("counted-pop", _KeepRecent(None)),
+        ("learns", _Learns(fill=False)),
+        ("learns-filled", _Learns(fill=True)),
     ):
         out[name] = Simulation(trace, policy, CONFIG).run().total.cold_requests
     return out
@@ -173,15 +222,18 @@ COLUMNS = (
     ("known", "online bound, popularity known"),
     ("learnt", "the same, popularity learnt from scratch (estimate)"),
     ("lru", "lru"),
+    ("a0", "a0"),
     ("portal", "portal"),
     ("oracle-pop", "oracle-pop"),
     ("counted-pop", "counted-pop"),
+    ("learns", "learns"),
+    ("learns-filled", "learns-filled"),
 )
-GOAL = 0.8 * 290  # goal 4: 20% under the better of lru (294) and a0 (290) in bench-cache2
 
 
 def render(rows: dict[int, dict[str, float]], command: str) -> str:
     mean = {k: float(np.mean([r[k] for r in rows.values()])) for k, _ in COLUMNS}
+    goal = 0.8 * min(mean["lru"], mean["a0"])  # goal 4: 20% under the better of the two
     lines = [
         f"<!-- {SECTION}:begin -->",
         "### Goal 4, sessions: where the cold requests come from",
@@ -195,7 +247,11 @@ def render(rows: dict[int, dict[str, float]], command: str) -> str:
         "from a prior over the 64 Zipf shares, it estimates what learning from scratch costs. "
         "`oracle-pop` and `counted-pop` are `portal` told the true popularity, or counting it "
         "from every request so far, and keeping every version asked for in the last 20 s before any "
-        "other: sessions handled perfectly.",
+        "other: sessions handled perfectly. `learns` and `learns-filled` are told only the "
+        "session gap (20 s): they count visits (a request with none for its version in the last "
+        "20 s, so a session counts once), keep the last 20 s and every 5 s swap a resident for a "
+        "known version they value more (a prefetch); `learns-filled` also fills free slots from "
+        "the catalog at the start.",
         "",
         "| seed | " + " | ".join(label for _, label in COLUMNS) + " |",
         "|---|" + "---|" * len(COLUMNS),
@@ -205,14 +261,17 @@ def render(rows: dict[int, dict[str, float]], command: str) -> str:
     lines.append("| mean | " + " | ".join(f"{mean[k]:.1f}" for k, _ in COLUMNS) + " |")
     lines += [
         "",
-        f"Goal 4 asks for at most {GOAL:.0f}. Only the policy told the true popularity gets "
-        f"there ({mean['oracle-pop']:.0f}); counting it from every request so far, with sessions "
-        f"handled perfectly, gives {mean['counted-pop']:.0f}, and `portal` {mean['portal']:.0f}. "
-        f"The bound with the popularity known ({mean['known']:.0f}) is below the goal, so this "
-        "does not prove the goal out of reach; the estimate for learning from scratch "
-        f"({mean['learnt']:.0f}) leaves {GOAL - mean['learnt']:.0f} requests for holding "
-        "sessions, and the perfect 20 s keep spends "
-        f"{mean['oracle-pop'] - mean['known']:.0f} over the known-popularity bound.",
+        f"Goal 4 asks for at most {goal:.0f}; `portal` gets {mean['portal']:.0f}. Told "
+        f"nothing but the 20 s session gap, `learns` gets {mean['learns']:.0f} and "
+        f"`learns-filled` {mean['learns-filled']:.0f} ("
+        + ("within" if mean["learns-filled"] <= goal else "above")
+        + " the goal); counting every turn instead of each session, with the same keep, gives "
+        f"{mean['counted-pop']:.0f} (`counted-pop`, no swaps)."
+        " Told the true popularity, the same 20 s keep gets "
+        f"{mean['oracle-pop']:.0f}. The online bound with the popularity known "
+        f"({mean['known']:.0f}) starts with the 32 most popular versions cached, which no "
+        "policy here can; the estimate for learning from scratch "
+        f"({mean['learnt']:.0f}) starts with 32 arbitrary ones, as `learns-filled` does.",
         "",
         f"<!-- {SECTION}:end -->",
     ]

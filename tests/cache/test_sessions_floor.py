@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.cachesim import structured as st
-from bench.cachesim.sessions_floor import floors, render, turns
+from bench.cachesim.sessions_floor import CONFIG, KEEP_S, _Learns, floors, render, turns
+from bench.cachesim.sim import Simulation
 
 
 def spec(seed: int, requests: int = 600) -> st.SessionSpec:
@@ -36,10 +37,35 @@ def test_learning_the_popularity_costs_more_than_knowing_it() -> None:
 
 
 def test_the_section_states_the_goal_and_every_column() -> None:
-    row = {"known": 180.0, "learnt": 220.0, "lru": 290.0, "portal": 280.0}
-    row |= {"oracle-pop": 210.0, "counted-pop": 240.0}
+    row = {"known": 180.0, "learnt": 220.0, "lru": 300.0, "a0": 290.0, "portal": 280.0}
+    row |= {"oracle-pop": 210.0, "counted-pop": 240.0, "learns": 235.0, "learns-filled": 233.0}
     text = render({1: row}, "make bench-sessions-floor")
     assert text.startswith("<!-- cachesim-sessions-floor:begin -->")
+    assert "at most 232" in text  # 0.8 x the better of lru and a0
     assert (
-        "at most 232" in text and "| mean | 180.0 | 220.0 | 290.0 | 280.0 | 210.0 | 240.0 |" in text
+        "| mean | 180.0 | 220.0 | 300.0 | 290.0 | 280.0 | 210.0 | 240.0 | 235.0 | 233.0 |" in text
     )
+    assert "`learns-filled` 233 (above the goal)" in text
+    row["learns-filled"] = 231.0
+    assert "(within the goal)" in render({1: row}, "make bench-sessions-floor")
+
+
+def test_learns_counts_each_session_once() -> None:
+    """A visit is a request with none for its version in the last KEEP_S: every later turn
+    comes within KEEP_S of its session's previous one, so only first turns count, and those
+    whose adapter was quiet for KEEP_S."""
+    s = spec(5)
+    events, _ = turns(s)
+    trace, _ = st.sessions(s)
+    policy = _Learns(fill=False)
+    Simulation(trace, policy, CONFIG).run()
+    last: dict[int, float] = {}
+    expected: dict[str, int] = {}
+    for e in events:
+        if e.t - last.get(e.adapter, -1e18) > KEEP_S:
+            assert e.first  # the generator's think times are at most KEEP_S
+            name = f"bronze0--a{e.adapter:03d}"
+            expected[name] = expected.get(name, 0) + 1
+        last[e.adapter] = e.t
+    assert policy.visits == expected
+    assert sum(expected.values()) < len(events)  # sessions, not turns
