@@ -15,6 +15,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -288,25 +289,35 @@ class Gateway:
             }
         stale_retries = 0
         load_error: GatewayError | None = None
+        no_room: set[str] = set()  # engines that refused the load for want of a free slot
+        room_wait = RoomWait(settings.GATEWAY_LOAD_ROOM_WAIT_SECONDS)
+        demand = DemandMark()  # is this request in the demand history through a load it led?
         while True:
             try:
                 engine, where = self.choose(table, route, target, tried)
             except GatewayError:
+                # Every engine refused for room: slots free up as requests finish, so wait a
+                # little (bounded) and ask again rather than fail at once.
+                if no_room and await room_wait.another_round():
+                    tried -= no_room
+                    no_room.clear()
+                    continue
                 raise load_error or unavailable(
                     "No engine can serve this model right now; try again shortly."
                 ) from None
             load_ms = 0.0
-            caused_load = False
             if target is not None and where == "none":
                 await admission.admit()  # limits first: a refused request loads nothing
                 try:
-                    load_ms, caused_load = await self.load(engine, target)
+                    load_ms = await self.load(engine, target, demand)
                 except GatewayError as err:
                     if err.code == "model_not_found":
                         raise
-                    # No room on this engine now (every slot busy or kept): try another one.
+                    # Refused on this engine (no room now, or the load failed): another one.
                     load_error = err
                     tried.add(engine.name)
+                    if err.code == "engine_busy":
+                        no_room.add(engine.name)
                     continue
                 where = "cold"
             payload["model"] = target.served_name if target else engine.served_model_name
@@ -332,7 +343,7 @@ class Gateway:
                         tenant_id,
                         where if target else "base",
                         load_ms,
-                        caused_load,
+                        demand.recorded,
                         started,
                     )
                 finally:
@@ -385,10 +396,11 @@ class Gateway:
         chosen = next(e for e in candidates if e.name == name)
         return chosen, held.get(name, "none")
 
-    async def load(self, engine: EngineInfo, target: Target) -> tuple[float, bool]:
+    async def load(self, engine: EngineInfo, target: Target, demand: DemandMark) -> float:
         """Single-flight: the first request for a cold version loads it; the rest await that.
-        Returns the wait in ms and whether this request led the fleet's load (the first here,
-        and the first of every gateway replica: workers.desired.request_load)."""
+        Returns the wait in ms. A load this request leads (the first here, and the first of every
+        gateway replica: workers.desired.request_load) writes it into the pool's demand history,
+        unless an earlier try of the same request did: `demand` keeps that, refused or not."""
         key = (engine.name, target.served_name)
         future = self.loading.get(key)
         if future is None:
@@ -397,12 +409,20 @@ class Gateway:
             try:
                 try:
                     result = await sync_to_async(load_on_engine, thread_sensitive=False)(
-                        target.version_id, engine.name
+                        target.version_id, engine.name, not demand.recorded
                     )
                 except ApplicationError as exc:
                     if exc.code == "fleet.not_servable":  # disabled a moment ago
                         raise model_not_found(target.label) from None
                     raise unavailable(exc.message, code="adapter_load_failed") from None
+                demand.recorded = demand.recorded or result.leader
+                if result.no_room:
+                    raise unavailable(
+                        f"No engine has room for {target.label} now: every slot it could take "
+                        "is serving other requests. Try again shortly.",
+                        code="engine_busy",
+                        retry_after=1,
+                    )
                 if not result.ok:
                     raise unavailable(
                         f"Could not load {target.label} on an engine: {result.error}",
@@ -416,8 +436,8 @@ class Gateway:
                 raise
             finally:
                 self.loading.pop(key, None)
-            return result.waited_ms, result.leader
-        return await asyncio.shield(future), False
+            return float(result.waited_ms)
+        return float(await asyncio.shield(future))
 
     async def forward(
         self,
@@ -528,7 +548,7 @@ def resident_counts(residency: dict[str, dict[str, str]]) -> dict[str, int]:
     return counts
 
 
-def load_on_engine(version_id: int, engine_name: str) -> Any:
+def load_on_engine(version_id: int, engine_name: str, record_demand: bool = True) -> Any:
     """Off the event loop: the fleet's single-flight load (workers.desired.request_load)."""
     from adapters.models import AdapterVersion
     from workers.desired import request_load
@@ -536,7 +556,34 @@ def load_on_engine(version_id: int, engine_name: str) -> Any:
 
     version = AdapterVersion.objects.select_related("adapter__tenant", "tenant").get(pk=version_id)
     engine = Engine.objects.get(name=engine_name)
-    return request_load(version=version, engine=engine)
+    return request_load(version=version, engine=engine, record_demand=record_demand)
+
+
+@dataclass
+class DemandMark:
+    """Whether a request is in its pool's demand history already, written by a load it led
+    (the gateway's recorder then leaves it out: Measurement.caused_load)."""
+
+    recorded: bool = False
+
+
+class RoomWait:
+    """The bounded wait of a request whose load every engine refused for room: rounds of
+    growing sleeps (0.25 s doubling to 2 s) until `budget_s` is spent."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.left = budget_s
+        self.pause = 0.25
+
+    async def another_round(self) -> bool:
+        """Sleep before the next round; False once the budget is spent (then give up)."""
+        if self.left <= 0:
+            return False
+        pause = min(self.pause, self.left)
+        await asyncio.sleep(pause)
+        self.left -= pause
+        self.pause = min(2.0, self.pause * 2)
+        return True
 
 
 def token_lacks_inference(prefix: str, secret: str) -> bool:

@@ -68,5 +68,8 @@ def too_many(message: str, retry_after: int, code: str) -> GatewayError:
     )
 
 
-def unavailable(message: str, code: str = "engine_unavailable") -> GatewayError:
-    return GatewayError(503, message, code=code, err_type="server_error")
+def unavailable(
+    message: str, code: str = "engine_unavailable", retry_after: int | None = None
+) -> GatewayError:
+    headers = {"retry-after": str(max(1, retry_after))} if retry_after is not None else None
+    return GatewayError(503, message, code=code, err_type="server_error", headers=headers)

@@ -215,8 +215,11 @@ class Admission:
                     f"Engine '{engine}' is busy with other adapters; try again shortly.",
                     code="engine_busy",
                 )
-            await asyncio.sleep(0.01)
-            waited += 0.01
+            # Each try is a Redis round trip: 10 ms at first (a slot frees within a step),
+            # then up to 100 ms for a long wait.
+            pause = min(0.1, 0.01 * (1 + waited / 0.1))
+            await asyncio.sleep(pause)
+            waited += pause
 
     async def leave_engine(self) -> None:
         """The request left its engine (and will try another)."""

@@ -418,6 +418,9 @@ GATEWAY_REFRESH_SECONDS = env_float("GATEWAY_REFRESH_SECONDS", 5.0)
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)
 # An engine that failed a request gets no traffic from this replica for this long.
 GATEWAY_ENGINE_COOLDOWN_SECONDS = env_float("GATEWAY_ENGINE_COOLDOWN_SECONDS", 10.0)
+# A request whose load every engine refused for room (every slot serving requests) waits up to
+# this long for a slot, asking again in growing rounds, before its 503 engine_busy.
+GATEWAY_LOAD_ROOM_WAIT_SECONDS = env_float("GATEWAY_LOAD_ROOM_WAIT_SECONDS", 30.0)
 # Requests a replica sends one engine at once, as a multiple of its --max-num-seqs; beyond it
 # they wait in per-tenant queues admitted round-robin (gateway/fairness.py).
 GATEWAY_ENGINE_SLOTS_FACTOR = env_float("GATEWAY_ENGINE_SLOTS_FACTOR", 1.0)

@@ -60,6 +60,18 @@ class ConvergeReport:
     state: str = ""
     resident: list[str] = field(default_factory=list)
 
+    def load_failure(self, name: str) -> tuple[str, str]:
+        """(code, reason) why `name` is not resident after the pass: its load failed on the
+        engine ("load-failed"), the plan skipped it (the hard rule's code: "implicit-eviction"
+        or "no-gpu-slot" when no slot could be freed), or neither ("not-loaded")."""
+        for a in self.actions:
+            if a["version"] == name and not a["ok"]:
+                return "load-failed", a["error"]
+        for s in self.skipped:
+            if s["version"] == name:
+                return s["code"], s["message"]
+        return "not-loaded", "not loaded"
+
 
 def converge_engine(
     engine: Engine, *, incoming: str | None = None, wait_s: float = 5.0

@@ -236,22 +236,39 @@ def remove_everywhere(*, version: AdapterVersion, reason: str) -> list[Residency
     return rows
 
 
+# Refusals that last only while requests are in flight: every slot the load could take holds a
+# version serving requests (the hard rules' codes, workers.cache_policy.rules.check_plan).
+NO_ROOM_CODES = frozenset({"implicit-eviction", "no-gpu-slot"})
+
+
 @dataclass(frozen=True)
 class LoadResult:
     ok: bool
     leader: bool  # this caller asked for the load; the others waited for it
     waited_ms: float
     error: str = ""
+    code: str = ""  # why not, when not ok (ConvergeReport.load_failure)
+
+    @property
+    def no_room(self) -> bool:
+        """Refused for want of a free slot: worth asking again once requests finish."""
+        return not self.ok and self.code in NO_ROOM_CODES
 
 
 def request_load(
-    *, version: AdapterVersion, engine: Engine, wait_s: float | None = None
+    *,
+    version: AdapterVersion,
+    engine: Engine,
+    wait_s: float | None = None,
+    record_demand: bool = True,
 ) -> LoadResult:
     """Have `engine` load `version` and wait for it; concurrent callers share one load.
 
     The first caller claims the load in Redis and enqueues one converge pass on the engine's
     node with the version as `incoming`; every caller (that one included) waits for the outcome
-    the pass publishes. A claim left by a dead worker expires after the wait.
+    the pass publishes. A claim left by a dead worker expires after the wait. A caller asking
+    again for the same request (after a refusal) passes `record_demand=False`: the request is
+    in the demand history once.
     """
     if not holdable(version):
         raise ApplicationError("fleet.not_servable", f"{version} is {version.status}.", status=409)
@@ -264,11 +281,12 @@ def request_load(
     wait = settings.FLEET_LOAD_WAIT_SECONDS if wait_s is None else wait_s
     started = time.monotonic()
     leader = shared_state.load_claim(engine.name, version.served_name, ttl_s=wait)
-    if leader:
+    if leader and record_demand:
         # The pool's demand history gets this request now, marked as the one that started a
         # cold load (gold protection counts those per class), so the converge pass below
         # already sees it; the gateway's recorder leaves it out (Measurement.caused_load).
         shared_state.demand_record(engine.pool, version.served_name, missed=True)
+    if leader:
         with transaction.atomic():
             set_desired(
                 version=version,
@@ -284,14 +302,18 @@ def request_load(
         if outcome == "ok":
             return LoadResult(True, leader, waited)
         if outcome is not None and outcome.startswith("error:"):
-            return LoadResult(False, leader, waited, outcome[len("error:") :])
+            code, reason = shared_state.load_error(outcome)
+            return LoadResult(False, leader, waited, reason, code)
         if outcome is None and not leader:
             # The leader's claim expired or finished long ago: take the lead ourselves.
             return request_load(
-                version=version, engine=engine, wait_s=max(0.0, wait - waited / 1000)
+                version=version,
+                engine=engine,
+                wait_s=max(0.0, wait - waited / 1000),
+                record_demand=record_demand,
             )
         if waited / 1000 > wait:
-            return LoadResult(False, leader, waited, "timed out waiting for the load")
+            return LoadResult(False, leader, waited, "timed out waiting for the load", "timeout")
         time.sleep(0.05)
 
 

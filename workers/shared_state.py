@@ -134,7 +134,7 @@ def load_claim(engine: str, served_name: str, *, ttl_s: float) -> bool:
 
 
 def load_outcome(engine: str, served_name: str) -> str | None:
-    """'pending', 'ok', 'error:<reason>', or None (no load claimed or its claim expired)."""
+    """'pending', 'ok', 'error:<code>:<reason>', or None (no load claimed or its claim expired)."""
     raw = client().get(_load_key(engine, served_name))
     return _text(raw) if raw is not None else None
 
@@ -143,6 +143,18 @@ def load_finish(engine: str, served_name: str, outcome: str, *, keep_s: float = 
     """Publish the outcome so waiters see it, then let the claim expire shortly: waiters poll
     every 50 ms, and a later miss (the version evicted since) must be able to load again."""
     client().set(_load_key(engine, served_name), outcome, ex=max(1, int(keep_s)))
+
+
+def load_failed(engine: str, served_name: str, code: str, reason: str) -> None:
+    """Publish a refusal with its code; kept one second only, so a caller that retries (a slot
+    may free up) soon claims a new load instead of reading this one again."""
+    load_finish(engine, served_name, f"error:{code}:{reason}"[:500], keep_s=1.0)
+
+
+def load_error(outcome: str) -> tuple[str, str]:
+    """(code, reason) of an 'error:<code>:<reason>' outcome."""
+    code, _, reason = outcome.removeprefix("error:").partition(":")
+    return code, reason
 
 
 def watch_claim(engine: str, *, every_s: float) -> bool:

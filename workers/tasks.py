@@ -45,15 +45,14 @@ def converge_engine_task(engine_id: int, incoming: str | None = None) -> dict | 
         raise
     except Exception as exc:
         if incoming:
-            shared_state.load_finish(engine.name, incoming, f"error:{exc}"[:500])
+            shared_state.load_failed(engine.name, incoming, "converge-failed", str(exc))
         raise
     if incoming:
-        ok = incoming in report.resident
-        failure = next(
-            (a["error"] for a in report.actions if a["version"] == incoming and not a["ok"]),
-            next((s["message"] for s in report.skipped if s["version"] == incoming), "not loaded"),
-        )
-        shared_state.load_finish(engine.name, incoming, "ok" if ok else f"error:{failure}"[:500])
+        if incoming in report.resident:
+            shared_state.load_finish(engine.name, incoming, "ok")
+        else:
+            code, reason = report.load_failure(incoming)
+            shared_state.load_failed(engine.name, incoming, code, reason)
     return {"engine": report.engine, "state": report.state, "actions": report.actions}
 
 

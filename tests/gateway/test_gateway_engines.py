@@ -1,5 +1,6 @@
 """The gateway's engine behaviour on real engines: a cold load never holds up requests for a
-resident adapter, and an engine that dies while requests flow is routed around."""
+resident adapter, an engine that dies while requests flow is routed around, and a load refused
+for want of a slot waits (bounded) for one instead of failing at once."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 
 from tenants.access import AccessContext
 from tenants.tokens import token_issue
+from tests.fixtures.gateway import ROOM_WAIT_S
 from tests.workers.fleet import residency_report, servable_version
 from workers import shared_state
 from workers.controller import converge_engine
-from workers.desired import set_desired
+from workers.desired import NO_ROOM_CODES, set_desired
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 PROMPT = [{"role": "user", "content": "hi"}]
@@ -145,3 +147,94 @@ def test_requests_fail_over_when_an_engine_dies(
     # Only requests already running on the dying engine may have failed.
     assert [ok for at, ok in results if not ok and at < killed_at].count(False) <= len(threads)
     assert ask(client, "support") == version.served_name
+
+
+def _busy_engine(worker_fleet, tmp_path):
+    """Engine a alone, its three cache slots held by versions with requests in flight (as other
+    gateway replicas count them in Redis), and a version none of them is: (cold, busy)."""
+    from adapters.models import Adapter
+
+    world = worker_fleet.world
+    worker_fleet.b.state = "down"
+    worker_fleet.b.save()
+    busy = []
+    for i in range(3):
+        adapter = Adapter.objects.create(tenant=world.acme, name=f"busy{i}", base_model=world.base)
+        version = servable_version(adapter, tmp_path, seed=310 + i)
+        set_desired(
+            version=version, engine=worker_fleet.a, state="registered", reason="t", converge=False
+        )
+        busy.append(version)
+    converge_engine(worker_fleet.a)
+    resident = residency_report(worker_fleet.handle_a)["resident"]
+    assert {v.served_name for v in busy} <= set(resident)
+    for version in busy:
+        shared_state.inflight_begin(worker_fleet.a.name, version.served_name)
+    other = Adapter.objects.create(tenant=world.acme, name="cold", base_model=world.base)
+    return servable_version(other, tmp_path, seed=320), busy
+
+
+def _refused_for_room(engine: str, served_name: str) -> bool:
+    """Wait (up to 60 s) until the controller refused the load for want of a slot."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        outcome = shared_state.load_outcome(engine, served_name) or ""
+        if outcome.startswith("error:"):
+            return shared_state.load_error(outcome)[0] in NO_ROOM_CODES
+        time.sleep(0.02)
+    return False
+
+
+def test_a_load_refused_for_room_waits_for_a_slot_instead_of_failing(
+    worker_fleet, gateway_server, tmp_path
+):
+    cold, busy = _busy_engine(worker_fleet, tmp_path)
+    client = client_for(worker_fleet.world, gateway_server)
+    outcome: dict[str, object] = {}
+
+    def request() -> None:
+        try:
+            outcome["model"] = ask(client, "cold")
+        except openai.APIStatusError as exc:
+            outcome["error"] = exc
+
+    caller = threading.Thread(target=request)
+    caller.start()
+    assert _refused_for_room(worker_fleet.a.name, cold.served_name)
+    time.sleep(1.0)
+    assert caller.is_alive() and not outcome  # still waiting for a slot: no 503
+    for version in busy:  # the other replicas' requests end
+        shared_state.inflight_end(worker_fleet.a.name, version.served_name)
+    caller.join(timeout=60)
+    assert outcome == {"model": cold.served_name}
+    assert cold.served_name in residency_report(worker_fleet.handle_a)["resident"]
+    # Asked several times, the request is still in the demand history once.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        entries = [
+            n
+            for _, n, _ in shared_state.demand_history(worker_fleet.a.pool)
+            if n == cold.served_name
+        ]
+        if entries:
+            break
+        time.sleep(0.2)
+    time.sleep(1.5)  # a second entry, if any, would come with the recorder's next flush
+    history = shared_state.demand_history(worker_fleet.a.pool)
+    assert [n for _, n, _ in history].count(cold.served_name) == 1
+
+
+def test_a_load_refused_for_room_past_the_wait_is_a_503_engine_busy(
+    worker_fleet, gateway_server, tmp_path
+):
+    cold, _ = _busy_engine(worker_fleet, tmp_path)
+    client = client_for(worker_fleet.world, gateway_server)
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as refused:
+        ask(client, "cold")
+    assert time.monotonic() - started >= ROOM_WAIT_S  # it waited for room first
+    assert refused.value.status_code == 503
+    assert refused.value.response.headers["retry-after"] == "1"
+    body = refused.value.response.json()["error"]
+    assert body["code"] == "engine_busy" and "cold" in body["message"]
+    assert cold.served_name not in residency_report(worker_fleet.handle_a)["resident"]

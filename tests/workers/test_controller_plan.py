@@ -19,7 +19,9 @@ from workers.cache_policy import (
     check_plan,
 )
 from workers.cache_policy.rules import HardRules
+from workers.controller import ConvergeReport
 from workers.controller_plan import WANT_ON_DEMAND, WANT_PINNED, WANT_WARM, plan_converge
+from workers.desired import NO_ROOM_CODES, LoadResult
 
 
 def info(name: str, tenant: str = "acme", slo: str = "silver", rank: int = 8) -> VersionInfo:
@@ -99,6 +101,44 @@ def test_no_room_when_everything_is_protected_or_busy_skips_the_load_with_the_ru
     assert [(type(x.action).__name__, x.code) for x in plan.skipped] == [
         ("Load", "implicit-eviction")
     ]
+
+
+def test_a_refusal_for_room_reaches_the_loads_waiters_as_such():
+    """The two ways a load finds no slot (cache full of busy versions, every GPU slot busy) are
+    the codes a request may wait out (workers.desired.NO_ROOM_CODES); a failed load is not."""
+    full = snap(
+        {"a": res("a", in_flight=1), "b": res("b", in_flight=1), "c": res("c", in_flight=1)},
+        ["a", "b", "c", "new"],
+    )
+    gpu_busy = snap(
+        {"a": res("a", "gpu", in_flight=1), "b": res("b", "gpu", in_flight=1)},
+        ["a", "b", "new"],
+    )
+    codes = set()
+    for s in (full, gpu_busy):
+        wanted = {n: WANT_ON_DEMAND for n in s.resident}
+        plan = plan_converge(s, DemandTracker(), wanted=wanted, incoming="new", auto_pins=False)
+        report = ConvergeReport(
+            "e",
+            skipped=[
+                {
+                    "action": "load",
+                    "version": x.action.version,
+                    "code": x.code,
+                    "message": x.message,
+                }
+                for x in plan.skipped
+            ],
+        )
+        code, reason = report.load_failure("new")
+        assert reason and LoadResult(False, True, 1.0, reason, code).no_room
+        codes.add(code)
+    assert codes == NO_ROOM_CODES  # both rules' codes, one from each case
+    failed = ConvergeReport("e", actions=[{"version": "new", "ok": False, "error": "bad file"}])
+    assert failed.load_failure("new") == ("load-failed", "bad file")
+    assert ConvergeReport("e").load_failure("new") == ("not-loaded", "not loaded")
+    assert not LoadResult(False, True, 1.0, "bad file", "load-failed").no_room
+    assert not LoadResult(True, True, 1.0).no_room
 
 
 def test_explicit_pin_is_pinned_and_a_second_is_refused_by_the_last_free_slot_rule():

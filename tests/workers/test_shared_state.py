@@ -47,6 +47,17 @@ def test_single_flight_claim_and_outcome():
     assert shared_state.load_outcome(engine, name) == "ok"
 
 
+def test_a_refusal_is_published_with_its_code_and_soon_forgotten():
+    engine, name = f"e-{uuid.uuid4().hex[:6]}", "v"
+    assert shared_state.load_claim(engine, name, ttl_s=30)
+    shared_state.load_failed(engine, name, "implicit-eviction", "CPU cache full: a:b")
+    outcome = shared_state.load_outcome(engine, name)
+    assert outcome is not None
+    assert shared_state.load_error(outcome) == ("implicit-eviction", "CPU cache full: a:b")
+    # Kept one second, not the claim's 30: a caller asking again soon claims a new load.
+    assert 0 < shared_state.client().ttl(shared_state._load_key(engine, name)) <= 1
+
+
 def test_busy_samples_become_intervals():
     engine = f"e-{uuid.uuid4().hex[:6]}"
     for at, count in ((10.0, 1), (40.0, 2), (70.0, 0)):
