@@ -27,6 +27,7 @@ from gateway import limits
 from gateway.errors import GatewayError, model_not_found, unauthorized, unavailable
 from gateway.fairness import FairSlots
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
+from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
 from gateway.routes import (
     Caller,
@@ -73,6 +74,7 @@ class Gateway:
         self._stale = True
         self._rr = 0
         self.fair = FairSlots()
+        self.pin_guard = PinGuardLink(self.redis, self.fresh_table)
 
     # --- tables ---------------------------------------------------------------------------
 
@@ -326,6 +328,7 @@ class Gateway:
                 engine.name,
                 pinned=table.pinned.get(engine.name, frozenset()),
                 max_loras=engine.max_loras,
+                held=self.pin_guard,
             )
             capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
             async with self.fair.slot(engine.name, capacity, tenant_id):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Protocol
 
 from redis import asyncio as aioredis
 
@@ -24,6 +25,7 @@ from workers.shared_state import inflight_key
 
 CONCURRENCY_TTL_S = 3600  # a replica that died mid-request cannot block an adapter forever
 ADMIT_WAIT_S = 60.0
+HELD_NOTE_S = 2.0  # how often a request held at the pin guard tells the controller again
 SKIP = -1  # an ARGV value: this part of the script does not apply to the request
 
 # Pins hold GPU slots, but vLLM's scheduler still batches up to --max-loras distinct adapters,
@@ -122,6 +124,16 @@ def engine_limit(served_name: str, pinned: frozenset[str], max_loras: int) -> in
     return max(1, max_loras - len(pinned))
 
 
+class Held(Protocol):
+    """What a request held at an engine's pin guard needs from the gateway (gateway.app)."""
+
+    async def note(self, engine: str, served_name: str) -> None:
+        """Tell the cache controller a request for `served_name` waits on `engine`'s pins."""
+
+    async def pins(self, engine: str) -> frozenset[str]:
+        """The engine's pinned versions, as the gateway's tables show them now."""
+
+
 class Scripts:
     """The admission scripts, registered once per Redis client (EVALSHA afterwards)."""
 
@@ -162,9 +174,14 @@ class Admission:
         *,
         pinned: frozenset[str] = frozenset(),
         max_loras: int = 0,
+        held: Held | None = None,
     ) -> None:
         """Count the request; with an engine (and a target), also in its in-flight count, waiting
-        while its adapter would overfill the unpinned GPU slots (503 after ADMIT_WAIT_S)."""
+        while its adapter would overfill the unpinned GPU slots (503 after ADMIT_WAIT_S).
+
+        While it waits, `held` tells the cache controller (every HELD_NOTE_S) and re-reads the
+        engine's pins each round: the controller gives its own pins up on an engine with
+        requests held back, and the request goes in as soon as the gateway's tables show it."""
         target = self.target
         on_engine = engine is not None and target is not None and self.engine is None
         if not self.tenant_id and target is None:
@@ -189,7 +206,7 @@ class Admission:
             _conc_key(target.served_name if target is not None else ""),
             inflight_key(engine or ""),
         ]
-        waited = 0.0
+        waited, noted_at = 0.0, -HELD_NOTE_S
         while True:
             status, count = await self.scripts.enter(keys=keys, args=argv)
             if status == 1:
@@ -214,7 +231,15 @@ class Admission:
                 raise unavailable(
                     f"Engine '{engine}' is busy with other adapters; try again shortly.",
                     code="engine_busy",
+                    retry_after=1,
                 )
+            if held is not None and target is not None and engine is not None:
+                if waited - noted_at >= HELD_NOTE_S:
+                    noted_at = waited
+                    await held.note(engine, target.served_name)
+                pinned = await held.pins(engine)
+                argv[3] = engine_limit(target.served_name, pinned, max_loras)
+                argv[4:] = sorted(pinned)
             # Each try is a Redis round trip: 10 ms at first (a slot frees within a step),
             # then up to 100 ms for a long wait.
             pause = min(0.1, 0.01 * (1 + waited / 0.1))

@@ -175,7 +175,12 @@ def build_snapshot(
         resident=resident,
         versions=infos,
         tenant_pin_quota={t.slug: t.quota_pinned_slots for t in tenants},
-        busy_peak=len(observed.running & observed.resident),
+        # Adapters served at once: those running, and those the gateway holds back at the pin
+        # guard (gateway.limits): pins are for quiet engines, and a held request says this
+        # one is not (the plan then gives policy pins up, and the held requests go in).
+        busy_peak=len(
+            (observed.running & observed.resident) | shared_state.held_versions(engine.name)
+        ),
         # `arriving` stays empty: the gateway has a version loaded (load_on_engine) before it
         # sends requests for it, so none wait on an engine for a slot the planner cannot see.
     )

@@ -11,6 +11,7 @@ import functools
 import itertools
 import time
 from collections.abc import Iterable
+from typing import cast
 
 import redis
 from django.conf import settings
@@ -48,6 +49,26 @@ def inflight_end(engine: str, served_name: str) -> None:
     if left <= 0:
         # A count must never stay negative (a replica that died mid-request), nor linger at 0.
         client().hdel(key, served_name)
+
+
+def held_key(engine: str) -> str:
+    """Versions the gateway holds back at the engine's pin guard (gateway.limits), by time."""
+    return f"{_PREFIX}:held:{engine}"
+
+
+def held_claim_key(engine: str) -> str:
+    """Set while a converge pass asked for by held requests is on its way (one per engine)."""
+    return f"{_PREFIX}:held-pass:{engine}"
+
+
+HELD_WINDOW_S = 10.0  # a version held back this recently counts as wanting the engine now
+
+
+def held_versions(engine: str, *, now: float | None = None) -> set[str]:
+    """Versions with requests held back at the engine's pin guard within HELD_WINDOW_S."""
+    since = (time.time() if now is None else now) - HELD_WINDOW_S
+    members = cast(list[bytes], client().zrangebyscore(held_key(engine), since, "+inf"))
+    return {_text(m) for m in members}
 
 
 def inflight_counts(engine: str) -> dict[str, int]:

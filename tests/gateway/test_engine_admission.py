@@ -13,7 +13,8 @@ from redis import asyncio as aioredis
 
 from gateway import limits
 from gateway.errors import GatewayError
-from gateway.routes import Target
+from gateway.pin_guard import PinGuardLink
+from gateway.routes import RouteTable, Target
 from workers import shared_state
 
 
@@ -65,6 +66,35 @@ async def test_with_a_pin_only_one_other_adapter_runs_at_a_time_on_two_slots(scr
     await a2.release()
     await asyncio.wait_for(waiting, timeout=2)
     assert shared_state.inflight_counts(engine) == {"b": 1, "p": 1}
+    shared_state.inflight_clear(engine)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_request_held_by_pins_tells_the_controller_and_goes_in_once_they_go(scripts):
+    """gateway.pin_guard: the held version is written where the controller counts it (and one
+    converge pass is asked for: the claim), and the request re-reads the pins every round."""
+    engine = f"e-{uuid.uuid4().hex[:6]}"  # no Engine row: the asked-for pass has nothing to do
+    table = RouteTable(pinned={engine: frozenset({"p"})})
+
+    async def tables() -> RouteTable:
+        return table
+
+    link = PinGuardLink(scripts.redis, tables)
+
+    async def admit(name: str) -> limits.Admission:
+        admission = _admission(scripts, name)
+        await admission.admit(engine, pinned=table.pinned[engine], max_loras=2, held=link)
+        return admission
+
+    await admit("a")
+    waiting = asyncio.create_task(admit("b"))  # a second unpinned adapter: held
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    assert shared_state.held_versions(engine) == {"b"}
+    assert shared_state.client().exists(shared_state.held_claim_key(engine))
+    table.pinned = {engine: frozenset()}  # the controller gave the pin up; the tables show it
+    await asyncio.wait_for(waiting, timeout=2)
+    assert shared_state.inflight_counts(engine) == {"a": 1, "b": 1}
     shared_state.inflight_clear(engine)
 
 

@@ -5,6 +5,7 @@ controller believes, pin storms, draining."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,34 @@ def test_a_pin_storm_never_kills_the_engine(fleet, tmp_path):
         assert chat(fleet.handle_a, version.served_name)
     assert chat(fleet.handle_a, fleet.handle_a.served_model_name)
     assert set(residency_report(fleet.handle_a)["resident"]) == believed(fleet.a)
+
+
+def test_policy_pins_are_given_up_while_the_gateway_holds_requests_back(fleet, tmp_path):
+    """Pins are for quiet engines: versions held at the gateway's pin guard count as served at
+    once (gateway.pin_guard), so the pass unpins, and pins again once nothing is held."""
+    hot, other = (
+        servable_version(adapter, tmp_path, seed=70 + i)
+        for i, adapter in enumerate(adapters(fleet.world, 2))
+    )
+    for version in (hot, other):
+        set_desired(version=version, engine=fleet.a, state="registered", reason="t", converge=False)
+    for _ in range(20):
+        shared_state.demand_record("shared", hot.served_name)
+    converge_engine(fleet.a)
+    assert residency_report(fleet.handle_a)["pinned"] == [hot.served_name]
+
+    held = shared_state.held_key(fleet.a.name)
+    now = time.time()  # two replicas hold requests for two versions
+    shared_state.client().zadd(held, {other.served_name: now, "acme--x--v1-0": now})
+    try:
+        converge_engine(fleet.a)
+        assert residency_report(fleet.handle_a)["pinned"] == []
+        row = Residency.objects.get(engine=fleet.a, version=hot)
+        assert row.observed_state != ResidencyState.PINNED  # what the gateway reads
+    finally:
+        shared_state.client().delete(held)
+    converge_engine(fleet.a)  # quiet again
+    assert residency_report(fleet.handle_a)["pinned"] == [hot.served_name]
 
 
 def test_a_draining_engine_finishes_its_requests_and_takes_no_new_ones(fleet, tmp_path):
