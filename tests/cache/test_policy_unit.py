@@ -237,6 +237,45 @@ def test_demand_predicts_with_the_long_scale_that_predicted_best() -> None:
     assert sessions.long_half_life() == min(DemandParams().alt_long_half_lives)
 
 
+def test_a_tenant_that_falls_quiet_takes_its_versions_down_with_it() -> None:
+    """Each of its versions alone is too rare to tell (200 requests without one, of 40 equally
+    asked for, is within chance); together they are not (workers.cache_policy.demand)."""
+    rng = random.Random(5)
+    a = [f"a--v{i}--v1-0" for i in range(20)]
+    b = [f"b--v{i}--v1-0" for i in range(20)]
+    d = DemandTracker()
+    t = 0.0
+    for _ in range(3000):
+        d.observe(rng.choice(a + b), t)
+        t += 1.0
+    before = sum(d.share(v) for v in a)
+    assert before == pytest.approx(0.5, abs=0.1)
+    for _ in range(200):  # tenant a's working day is over
+        d.observe(rng.choice(b), t)
+        t += 1.0
+    assert sum(d.share(v) for v in a) < 0.1 * before
+    assert sum(d.share(v) for v in b) == pytest.approx(1.0, abs=0.15)
+
+
+def test_tenants_taking_turns_keep_a_long_memory_inside_each() -> None:
+    """Popularity inside each tenant never changes, only which tenant is open: the long scale
+    predicts a version within its tenant best, so it is the one chosen."""
+    rng = random.Random(6)
+    zones = [[f"z{z}--v{i}--v1-0" for i in range(15)] for z in range(3)]
+    weights = [1 / (i + 1) for i in range(15)]
+    d = DemandTracker()
+    t = 0.0
+    for block in range(24):
+        for _ in range(400):
+            d.observe(rng.choices(zones[block % 3], weights)[0], t)
+            t += 1.0
+    assert d.long_half_life() == max(DemandParams().alt_long_half_lives)
+    # the open tenant's top version is predicted at about its share in that tenant
+    open_now = zones[23 % 3]
+    assert d.share(open_now[0]) == pytest.approx(weights[0] / sum(weights), rel=0.35)
+    assert d.share(zones[0][0]) < 0.05  # a closed tenant's top version
+
+
 def test_from_history_equals_observing() -> None:
     history = [(float(i), "ab"[i % 2]) for i in range(50)]
     d = DemandTracker.from_history(history)

@@ -8,11 +8,22 @@ with it beyond chance (a Poisson z-test): a version turning hot, or gone cold, a
 a burst. Rates in requests per second come from the same share times the overall request rate.
 
 Which long scale fits depends on the traffic: independent draws from a steady popularity want a
-long memory, sessions and business hours a short one. So the tracker keeps several long scales
+long memory, sessions a short one. So the tracker keeps several long scales
 (`long_half_lives`), scores each by how well it predicted the requests that came (decayed
-log-likelihood of each request's version, before counting it) and predicts with the best one;
+log-likelihood of each request's version within its tenant, before counting it) and predicts with
+the best one;
 no setting is tuned to a trace. Pure state, fed by whoever sees the requests (the gateway's log,
 the simulator).
+
+Tenants come and go together (business hours in a time zone, a batch job): a tenant's versions
+fall quiet at once, each too rarely asked for to tell by its own counts. So the tracker also
+counts per tenant (`demand_group`), and a version's share is its tenant's share times its share
+within the tenant. The tenant's share switches to its short scale when that disagrees beyond
+chance (the same z-test, on counts large enough to see a tenant close or open within a few dozen
+requests); the long scales are scored on how well they predict a version within its tenant, so
+the tenant's own comings and goings no longer make a short memory look best, and the ranking
+inside a tenant keeps a long one. With one tenant, or tenants that keep their shares, this is the
+plain per-version share.
 """
 
 from __future__ import annotations
@@ -20,6 +31,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+
+def demand_group(version: str) -> str:
+    """The tenant of a served name (tenant--adapter--vN-digest: adapters.services.uploads
+    served_name_for; a tenant's slug never holds "--"); names without one share one group."""
+    tenant, sep, _ = version.partition("--")
+    return tenant if sep else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +70,7 @@ class DemandTracker:
         self._best = 0  # index of the long scale that predicts
         self._k_rate = math.log(2) / self.params.rate_half_life_s
         self._counts: dict[str, _Counts] = {}
+        self._groups: dict[str, _Counts] = {}  # the same counts per tenant (demand_group)
         self._n = 0.0  # requests observed
         self._rate_t = 0.0
         self._rate_t0: float | None = None  # first request seen
@@ -76,39 +95,50 @@ class DemandTracker:
         self._rate_count = self._rate_count * math.exp(-self._k_rate * dt) + 1.0
         self._rate_t = max(self._rate_t, t)
         self._last_seen[version] = t
+        group = demand_group(version)
         if len(self._k_longs) > 1 and self._n > 1:
-            self._score_scales(version)
-        c = self._counts.get(version)
+            self._score_scales(version, group)
+        if version not in self._counts and len(self._counts) >= self.params.max_tracked:
+            self._forget_least_demanded()
+        self._count(self._counts, version)
+        self._count(self._groups, group)
+
+    def _count(self, counts: dict[str, _Counts], key: str) -> None:
+        c = counts.get(key)
         if c is None:
-            if len(self._counts) >= self.params.max_tracked:
-                self._forget_least_demanded()
-            self._counts[version] = _Counts(self._n, 1.0, [1.0] * len(self._k_longs))
+            counts[key] = _Counts(self._n, 1.0, [1.0] * len(self._k_longs))
             return
         dn = self._n - c.n
         c.short = c.short * math.exp(-self._k_short * dn) + 1.0
         c.long = [x * math.exp(-k * dn) + 1.0 for x, k in zip(c.long, self._k_longs, strict=True)]
         c.n = self._n
 
-    def _score_scales(self, version: str) -> None:
-        """Add log(predicted share) of the version just requested to each long scale's score.
+    def _score_scales(self, version: str, group: str) -> None:
+        """Add log(predicted share within its tenant) of the version just requested to each
+        long scale's score.
 
-        Shares are counted before this request (the clock already moved on by one: masses and
-        ages are taken at n - 1) and smoothed, so a version never seen costs every scale alike.
+        Shares are counted before this request (the clock already moved on by one: ages are
+        taken at n - 1) and smoothed, so a version never seen costs every scale alike.
         """
         n = self._n - 1.0
         c = self._counts.get(version)
+        g = self._groups.get(group)
         floor = 0.5 / (len(self._counts) + 1)
         decay = math.exp(-self._k_select)
         for j, k in enumerate(self._k_longs):
-            mass = -math.expm1(-k * n) / -math.expm1(-k)
             count = c.long[j] * math.exp(-k * (n - c.n)) if c is not None else 0.0
-            self._score[j] = self._score[j] * decay + math.log((count + floor) / (mass + 0.5))
+            in_group = g.long[j] * math.exp(-k * (n - g.n)) if g is not None else 0.0
+            self._score[j] = self._score[j] * decay + math.log((count + floor) / (in_group + 0.5))
         best = max(range(len(self._score)), key=self._score.__getitem__)
         if self._score[best] > self._score[self._best]:
             self._best = best
 
-    def _decayed(self, version: str) -> tuple[float, float]:
-        c = self._counts.get(version)
+    def _decayed(
+        self, version: str, counts: dict[str, _Counts] | None = None
+    ) -> tuple[float, float]:
+        """(short, long at the predicting scale) decayed counts of a version (or of a tenant,
+        from `counts`)."""
+        c = (self._counts if counts is None else counts).get(version)
         if c is None:
             return 0.0, 0.0
         dn = self._n - c.n
@@ -133,16 +163,29 @@ class DemandTracker:
             return {v: (0.0, 0.0) for v in versions}
         long_mass = self._clock_mass(self._k_longs[self._best])
         short_mass = self._clock_mass(self._k_short)
-        z = self.params.switch_z
+        groups: dict[str, tuple[float, float]] = {}  # tenant -> (share, long count)
         out: dict[str, tuple[float, float]] = {}
         for version in versions:
+            group = demand_group(version)
+            if group not in groups:
+                g_short, g_long = self._decayed(group, self._groups)
+                groups[group] = (self._switch(g_short, g_long, short_mass, long_mass), g_long)
+            g_share, g_long = groups[group]
             short, long = self._decayed(version)
-            share = long / long_mass
-            expected_short = share * short_mass
-            if abs(short - expected_short) > z * math.sqrt(expected_short + 1.0):
-                share = short / short_mass
-            out[version] = (share, short)
+            within = long / g_long if g_long > 0 else 0.0
+            out[version] = (
+                self._switch(short, g_share * within * long_mass, short_mass, long_mass),
+                short,
+            )
         return out
+
+    def _switch(self, short: float, long: float, short_mass: float, long_mass: float) -> float:
+        """The long scale's share, or the short one's where they disagree beyond chance."""
+        share = long / long_mass
+        expected_short = share * short_mass
+        if abs(short - expected_short) > self.params.switch_z * math.sqrt(expected_short + 1.0):
+            return short / short_mass
+        return share
 
     def _clock_mass(self, k: float) -> float:
         """The decayed count of all requests so far: sum of exp(-k * age) over ages 0..n-1."""
@@ -169,6 +212,8 @@ class DemandTracker:
         return self._last_seen.get(version)
 
     def _forget_least_demanded(self) -> None:
+        # Their tenants keep the counts (a tenant's share is of all its requests): the least
+        # demanded tenth weighs little inside any tenant, and it decays away like the rest.
         drop = sorted(self._counts, key=lambda v: self._decayed(v)[1])
         for version in drop[: max(1, len(drop) // 10)]:
             del self._counts[version]
