@@ -11,9 +11,8 @@ Which long scale fits depends on the traffic: independent draws from a steady po
 long memory, sessions a short one. So the tracker keeps several long scales
 (`long_half_lives`), scores each by how well it predicted the requests that came (decayed
 log-likelihood of each request's version within its tenant, before counting it) and predicts with
-the best one;
-no setting is tuned to a trace. Pure state, fed by whoever sees the requests (the gateway's log,
-the simulator).
+the best one; no setting is tuned to a trace. Pure state, fed by whoever sees the requests (the
+gateway's log, the simulator).
 
 Tenants come and go together (business hours in a time zone, a batch job): a tenant's versions
 fall quiet at once, each too rarely asked for to tell by its own counts. So the tracker also
