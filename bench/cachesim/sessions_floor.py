@@ -125,6 +125,12 @@ class _KeepRecent(Portal):
         self.counted.observe(req.adapter, now)
         self.last[req.adapter] = now
 
+    def popularity(self, names: list[str]) -> dict[str, float]:
+        """The share each version gets before the KEEP_S keep: given, or counted."""
+        if self.given is not None:
+            return {v: self.given.get(v, 0.0) for v in names}
+        return {v: s for v, (s, _) in self.counted.shares_and_hits(names).items()}
+
     def _demand(self, now: float) -> _Told:
         return _Told(self, now)
 
@@ -146,13 +152,7 @@ class _Told:
     def shares_and_hits(self, versions: Iterable[str]) -> dict[str, tuple[float, float]]:
         p = self.policy
         names = list(versions)
-        if p.given is not None:
-            share = {v: p.given.get(v, 0.0) for v in names}
-        elif isinstance(p, _Learns):  # visits: one per session
-            total = max(1, sum(p.visits.values()))
-            share = {v: p.visits.get(v, 0) / total for v in names}
-        else:
-            share = {v: s for v, (s, _) in p.counted.shares_and_hits(names).items()}
+        share = p.popularity(names)
         # asked for within KEEP_S: kept before any version on popularity alone
         recent = {v: 1.0 if self.now - p.last.get(v, -1e18) <= KEEP_S else 0.0 for v in names}
         return {v: (share[v] + recent[v], 0.0) for v in names}
@@ -176,6 +176,10 @@ class _Learns(_KeepRecent):
         if now - self.last.get(req.adapter, -1e18) > KEEP_S:
             self.visits[req.adapter] = self.visits.get(req.adapter, 0) + 1
         super().observe(engine, req, now)
+
+    def popularity(self, names: list[str]) -> dict[str, float]:
+        total = max(1, sum(self.visits.values()))  # visits: one per session
+        return {v: self.visits.get(v, 0) / total for v in names}
 
     def on_tick(self, engine: EngineModel, now: float) -> list[Action]:
         if super().on_tick(engine, now):
