@@ -182,8 +182,9 @@ class _Learns(_KeepRecent):
         return {v: self.visits.get(v, 0) / total for v in names}
 
     def on_tick(self, engine: EngineModel, now: float) -> list[Action]:
-        if super().on_tick(engine, now):
-            return []  # the plan ran (pins); swap at the next tick
+        plan = super().on_tick(engine, now)
+        if plan:
+            return plan  # the planner's pins first; swap at the next tick
         # By name, not in the catalog's order: that is the trace's order of first sightings.
         known = sorted(self.ctx.catalog if self.fill else self.last)
         value = self._demand(now).shares_and_hits(known)
