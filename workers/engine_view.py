@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -21,6 +22,7 @@ from workers.cache_policy import (
 )
 from workers.cache_policy.fairness import FairnessGovernor, protected_params
 from workers.models import Engine, Residency, ResidencyState
+from workers.schedule_rules import tenant_hours
 from workers.selectors import engine_client, holdable, residencies_of_engine
 from workers.vllm_client import EngineError, VLLMClient
 
@@ -207,14 +209,20 @@ def _refreshed(pool: str) -> PoolDemand:
     """The pool's state with every request recorded so far (call under _pools_lock)."""
     state = _pools.get(pool)
     total, new = shared_state.demand_since(pool, state.seen if state else 0)
+    # The tenants' business hours, read every pass: an operator may have changed a window.
+    hours = tenant_hours()
     if state is None or new is None:
         history = shared_state.demand_history(pool)
-        state = PoolDemand(total, DemandTracker.from_history((at, n) for at, n, _ in history))
+        tracker = DemandTracker.from_history(((at, n) for at, n, _ in history), hours=hours)
+        state = PoolDemand(total, tracker)
         state.outcomes = [(n, missed) for _, n, missed in history]
     else:
+        state.tracker.set_hours(hours)
         for at, name, missed in new:
             state.tracker.observe(name, at)
             state.outcomes.append((name, missed))
+    # A tenant may have opened or closed since its last request.
+    state.tracker.advance(time.time())
     state.seen = total
     _pools[pool] = state
     return state

@@ -6,9 +6,9 @@ before it applies one, and the controller asks `in_window` at reconcile time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, time
+from datetime import UTC, datetime, time
 from functools import lru_cache
 from zoneinfo import ZoneInfo, available_timezones
 
@@ -157,6 +157,26 @@ def window_contains(window: WarmupWindow, now: datetime) -> bool:
 def in_window(adapter: Adapter, now: datetime | None = None) -> bool:
     """Whether the adapter's business-hours window is open at `now` (default: now)."""
     return window_contains(WarmupWindow.of(adapter), now or timezone.now())
+
+
+def tenant_hours() -> Callable[[str, float], bool | None]:
+    """Each tenant's business hours as the demand tracker reads them (cache_policy.hours): open
+    at a unix time when a window of any of its preload_on_business_hours adapters is; None for
+    a tenant with none. One query; the windows are read once, when this is called."""
+    by_tenant: dict[str, list[WarmupWindow]] = {}
+    for adapter in Adapter.objects.filter(
+        warmup_policy=WarmupPolicy.PRELOAD_BUSINESS_HOURS
+    ).select_related("tenant"):
+        by_tenant.setdefault(adapter.tenant.slug, []).append(WarmupWindow.of(adapter))
+
+    def hours(tenant: str, at: float) -> bool | None:
+        windows = by_tenant.get(tenant)
+        if windows is None:
+            return None
+        moment = datetime.fromtimestamp(at, tz=UTC)
+        return any(window_contains(w, moment) for w in windows)
+
+    return hours
 
 
 def _cron_day(moment: datetime) -> int:

@@ -289,6 +289,24 @@ def test_in_window_follows_daylight_saving_time(world):
     assert in_window(ny, datetime(2026, 3, 9, 14, 30, tzinfo=ZoneInfo("Europe/Berlin")))
 
 
+def test_tenant_hours_are_the_windows_of_its_business_hours_adapters(world):
+    """What the demand tracker is told (workers.cache_policy.hours): a tenant is open when any
+    of its business-hours adapters is; a tenant without one has no hours."""
+    business_hours(world.support, tz="America/New_York")  # acme
+    make_adapter(world, "night", WarmupPolicy.ON_DEMAND)  # acme, no window
+    hours = schedules.tenant_hours()
+    # Monday 2026-01-12 14:30 UTC: 09:30 in New York; 23:00 UTC: 18:00, closed.
+    assert hours("acme", datetime(2026, 1, 12, 14, 30, tzinfo=UTC).timestamp()) is True
+    assert hours("acme", datetime(2026, 1, 12, 23, 0, tzinfo=UTC).timestamp()) is False
+    assert hours("globex", datetime(2026, 1, 12, 14, 30, tzinfo=UTC).timestamp()) is None
+    # A second adapter in Tokyo: acme is open in either window.
+    make_adapter(world, "tokyo", WarmupPolicy.ON_DEMAND)
+    business_hours(Adapter.objects.get(name="tokyo"), tz="Asia/Tokyo")
+    hours = schedules.tenant_hours()
+    assert hours("acme", datetime(2026, 1, 13, 1, 0, tzinfo=UTC).timestamp()) is True  # 10:00 JST
+    assert hours("acme", datetime(2026, 1, 12, 23, 0, tzinfo=UTC).timestamp()) is False
+
+
 def test_in_window_is_false_without_a_complete_window(world):
     world.support.warmup_policy = WarmupPolicy.PRELOAD_BUSINESS_HOURS
     assert not in_window(world.support, datetime(2026, 1, 12, 12, tzinfo=UTC))

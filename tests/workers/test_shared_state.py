@@ -22,6 +22,7 @@ def test_inflight_counts_never_go_negative_or_linger():
     assert shared_state.inflight_counts(engine) == {}
 
 
+@pytest.mark.django_db  # each pass reads the tenants' business hours
 def test_the_incremental_pool_tracker_equals_one_built_from_the_whole_history():
     pool = f"p-{uuid.uuid4().hex[:6]}"
     names = ["a", "b", "a", "c", "a", "b"]
@@ -72,6 +73,49 @@ def test_a_request_that_waited_for_a_load_is_kept_as_such_in_the_pool_history():
     shared_state.demand_record(pool, "b", at=101.0, missed=True)
     assert shared_state.demand_history(pool) == [(100.0, "a", False), (101.0, "b", True)]
     shared_state.demand_clear([pool])
+
+
+@pytest.mark.django_db
+def test_the_pool_tracker_knows_a_tenant_opened_before_its_first_request(world):
+    """A tenant whose business hours opened 30 s ago, busy in yesterday's hours and silent
+    since: the controller's tracker gives its version most of the demand at once (yesterday's
+    rate over the other tenant's), where the counts alone still say nothing."""
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from adapters.models import WarmupPolicy
+
+    now = time.time()
+    opened = datetime.fromtimestamp(now - 30, tz=UTC)
+    support = world.support  # acme's
+    support.warmup_policy = WarmupPolicy.PRELOAD_BUSINESS_HOURS
+    support.warmup_days = "*"
+    support.warmup_start = opened.time().replace(second=0, microsecond=0)
+    support.warmup_end = (opened + timedelta(hours=1)).time().replace(second=0, microsecond=0)
+    support.warmup_timezone = "UTC"
+    support.save()
+    pool = f"p-{uuid.uuid4().hex[:6]}"
+    acme, other = "acme--support--v1-0123abcd", "globex--legal--v1-0123abcd"
+    history: list[tuple[float, str]] = []
+    at = now - 86_400 - 120  # yesterday, two minutes before acme opened
+    while at < now - 60:
+        at += 50.0  # globex: one request every 50 s, all day
+        history.append((at, other))
+    at = now - 86_400 + 60  # yesterday's window, from a minute after it opened
+    while at < now - 86_400 + 3000:
+        at += 20.0  # acme: one every 20 s in its hours
+        history.append((at, acme))
+    history.sort()
+    for at, name in history:
+        shared_state.demand_record(pool, name, at=at)
+    try:
+        told = pool_demand(pool)
+        blind = DemandTracker.from_history(history)
+        assert blind.share(acme) < 0.1  # silent for 23 hours
+        # 1/20 s against 1/50 s: 5/7 of the requests while both are open.
+        assert told.share(acme) == pytest.approx(5 / 7, abs=0.1)
+    finally:
+        shared_state.demand_clear([pool])
 
 
 @pytest.mark.django_db

@@ -23,6 +23,11 @@ requests); the long scales are scored on how well they predict a version within 
 the tenant's own comings and goings no longer make a short memory look best, and the ranking
 inside a tenant keeps a long one. With one tenant, or tenants that keep their shares, this is the
 plain per-version share.
+
+Where tenants have business hours (`hours`, from their `preload_on_business_hours` windows), a
+tenant's share is its learnt rate in its current state over every tenant's (cache_policy.hours),
+and the moment its hours open or close its short count is set to what that share predicts, so
+the z-test does not take the old state's counts for a change.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from workers.cache_policy.hours import GroupHours, HoursRates
 
 
 def demand_group(version: str) -> str:
@@ -49,6 +56,10 @@ class DemandParams:
     switch_z: float = 2.5  # how far (in standard deviations) the short scale must disagree
     rate_half_life_s: float = 300.0  # for the overall request rate, in seconds
     max_tracked: int = 20_000  # versions remembered; the least demanded are forgotten first
+    # Business hours (when the tracker is given them): the memory of each tenant's rate with
+    # its hours open and closed, and how long a state must have been seen before its rate counts.
+    hours_half_life_s: float = 7 * 86_400.0
+    hours_min_exposure_s: float = 100.0
 
 
 @dataclass(slots=True)
@@ -59,7 +70,7 @@ class _Counts:
 
 
 class DemandTracker:
-    def __init__(self, params: DemandParams | None = None) -> None:
+    def __init__(self, params: DemandParams | None = None, hours: GroupHours | None = None) -> None:
         self.params = params or DemandParams()
         self._k_short = math.log(2) / self.params.short_half_life
         self._long_half_lives = (self.params.long_half_life, *self.params.alt_long_half_lives)
@@ -75,13 +86,62 @@ class DemandTracker:
         self._rate_t0: float | None = None  # first request seen
         self._rate_count = 0.0  # time-decayed count of all requests, for requests per second
         self._last_seen: dict[str, float] = {}
+        self._hours: HoursRates | None = None
+        if hours is not None:
+            self.set_hours(hours)
+
+    def set_hours(self, hours: GroupHours) -> None:
+        """Tell the tracker each tenant's business hours (they may change: an operator edits a
+        window); what it learnt about the tenants' rates stays."""
+        if self._hours is None:
+            p = self.params
+            self._hours = HoursRates(hours, p.hours_half_life_s, p.hours_min_exposure_s)
+        self._hours.hours = hours
+
+    def advance(self, now: float) -> None:
+        """Bring the tenants' business hours up to `now` (before planning: a tenant may have
+        opened or closed since its last request)."""
+        if self._hours is not None:
+            if self._hours.advance(now):
+                self._expect_shares()
+
+    def _expect_shares(self) -> None:
+        """A tenant's hours just opened or closed, so every tenant's share moved: each tenant's
+        short count, and its versions', becomes what its share now predicts. The z-tests then
+        compare the new state with the new state rather than take the old one's counts for a
+        change."""
+        assert self._hours is not None
+        shares = self._hours.shares()
+        for group, share in shares.items():
+            g = self._groups.get(group)
+            if g is not None:
+                self._expect(g, share)
+        for version, c in self._counts.items():
+            group = demand_group(version)
+            g = self._groups.get(group)
+            if group in shares and g is not None and g.long[self._best] > 0:
+                within = self._aged(c)[self._best] / g.long[self._best]
+                self._expect(c, shares[group] * within)
+
+    def _aged(self, c: _Counts) -> list[float]:
+        """The long counts of `c`, decayed to the clock now."""
+        dn = self._n - c.n
+        return [x * math.exp(-k * dn) for x, k in zip(c.long, self._k_longs, strict=True)]
+
+    def _expect(self, c: _Counts, share: float) -> None:
+        c.long = self._aged(c)
+        c.short = share * self._clock_mass(self._k_short)
+        c.n = self._n
 
     @classmethod
     def from_history(
-        cls, history: Iterable[tuple[float, str]], params: DemandParams | None = None
+        cls,
+        history: Iterable[tuple[float, str]],
+        params: DemandParams | None = None,
+        hours: GroupHours | None = None,
     ) -> DemandTracker:
         """Build from (time, version) pairs in time order, e.g. the gateway's recent request log."""
-        tracker = cls(params)
+        tracker = cls(params, hours)
         for t, version in history:
             tracker.observe(version, t)
         return tracker
@@ -95,6 +155,9 @@ class DemandTracker:
         self._rate_t = max(self._rate_t, t)
         self._last_seen[version] = t
         group = demand_group(version)
+        if self._hours is not None:
+            if self._hours.observe(group, t):
+                self._expect_shares()
         if len(self._k_longs) > 1 and self._n > 1:
             self._score_scales(version, group)
         if version not in self._counts and len(self._counts) >= self.params.max_tracked:
@@ -163,12 +226,14 @@ class DemandTracker:
         long_mass = self._clock_mass(self._k_longs[self._best])
         short_mass = self._clock_mass(self._k_short)
         groups: dict[str, tuple[float, float]] = {}  # tenant -> (share, long count)
+        by_hours = self._hours.shares() if self._hours is not None else {}
         out: dict[str, tuple[float, float]] = {}
         for version in versions:
             group = demand_group(version)
             if group not in groups:
                 g_short, g_long = self._decayed(group, self._groups)
-                groups[group] = (self._switch(g_short, g_long, short_mass, long_mass), g_long)
+                expected = by_hours[group] * long_mass if group in by_hours else g_long
+                groups[group] = (self._switch(g_short, expected, short_mass, long_mass), g_long)
             g_share, g_long = groups[group]
             short, long = self._decayed(version)
             within = long / g_long if g_long > 0 else 0.0
