@@ -27,6 +27,7 @@ from workers.cache_policy import (
 )
 from workers.cache_policy.rules import gpu_demotion_victim
 from workers.controller_plan import WANT_ON_DEMAND, WANT_PINNED, WANT_WARM, EnginePlan
+from workers.shared_state import parse_demand
 
 DEFAULT_LOAD_COST_S = 0.5  # workers.engine_view.DEFAULT_LOAD_COST_S
 SLO_MIX = (("gold", 0.1), ("silver", 0.3), ("bronze", 0.6))
@@ -171,16 +172,10 @@ def _wishes(rng: random.Random, fleet: Fleet, pool: str) -> None:
             engine.wanted.setdefault(rng.choices(names, cum_weights=cum)[0], WANT_ON_DEMAND)
 
 
-def parse_history(raw: list[bytes]) -> list[tuple[float, str]]:
-    """shared_state.demand_history's loop: Redis entries, newest first -> oldest first."""
-    out: list[tuple[float, str]] = []
-    for entry in reversed(raw):
-        at, _, name = entry.decode().partition(" ")
-        try:
-            out.append((float(at), name))
-        except ValueError:
-            continue
-    return out
+def parse_history(raw: list[bytes]) -> list[tuple[float, str, bool]]:
+    """shared_state.demand_history's parse: Redis entries, newest first -> (time, version,
+    follow-up), oldest first."""
+    return [(d.at, d.name, d.follow_up) for d in parse_demand(raw)]
 
 
 def build_tracker(fleet: Fleet, pool: str) -> DemandTracker:

@@ -24,6 +24,7 @@ from django.conf import settings
 from redis import asyncio as aioredis
 
 from gateway import limits
+from gateway.conversations import NO_TURN, turn_of
 from gateway.errors import GatewayError, model_not_found, unauthorized, unavailable
 from gateway.fairness import FairSlots
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
@@ -523,6 +524,9 @@ class Gateway:
                 load_ms=load_ms,
                 caused_load=caused_load,
                 at=time.time(),
+                turn=turn_of(payload.get("messages"), tenant_id, target.served_name)
+                if kind == "chat" and target is not None
+                else NO_TURN,
             )
         )
         return SENT

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 from redis import asyncio as aioredis
 
+from gateway.conversations import NO_TURN, Turn, follow_ups
 from workers.shared_state import DEMAND_HISTORY_MAX, demand_entry, demand_key
 
 TTFT_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
@@ -51,6 +52,16 @@ class Measurement:
     # itself (workers.desired.request_load), which needs it there before its converge pass.
     caused_load: bool = False
     at: float = 0.0
+    turn: Turn = NO_TURN  # a chat request's conversation keys (gateway/conversations.py)
+
+
+@dataclass(frozen=True, slots=True)
+class _Demand:
+    pool: str
+    at: float
+    served_name: str
+    turn: Turn
+    record: bool  # False: a load's leader, in the history already; only its turn is kept
 
 
 def bucket(ms: float) -> str:
@@ -65,7 +76,7 @@ class Recorder:
         self.redis = redis
         # Sums of counts and of milliseconds (fractions, for the seconds charts): floats.
         self._counters: defaultdict[tuple[str, str], float] = defaultdict(float)
-        self._demand: list[tuple[str, str]] = []
+        self._demand: list[_Demand] = []
 
     def add(self, m: Measurement) -> None:
         c = self._counters
@@ -117,8 +128,8 @@ class Recorder:
         for name, field, amount in rows:
             if amount:
                 c[(name, field)] += amount
-        if m.served_name and m.pool and not m.caused_load:  # a load's leader is in already
-            self._demand.append((m.pool, demand_entry(m.at, m.served_name)))
+        if m.served_name and m.pool:  # a load's leader is in already, but its turn counts
+            self._demand.append(_Demand(m.pool, m.at, m.served_name, m.turn, not m.caused_load))
 
     async def flush(self) -> int:
         """Send what accumulated; returns how many fields were written."""
@@ -126,6 +137,7 @@ class Recorder:
             return 0
         counters, self._counters = self._counters, defaultdict(float)
         demand, self._demand = self._demand, []
+        later_turns = await follow_ups(self.redis, [d.turn for d in demand])
         pipe = self.redis.pipeline(transaction=False)
         ttls: dict[str, int] = {}
         for (name, field), amount in counters.items():
@@ -142,8 +154,10 @@ class Recorder:
         for name, ttl in ttls.items():
             pipe.expire(name, ttl)
         pools: dict[str, list[str]] = {}
-        for pool, entry in demand:
-            pools.setdefault(pool, []).append(entry)
+        for d, follow_up in zip(demand, later_turns, strict=True):
+            if d.record:
+                entry = demand_entry(d.at, d.served_name, follow_up=follow_up)
+                pools.setdefault(d.pool, []).append(entry)
         for pool, entries in pools.items():
             key = demand_key(pool)
             pipe.lpush(key, *entries)

@@ -213,14 +213,16 @@ def _refreshed(pool: str) -> PoolDemand:
     hours = tenant_hours()
     if state is None or new is None:
         history = shared_state.demand_history(pool)
-        tracker = DemandTracker.from_history(((at, n) for at, n, _ in history), hours=hours)
+        tracker = DemandTracker.from_history(
+            ((d.at, d.name, d.follow_up) for d in history), hours=hours
+        )
         state = PoolDemand(total, tracker)
-        state.outcomes = [(n, missed) for _, n, missed in history]
+        state.outcomes = [(d.name, d.missed) for d in history]
     else:
         state.tracker.set_hours(hours)
-        for at, name, missed in new:
-            state.tracker.observe(name, at)
-            state.outcomes.append((name, missed))
+        for d in new:
+            state.tracker.observe(d.name, d.at, follow_up=d.follow_up)
+            state.outcomes.append((d.name, d.missed))
     # A tenant may have opened or closed since its last request.
     state.tracker.advance(time.time())
     state.seen = total

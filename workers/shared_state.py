@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Iterable
-from typing import cast
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple, cast
 
 import redis
 from django.conf import settings
@@ -84,18 +84,37 @@ def demand_key(pool: str) -> str:
     return f"{_PREFIX}:demand:{pool}"
 
 
-def demand_entry(at: float, served_name: str, *, missed: bool = False) -> str:
-    """How a request is kept in a pool's history: its time, its version and, when it started a
-    cold load, ' cold' (gold protection steers by cold loads per class: workers.engine_view
-    pool_policy; requests that only waited on that load are not marked)."""
-    return f"{at:.3f} {served_name}{' cold' if missed else ''}"
+class Demand(NamedTuple):
+    """One request in a pool's demand history."""
+
+    at: float
+    name: str  # the served name of its version
+    missed: bool  # it started a cold load
+    follow_up: bool  # a later turn of a conversation (gateway/conversations.py)
+
+
+def demand_entry(
+    at: float, served_name: str, *, missed: bool = False, follow_up: bool = False
+) -> str:
+    """How a request is kept in a pool's history: its time, its version and its marks: ' cold'
+    when it started a cold load (gold protection steers by cold loads per class:
+    workers.engine_view pool_policy; requests that only waited on that load are not marked),
+    ' follow' when it is a later turn of a conversation (the demand tracker counts a
+    conversation once: workers/cache_policy/sessions.py)."""
+    return f"{at:.3f} {served_name}{' cold' if missed else ''}{' follow' if follow_up else ''}"
 
 
 def demand_record(
-    pool: str, served_name: str, at: float | None = None, *, missed: bool = False
+    pool: str,
+    served_name: str,
+    at: float | None = None,
+    *,
+    missed: bool = False,
+    follow_up: bool = False,
 ) -> None:
     """One request for `served_name` in `pool` (the gateway records its own in bulk)."""
-    entry = demand_entry(at if at is not None else time.time(), served_name, missed=missed)
+    when = at if at is not None else time.time()
+    entry = demand_entry(when, served_name, missed=missed, follow_up=follow_up)
     pipe = client().pipeline()
     pipe.lpush(demand_key(pool), entry)
     pipe.ltrim(demand_key(pool), 0, DEMAND_HISTORY_MAX - 1)
@@ -103,7 +122,7 @@ def demand_record(
     pipe.execute()
 
 
-def demand_since(pool: str, seen: int) -> tuple[int, list[tuple[float, str, bool]] | None]:
+def demand_since(pool: str, seen: int) -> tuple[int, list[Demand] | None]:
     """(requests recorded so far, the ones after `seen` oldest first); None: too many to
     replay, start again from `demand_history`."""
     total = int(client().get(demand_key(pool) + ":n") or 0)
@@ -112,21 +131,22 @@ def demand_since(pool: str, seen: int) -> tuple[int, list[tuple[float, str, bool
         return total, None
     if new == 0:
         return total, []
-    return total, _parse_demand(client().lrange(demand_key(pool), 0, new - 1))
+    return total, parse_demand(client().lrange(demand_key(pool), 0, new - 1))
 
 
-def demand_history(pool: str) -> list[tuple[float, str, bool]]:
-    """Recent (time, served name, started a cold load) of the pool, oldest first."""
-    return _parse_demand(client().lrange(demand_key(pool), 0, -1))
+def demand_history(pool: str) -> list[Demand]:
+    """Recent requests of the pool, oldest first."""
+    return parse_demand(client().lrange(demand_key(pool), 0, -1))
 
 
-def _parse_demand(raw_newest_first: list[bytes | str]) -> list[tuple[float, str, bool]]:
-    out: list[tuple[float, str, bool]] = []
+def parse_demand(raw_newest_first: Sequence[bytes | str]) -> list[Demand]:
+    """A pool's history as Redis keeps it (newest first) -> oldest first; bad entries skipped."""
+    out: list[Demand] = []
     for raw in reversed(raw_newest_first):
         at, _, rest = _text(raw).partition(" ")
-        name, _, mark = rest.partition(" ")
+        name, *marks = rest.split(" ")
         try:
-            out.append((float(at), name, mark == "cold"))
+            out.append(Demand(float(at), name, "cold" in marks, "follow" in marks))
         except ValueError:
             continue
     return out

@@ -42,7 +42,11 @@ def _zipf(rng: np.random.Generator, k: int, s: float, n: int) -> np.ndarray:
 
 
 def _requests(
-    c: Common, rng: np.random.Generator, times: np.ndarray, names: list[str]
+    c: Common,
+    rng: np.random.Generator,
+    times: np.ndarray,
+    names: list[str],
+    follow_ups: list[bool] | None = None,
 ) -> list[TraceRequest]:
     order = np.argsort(times, kind="stable")
     prompts = rng.integers(c.prompt_tokens[0], c.prompt_tokens[1] + 1, len(times))
@@ -61,6 +65,7 @@ def _requests(
                 size_bytes=c.rank * BYTES_PER_RANK,
                 prompt_tokens=int(prompts[j]),
                 output_tokens=int(outputs[j]),
+                follow_up=bool(follow_ups[i]) if follow_ups is not None else False,
             )
         )
     return out
@@ -119,8 +124,8 @@ def _session_events(
 
 def sessions(spec: SessionSpec) -> tuple[list[TraceRequest], Windows]:
     rng = np.random.default_rng(spec.common.seed)
-    times, names, _ = _session_events(spec, rng)
-    return _requests(spec.common, rng, times, names), {}
+    times, names, firsts = _session_events(spec, rng)
+    return _requests(spec.common, rng, times, names, [not f for f in firsts]), {}
 
 
 def session_starts(spec: SessionSpec) -> int:

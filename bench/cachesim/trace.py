@@ -37,6 +37,8 @@ class TraceRequest:
     size_bytes: int
     prompt_tokens: int
     output_tokens: int
+    # A later turn of a conversation, as the gateway tells it (gateway/conversations.py).
+    follow_up: bool = False
 
 
 @dataclass(frozen=True)

@@ -82,18 +82,18 @@ def test_a_cold_load_does_not_delay_requests_for_a_resident_adapter(
     deadline = time.monotonic() + 10
     while True:
         marks = [
-            missed
-            for _, name, missed in shared_state.demand_history(worker_fleet.a.pool)
-            if name == cold.served_name
+            d.missed
+            for d in shared_state.demand_history(worker_fleet.a.pool)
+            if d.name == cold.served_name
         ]
         if len(marks) >= 2 or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     time.sleep(1.5)  # a third entry, if any, would come with the recorder's next flush
     marks = [
-        missed
-        for _, name, missed in shared_state.demand_history(worker_fleet.a.pool)
-        if name == cold.served_name
+        d.missed
+        for d in shared_state.demand_history(worker_fleet.a.pool)
+        if d.name == cold.served_name
     ]
     assert sorted(marks) == [False, True]
 
@@ -212,16 +212,16 @@ def test_a_load_refused_for_room_waits_for_a_slot_instead_of_failing(
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         entries = [
-            n
-            for _, n, _ in shared_state.demand_history(worker_fleet.a.pool)
-            if n == cold.served_name
+            d.name
+            for d in shared_state.demand_history(worker_fleet.a.pool)
+            if d.name == cold.served_name
         ]
         if entries:
             break
         time.sleep(0.2)
     time.sleep(1.5)  # a second entry, if any, would come with the recorder's next flush
     history = shared_state.demand_history(worker_fleet.a.pool)
-    assert [n for _, n, _ in history].count(cold.served_name) == 1
+    assert [d.name for d in history].count(cold.served_name) == 1
 
 
 def test_a_load_refused_for_room_past_the_wait_is_a_503_engine_busy(

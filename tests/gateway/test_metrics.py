@@ -385,7 +385,7 @@ def test_the_recorder_leaves_a_loads_leader_out_of_the_pool_history(world):
         record(leader, waiter, hit)
         history = shared_state.demand_history(pool)
         # the waiter and the hit, unmarked; the leader was recorded by its load, not here
-        assert [(name, missed) for _, name, missed in history] == [(s1.served_name, False)] * 2
+        assert [(d.name, d.missed) for d in history] == [(s1.served_name, False)] * 2
         assert gateway_snapshot().counters[("acme", "support", "support@1")]["cold"] == 2
     finally:
         shared_state.demand_clear([pool])

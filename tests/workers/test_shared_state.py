@@ -3,6 +3,7 @@ incremental per-pool tracker over it), single-flight claims, busy samples."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -26,15 +27,21 @@ def test_inflight_counts_never_go_negative_or_linger():
 def test_the_incremental_pool_tracker_equals_one_built_from_the_whole_history():
     pool = f"p-{uuid.uuid4().hex[:6]}"
     names = ["a", "b", "a", "c", "a", "b"]
+    later = [False, False, True, False, False, True]  # later turns of a conversation
     for i, name in enumerate(names[:3]):
-        shared_state.demand_record(pool, name, at=100.0 + i)
+        shared_state.demand_record(pool, name, at=100.0 + i, follow_up=later[i])
     first = pool_demand(pool)
     for i, name in enumerate(names[3:], start=3):
-        shared_state.demand_record(pool, name, at=100.0 + i)
+        shared_state.demand_record(pool, name, at=100.0 + i, follow_up=later[i])
     incremental = pool_demand(pool)
-    full = DemandTracker.from_history((100.0 + i, n) for i, n in enumerate(names))
+    full = DemandTracker.from_history((100.0 + i, n, later[i]) for i, n in enumerate(names))
+    full.advance(time.time())
     assert incremental is first  # fed the three new requests, not rebuilt
     assert incremental.shares_and_hits("abc") == full.shares_and_hits("abc")
+    # the later turns are not demand: "a" started two conversations, "b" and "c" one each
+    shares = full.shares_and_hits("abc")
+    assert shares["a"][0] > 1.9 * shares["b"][0]
+    assert shares["b"][0] == pytest.approx(shares["c"][0], rel=0.01)
     shared_state.demand_clear([pool])
     assert pool_demand(pool).shares_and_hits("a") == {"a": (0.0, 0.0)}
 
@@ -71,7 +78,14 @@ def test_a_request_that_waited_for_a_load_is_kept_as_such_in_the_pool_history():
     pool = f"p-{uuid.uuid4().hex[:6]}"
     shared_state.demand_record(pool, "a", at=100.0)
     shared_state.demand_record(pool, "b", at=101.0, missed=True)
-    assert shared_state.demand_history(pool) == [(100.0, "a", False), (101.0, "b", True)]
+    shared_state.demand_record(pool, "c", at=102.0, missed=True, follow_up=True)
+    shared_state.demand_record(pool, "d", at=103.0, follow_up=True)
+    assert shared_state.demand_history(pool) == [
+        (100.0, "a", False, False),
+        (101.0, "b", True, False),
+        (102.0, "c", True, True),
+        (103.0, "d", False, True),
+    ]
     shared_state.demand_clear([pool])
 
 

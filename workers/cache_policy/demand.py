@@ -28,6 +28,10 @@ Where tenants have business hours (`hours`, from their `preload_on_business_hour
 tenant's share is its learnt rate in its current state over every tenant's (cache_policy.hours),
 and the moment its hours open or close its short count is set to what that share predicts, so
 the z-test does not take the old state's counts for a change.
+
+Conversations (cache_policy.sessions): a request marked as a follow-up turn is not counted as
+demand; the shares are of first turns, scaled by the share of requests that start a session,
+plus, for a version with a turn lately, the chance its session comes back.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from workers.cache_policy.hours import GroupHours, HoursRates
+from workers.cache_policy.sessions import SessionKeep
 
 
 def demand_group(version: str) -> str:
@@ -86,6 +91,8 @@ class DemandTracker:
         self._rate_t0: float | None = None  # first request seen
         self._rate_count = 0.0  # time-decayed count of all requests, for requests per second
         self._last_seen: dict[str, float] = {}
+        self._sessions = SessionKeep()
+        self._now = -math.inf  # the latest time seen (a request's, or `advance`'s)
         self._hours: HoursRates | None = None
         if hours is not None:
             self.set_hours(hours)
@@ -100,10 +107,10 @@ class DemandTracker:
 
     def advance(self, now: float) -> None:
         """Bring the tenants' business hours up to `now` (before planning: a tenant may have
-        opened or closed since its last request)."""
-        if self._hours is not None:
-            if self._hours.advance(now):
-                self._expect_shares()
+        opened or closed since its last request; an open session's chance of coming back fades)."""
+        self._now = max(self._now, now)
+        if self._hours is not None and self._hours.advance(now):
+            self._expect_shares()
 
     def _expect_shares(self) -> None:
         """A tenant's hours just opened or closed, so every tenant's share moved: each tenant's
@@ -136,28 +143,34 @@ class DemandTracker:
     @classmethod
     def from_history(
         cls,
-        history: Iterable[tuple[float, str]],
+        history: Iterable[tuple[float, str]] | Iterable[tuple[float, str, bool]],
         params: DemandParams | None = None,
         hours: GroupHours | None = None,
     ) -> DemandTracker:
-        """Build from (time, version) pairs in time order, e.g. the gateway's recent request log."""
+        """Build from (time, version[, follow-up]) in time order, e.g. the gateway's recent
+        request log."""
         tracker = cls(params, hours)
-        for t, version in history:
-            tracker.observe(version, t)
+        for t, version, *follow_up in history:
+            tracker.observe(version, t, follow_up=bool(follow_up and follow_up[0]))
         return tracker
 
-    def observe(self, version: str, t: float) -> None:
-        self._n += 1.0
+    def observe(self, version: str, t: float, *, follow_up: bool = False) -> None:
+        """One request at t; `follow_up`: a later turn of a conversation (not new demand)."""
         if self._rate_t0 is None:
             self._rate_t0 = self._rate_t = t
         dt = max(0.0, t - self._rate_t)
         self._rate_count = self._rate_count * math.exp(-self._k_rate * dt) + 1.0
         self._rate_t = max(self._rate_t, t)
+        self._now = max(self._now, t)
+        last = self._last_seen.get(version)
+        self._sessions.observe(follow_up, t - last if last is not None else None)
         self._last_seen[version] = t
+        if follow_up:
+            return
+        self._n += 1.0
         group = demand_group(version)
-        if self._hours is not None:
-            if self._hours.observe(group, t):
-                self._expect_shares()
+        if self._hours is not None and self._hours.observe(group, t):
+            self._expect_shares()
         if len(self._k_longs) > 1 and self._n > 1:
             self._score_scales(version, group)
         if version not in self._counts and len(self._counts) >= self.params.max_tracked:
@@ -241,7 +254,20 @@ class DemandTracker:
                 self._switch(short, g_share * within * long_mass, short_mass, long_mass),
                 short,
             )
+        if self._sessions.continued > 0:
+            self._add_open_sessions(out)
         return out
+
+    def _add_open_sessions(self, out: dict[str, tuple[float, float]]) -> None:
+        """Shares of first turns, times the share of requests that start a session, plus each
+        version's open session (cache_policy.sessions)."""
+        starting = self._sessions.starting
+        window = self._sessions.window()
+        rate = self.total_rate(self._now)
+        for version, (share, hits) in out.items():
+            last = self._last_seen.get(version)
+            since = self._now - last if last is not None else None
+            out[version] = (starting * share + self._sessions.keep(since, window, rate), hits)
 
     def _switch(self, short: float, long: float, short_mass: float, long_mass: float) -> float:
         """The long scale's share, or the short one's where they disagree beyond chance."""

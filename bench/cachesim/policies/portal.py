@@ -72,7 +72,7 @@ class Portal(Controller):
             # version already waiting for its load (those share it).
             starts_load = req.adapter not in engine.cpu and not engine.queued.get(req.adapter)
             self.governor.observe(req.adapter, req.slo, starts_load)
-        self.demand.observe(req.adapter, now)
+        self.demand.observe(req.adapter, now, follow_up=req.follow_up)
         self._busy_peak(engine, now)
 
     def snapshot(self, engine: EngineModel, now: float, incoming: str | None) -> EngineSnapshot:
@@ -104,12 +104,14 @@ class Portal(Controller):
         )
 
     def on_miss(self, engine: EngineModel, req: TraceRequest, now: float) -> list[Action]:
+        self.demand.advance(now)
         snap = self.snapshot(engine, now, req.adapter)
         return plan_actions(snap, self.demand, incoming=req.adapter, params=self.params)
 
     def on_tick(self, engine: EngineModel, now: float) -> list[Action]:
         if self.derived_protection:
             self._derive_protection()
+        self.demand.advance(now)
         return plan_actions(self.snapshot(engine, now, None), self.demand, params=self.params)
 
     def _derive_protection(self) -> None:

@@ -4,13 +4,15 @@ The schedule is configuration an operator set (`preload_on_business_hours` windo
 wish from a release on), handed in as `Windows`; inside a window the version is a keep-warm
 wish. The window opens at its start, as the production schedule's beat entry does
 (`lead_s` = 0): opened 60 s early, the loads pushed out versions still serving the zones open
-then, and business hours had 559 cold requests instead of 537 (bench/cachesim, seeds 1-3).
+then, and business hours had 556 cold requests instead of 534 (bench/cachesim, seeds 1-3).
 The tracker is told each tenant's hours (the windows of its versions, as the controller tells it
-from its adapters' windows), so a tenant's share follows its hours the moment they open or close. Every tick and every miss
-runs workers.controller_plan.plan_converge, the function the production controller runs, with the
-residents as on-demand wishes and the open windows as keep-warm ones; prefetch (plan_actions'
-Load/Warm into free slots) is on. A miss never loads its own version here: the engine does that
-as the request arrives, so the request is counted cold, as a caller would feel it.
+from its adapters' windows), so a tenant's share follows its hours the moment they open or close.
+
+Every tick and every miss runs workers.controller_plan.plan_converge, the function the production
+controller runs, with the residents as on-demand wishes and the open windows as keep-warm ones;
+prefetch (plan_actions' Load/Warm into free slots) is on. A miss never loads its own version
+here: the engine does that as the request arrives, so the request is counted cold, as a caller
+would feel it.
 """
 
 from __future__ import annotations
