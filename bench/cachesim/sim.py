@@ -141,6 +141,10 @@ class Simulation:
         self.router: Router = make_router(config.router)
         self.served: list[set[str]] = [set() for _ in self.engines]  # distinct adapters each
         self.arrival = [0.0] * len(trace)
+        # Out of the engine's cache when it arrived: the request waits for a load, whoever asks
+        # for it (the engine, or a policy's Load in its miss handler, which must not turn a
+        # cold request into a hit).
+        self.cold_on_arrival = [False] * len(trace)
         self.events: list[tuple[float, int, int, str, str]] = []  # time, order, seq, kind, arg
         self.seq = itertools.count()
         self.next_i = 0
@@ -269,6 +273,7 @@ class Simulation:
         e = self._route(r.adapter)
         self.served[self.engines.index(e)].add(r.adapter)
         self.policy.observe(e.model, r, now)
+        self.cold_on_arrival[i] = r.adapter not in e.model.cpu
         if r.adapter not in e.model.gpu:
             self._apply(e, self.policy.on_miss(e.model, r, now), now)
         e.model.queued[r.adapter] = e.model.queued.get(r.adapter, 0) + 1
@@ -315,7 +320,7 @@ class Simulation:
                 del model.queued[v]
             e.running += 1
             self.policy.admitted(model, self.trace[i], i)
-            admitted.append((i, "cold" if where == "none" else where))
+            admitted.append((i, "cold" if where == "none" or self.cold_on_arrival[i] else where))
         e.waiting = keep
         self._stall(e, now, stall)
         start = now + stall

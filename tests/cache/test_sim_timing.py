@@ -125,3 +125,29 @@ def test_per_slo_counts_add_up() -> None:
     for key in ("requests", "gpu_hits", "cpu_hits", "cold_loads", "gpu_loads", "bytes_loaded"):
         assert d[key] == sum(s[key] for s in d["by_slo"].values()), key
     assert d["by_slo"]["gold"]["requests"] == 3
+
+
+class _LoadsItsOwnMiss(Controller):
+    """Loads the requested version in its miss handler: the load is the same, so the request
+    must still count as cold (it waited for that load)."""
+
+    name = "loads-own-miss"
+
+    def on_miss(self, engine: EngineModel, req: TraceRequest, now: float) -> list[Action]:
+        return [] if req.adapter in engine.cpu else [Load(req.adapter, "own miss")]
+
+
+def test_a_policy_cannot_turn_a_cold_request_into_a_hit_by_loading_it_itself() -> None:
+    trace = trace_of("ABAC")
+    plain = simulate(trace, make_policy("lru"), SimConfig(1, 2, cost=COST))
+    own = simulate(trace, _LoadsItsOwnMiss(), SimConfig(1, 2, cost=COST))
+    assert own.controller_loads == 3
+    assert own.outcomes == plain.outcomes == ["cold", "cold", "cpu", "cold"]
+
+
+def test_a_request_that_waited_for_a_load_another_request_started_is_cold() -> None:
+    """Two requests for A arrive together: both wait for the one load."""
+    trace = [one("A", 0.0), one("A", 0.0), one("A", 5.0)]
+    m = simulate(trace, make_policy("lru"), SimConfig(1, 1, cost=COST))
+    assert m.outcomes == ["cold", "cold", "gpu"]
+    assert m.total.cold_loads == 1
