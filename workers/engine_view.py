@@ -21,6 +21,7 @@ from workers.cache_policy import (
     VersionInfo,
 )
 from workers.cache_policy.fairness import FairnessGovernor, protected_params
+from workers.cache_policy.hours import GroupHours
 from workers.models import Engine, Residency, ResidencyState
 from workers.schedule_rules import tenant_hours
 from workers.selectors import engine_client, holdable, residencies_of_engine
@@ -205,12 +206,12 @@ _pools: dict[str, PoolDemand] = {}
 _pools_lock = threading.Lock()
 
 
-def _refreshed(pool: str) -> PoolDemand:
-    """The pool's state with every request recorded so far (call under _pools_lock)."""
+def _refreshed(pool: str, hours: GroupHours) -> PoolDemand:
+    """The pool's state with every request recorded so far (call under _pools_lock), told the
+    tenants' business hours as read for this pass (`tenant_hours`, outside the lock: an
+    operator may have changed a window)."""
     state = _pools.get(pool)
     total, new = shared_state.demand_since(pool, state.seen if state else 0)
-    # The tenants' business hours, read every pass: an operator may have changed a window.
-    hours = tenant_hours()
     if state is None or new is None:
         history = shared_state.demand_history(pool)
         tracker = DemandTracker.from_history(
@@ -231,8 +232,9 @@ def _refreshed(pool: str) -> PoolDemand:
 
 
 def pool_demand(pool: str) -> DemandTracker:
+    hours = tenant_hours()
     with _pools_lock:
-        return _refreshed(pool).tracker
+        return _refreshed(pool, hours).tracker
 
 
 def pool_policy(pool: str, pool_slots: int) -> tuple[DemandTracker, PolicyParams]:
@@ -240,8 +242,9 @@ def pool_policy(pool: str, pool_slots: int) -> tuple[DemandTracker, PolicyParams
     protection stepped once from what the gateway measured, as the simulator's `portal` does
     every tick (bench/cachesim/policies/portal.py). `pool_slots`: the cache slots of the pool's
     engines together, the size of the LRU the governor compares with."""
+    hours = tenant_hours()
     with _pools_lock:
-        state = _refreshed(pool)
+        state = _refreshed(pool, hours)
         outcomes, state.outcomes = state.outcomes, []
         names = {name for name, _ in outcomes}
     slo_of = slo_classes(names)

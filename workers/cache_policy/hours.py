@@ -81,7 +81,7 @@ class HoursRates:
 
     def _bring_up(self, e: _Exposure, t: float, state: bool | None) -> bool:
         """Decay the counts to t and add the time since the last update to the state it was in
-        (a change is taken to happen at t: the caller sees the clock often)."""
+        (a change is taken to happen at t: the walk looks at least every `step_s`)."""
         if t <= e.at:
             return False  # not behind: an older time says nothing new
         decay = math.exp(-self._k * (t - e.at))
