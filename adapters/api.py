@@ -12,8 +12,8 @@ from adapters import selectors
 from adapters import serializers as s
 from adapters.models import Adapter, AdapterVersion, Alias, BaseModel
 from adapters.services import aliases, lifecycle, registry, releases, uploads
-from portal.api.base import PlatformViewSet, TenantScopedViewSet
-from portal.errors import ApplicationError, NotFound
+from core.errors import ApplicationError, NotFound
+from tenants.api_base import PlatformViewSet, TenantScopedViewSet
 from tenants.services import adapter_grant, adapter_revoke_grants
 
 

@@ -23,7 +23,7 @@ from adapters.models import DirectUpload
 from adapters.services import direct_uploads as service
 from adapters.services.uploads import IncomingFile
 from adapters.storage import CompletedPart, get_storage
-from portal.api.base import TenantScopedViewSet
+from tenants.api_base import TenantScopedViewSet
 
 
 class DirectUploadViewSet(mixins.ListModelMixin, TenantScopedViewSet):

@@ -45,7 +45,7 @@ def _reached(version: AdapterVersion, status: str) -> bool:
 
 def version_timeline(version: AdapterVersion) -> list[Any]:
     """Every audited event of this version, oldest first: upload, validation, decisions."""
-    from portal.models import AuditEvent
+    from core.audit_models import AuditEvent
 
     label = f"{version.tenant.slug}/{version.adapter.name}@{version.number}"
     return list(

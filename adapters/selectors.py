@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Max, Q, QuerySet
 
 from adapters.models import Adapter, AdapterVersion, Alias
-from portal.errors import NotFound
+from core.errors import NotFound
 from tenants.access import AccessContext
 from tenants.models import Tenant
 

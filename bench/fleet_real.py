@@ -620,7 +620,7 @@ def _state_changes(engine_name: str, since: float) -> list[tuple[float, str, str
     """(time, new state, actor) of the engine's audited state changes since `since`."""
     from datetime import UTC, datetime
 
-    from portal.models import AuditEvent
+    from core.audit_models import AuditEvent
 
     events = AuditEvent.objects.filter(
         action="engine.state",

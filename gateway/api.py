@@ -28,7 +28,7 @@ from gateway import selectors
 from gateway import serializers as s
 from gateway.models import DailyUsage
 from gateway.usage import require_usage_reader
-from portal.api.base import PlatformViewSet, TenantScopedViewSet
+from tenants.api_base import PlatformViewSet, TenantScopedViewSet
 from tenants.models import Tenant
 
 

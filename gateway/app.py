@@ -23,6 +23,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from redis import asyncio as aioredis
 
+from core.errors import ApplicationError
 from gateway import limits
 from gateway.conversations import NO_TURN, turn_of
 from gateway.errors import GatewayError, model_not_found, unauthorized, unavailable
@@ -41,7 +42,6 @@ from gateway.routes import (
     residency_map,
 )
 from gateway.upstream import UPSTREAM_ERRORS, EnginePool, StreamWatch, relay, usage_of
-from portal.errors import ApplicationError
 from workers.cache_policy import EngineChoice, choose_engine
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
+from core.errors import ApplicationError
+from core.socket_base import PortalSocket
 from gateway.playground import play
 from gateway.playground_choices import playground_tenant
-from portal.errors import ApplicationError
-from portal.socket_base import PortalSocket
 
 log = logging.getLogger(__name__)
 MAX_PANES = 2

@@ -7,7 +7,7 @@ from django.shortcuts import render
 
 from gateway.playground import MAX_TOKENS
 from gateway.playground_choices import playground_choices, playground_tenant
-from portal.pagekit import page_view
+from tenants.pagekit import page_view
 
 
 @page_view

@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 from channels.db import database_sync_to_async
 
+from core.errors import ApplicationError
 from gateway.app import Gateway, gateway_app
 from gateway.errors import GatewayError
 from gateway.playground_choices import resolve_choice, table_choice
-from portal.errors import ApplicationError
 
 OnToken = Callable[[str], Awaitable[None]]
 MAX_PROMPT_CHARS = 8000

@@ -11,9 +11,9 @@ from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, Subquery
 
 from adapters.models import AdapterVersion, BaseModel, VersionStatus
+from core.errors import NotFound, PermissionDenied
 from gateway.routes import Route, RouteTable, Target
 from gateway.routes import _target as target_of  # the table's own builder: same pool, rank, caps
-from portal.errors import NotFound, PermissionDenied
 from tenants.access import AccessContext
 from tenants.models import Membership, Tenant
 

@@ -16,9 +16,9 @@ from typing import Any
 import redis
 
 from adapters.models import AdapterVersion
+from core.errors import ApplicationError
 from gateway.models import DailyUsage
 from gateway.recorder import MINUTE_TTL_S, SECOND_TTL_S
-from portal.errors import ApplicationError
 from workers import shared_state
 
 MAX_SECONDS = SECOND_TTL_S

@@ -12,8 +12,8 @@ from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer
 
+from core.errors import ApplicationError
 from gateway.selectors import MAX_MINUTES, MAX_SECONDS, USAGE_COLUMNS
-from portal.errors import ApplicationError
 
 WINDOW = re.compile(r"^([1-9][0-9]{0,4})(s|m)$")
 MAX_USAGE_DAYS = 92  # one quarter per request; more is a report, not an API call

@@ -10,13 +10,13 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
+from core.errors import ApplicationError
 from gateway.selectors import UsageRow, usage_rows
 from gateway.serializers import usage_range
 from gateway.usage import require_usage_reader
-from portal.errors import ApplicationError
-from portal.pageforms import require_platform_role
-from portal.pagekit import access_for, page_view, render_page
 from tenants.models import Tenant
+from tenants.pageforms import require_platform_role
+from tenants.pagekit import access_for, page_view, render_page
 
 
 def _totals(rows: list[UsageRow]) -> list[dict[str, Any]]:

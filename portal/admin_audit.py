@@ -20,7 +20,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy
 
-from portal.audit import record_event
+from core.audit import record_event
 
 _ACTIONS = {ADDITION: "admin.add", CHANGE: "admin.change", DELETION: "admin.delete"}
 

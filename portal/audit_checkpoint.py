@@ -1,6 +1,6 @@
 """Checkpoints of the audit chain kept in the object store, outside the database.
 
-The HMAC chain (portal.audit) shows any changed row, but cutting off the newest events leaves a
+The HMAC chain (core.audit) shows any changed row, but cutting off the newest events leaves a
 shorter chain that is still consistent. So every AUDIT_CHECKPOINT_SECONDS beat writes the chain
 head (event id and hash) to the object store, MAC'd with the chain key; verification then demands
 that the chain still reaches the checkpointed event with the same hash. A checkpoint is never
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from adapters.storage.errors import NotFound, StorageError
 from adapters.storage.factory import get_storage
-from portal.models import AuditChainHead, AuditEvent
+from core.audit_models import AuditChainHead, AuditEvent
 
 CHECKPOINT_KEY = "audit/checkpoint.json"
 MAX_CHECKPOINT_BYTES = 4096
@@ -41,7 +41,7 @@ class Checkpoint:
     created_at: str
 
     def _mac(self) -> str:
-        from portal.audit import chain_key
+        from core.audit import chain_key
 
         body = f"{self.event_id}\n{self.hash}\n{self.created_at}".encode()
         return hmac.new(chain_key(), b"checkpoint\n" + body, hashlib.sha256).hexdigest()

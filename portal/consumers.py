@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 from channels.db import database_sync_to_async
 
-from portal.events import tenant_group
+from core.events import tenant_group
+from core.socket_base import PortalSocket
 from portal.live_access import (
     RECHECK_SECONDS,
     LiveScope,
@@ -32,7 +33,6 @@ from portal.live_publisher import (
     metrics_group,
     watched_member,
 )
-from portal.socket_base import PortalSocket
 from workers import shared_state
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
-from portal.errors import NotFound
+from core.errors import NotFound
 from tenants.access import AccessContext
 from workers import shared_state
 

@@ -5,24 +5,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from django.http import HttpRequest, HttpResponse
 
-if TYPE_CHECKING:
-    from django.contrib.auth.models import User
+from core.request import PortalRequest
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-
-
-class PortalRequest(HttpRequest):
-    """The request a page view gets: this middleware's id and, behind `page_view`'s login, a user.
-
-    Only a type: views annotate with it (django-stubs' pattern for attributes middleware adds).
-    """
-
-    request_id: str
-    user: User
 
 
 class RequestIdMiddleware:

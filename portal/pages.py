@@ -9,10 +9,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from portal.audit import verify_chain
-from portal.errors import ApplicationError, PermissionDenied
-from portal.pagekit import access_for, is_htmx, page_view
+from core.errors import ApplicationError, PermissionDenied
+from portal.audit_verify import verify_chain
 from portal.selectors import audit_events_for
+from tenants.pagekit import access_for, is_htmx, page_view
 
 AUDIT_PAGE_SIZE = 50
 AUDIT_FILTERS = ("tenant", "actor", "action", "object", "since", "until")

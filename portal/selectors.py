@@ -34,8 +34,8 @@ def audit_events_for(
     forbidden. Pages and the API both list through here."""
     from django.db.models import Q
 
-    from portal.errors import NotFound
-    from portal.models import AuditEvent
+    from core.audit_models import AuditEvent
+    from core.errors import NotFound
     from tenants.models import Tenant
 
     qs = AuditEvent.objects.order_by("-id")

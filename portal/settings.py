@@ -98,7 +98,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Last, as django-axes requires: turns a lockout into portal.login_guard's 429.
+    # Last, as django-axes requires: turns a lockout into core.login_guard's 429.
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -182,7 +182,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-# --- sign-ins: throttled per client address (portal.login_guard, portal.client_ip) ---
+# --- sign-ins: throttled per client address (core.login_guard, core.client_ip) ---
 # Reverse proxies in front of the portal that append to X-Forwarded-For; 0 uses REMOTE_ADDR.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
@@ -195,8 +195,8 @@ AXES_CACHE = "default"
 AXES_LOCKOUT_PARAMETERS = ["ip_address"]
 AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_LOCKOUT_SECONDS)
-AXES_CLIENT_IP_CALLABLE = "portal.client_ip.client_ip"
-AXES_LOCKOUT_CALLABLE = "portal.login_guard.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "core.client_ip.client_ip"
+AXES_LOCKOUT_CALLABLE = "core.login_guard.lockout_response"
 AXES_ENABLE_ADMIN = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
@@ -253,11 +253,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "core.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {

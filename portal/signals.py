@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.dispatch import receiver
 
-from portal.audit import record_event
-from portal.login_guard import record_login_failure
+from core.audit import record_event
+from core.login_guard import record_login_failure
 
 
 def _request_id(request) -> str:
@@ -26,5 +26,5 @@ def audit_login(sender, request, user, **kwargs):
 
 @receiver(user_login_failed)
 def audit_login_failed(sender, credentials, request=None, **kwargs):
-    # Counted, and audited at most once per address, username and window (portal.login_guard).
+    # Counted, and audited at most once per address, username and window (core.login_guard).
     record_login_failure(username=str(credentials.get("username", ""))[:150], request=request)

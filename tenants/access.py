@@ -24,7 +24,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
-from portal.errors import NotFound, PermissionDenied
+from core.errors import NotFound, PermissionDenied
 from tenants.models import (
     ApiToken,
     Membership,

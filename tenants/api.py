@@ -10,12 +10,12 @@ from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
-from portal.api.base import PlatformViewSet, TenantScopedViewSet
-from portal.client_ip import client_ip
-from portal.errors import ApplicationError
-from portal.login_guard import locked_out_error
+from core.client_ip import client_ip
+from core.errors import ApplicationError
+from core.login_guard import locked_out_error
 from tenants import serializers as s
 from tenants.access import AccessContext
+from tenants.api_base import PlatformViewSet, TenantScopedViewSet
 from tenants.models import ApiToken, Membership, Tenant
 from tenants.selectors import tenant_tokens
 from tenants.services import (

@@ -14,8 +14,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.response import Response
 
-from portal.api.base import TenantScopedViewSet
 from tenants import signing_keys as service
+from tenants.api_base import TenantScopedViewSet
 from tenants.models import SigningKey
 
 

@@ -6,10 +6,10 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from portal.errors import ApplicationError
-from portal.middleware import PortalRequest
-from portal.pagekit import access_for, page_view, post_int, post_text, render_page
+from core.errors import ApplicationError
+from core.request import PortalRequest
 from tenants.models import TokenScope
+from tenants.pagekit import access_for, page_view, post_int, post_text, render_page
 from tenants.selectors import token_get, tokens_of
 from tenants.tokens import MAX_EXPIRY_DAYS, token_issue, token_revoke
 

@@ -8,12 +8,12 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from portal.errors import ApplicationError
-from portal.middleware import PortalRequest
-from portal.pagekit import access_for, page_view, post_text, render_page
+from core.errors import ApplicationError
+from core.request import PortalRequest
 from tenants import signing_keys as service
 from tenants.access import AccessContext
 from tenants.models import Tenant
+from tenants.pagekit import access_for, page_view, post_text, render_page
 
 
 def _tenant(request: PortalRequest, slug: str) -> tuple[AccessContext, Tenant]:

@@ -12,12 +12,12 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from portal.errors import ApplicationError, NotFound
-from portal.middleware import PortalRequest
-from portal.pageforms import form_data, require_platform_role
-from portal.pagekit import access_for, page_view, render_page
+from core.errors import ApplicationError, NotFound
+from core.request import PortalRequest
 from tenants import serializers as s
 from tenants.models import PlatformRole, SloClass, Tenant
+from tenants.pageforms import form_data, require_platform_role
+from tenants.pagekit import access_for, page_view, render_page
 from tenants.services import (
     TENANT_FIELDS,
     tenant_create,

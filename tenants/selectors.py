@@ -24,7 +24,7 @@ def tokens_of(*, user: Any) -> QuerySet[ApiToken]:
 
 def token_get(*, access: AccessContext, token_id: int) -> ApiToken:
     """One of the caller's own tokens (the /tokens/ page lists only those)."""
-    from portal.errors import NotFound
+    from core.errors import NotFound
 
     token = tokens_of(user=access.user).filter(pk=token_id).first()
     if token is None:

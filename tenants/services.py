@@ -14,8 +14,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from guardian.shortcuts import assign_perm, remove_perm
 
-from portal.audit import record_event
-from portal.errors import ApplicationError, Conflict, NotFound, clean_or_raise
+from core.audit import record_event
+from core.errors import ApplicationError, Conflict, NotFound, clean_or_raise
 from tenants.models import Membership, PlatformRole, SloClass, Tenant, TenantRole
 
 User = get_user_model()

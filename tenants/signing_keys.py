@@ -16,8 +16,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from adapters.validation.signatures import EC_CURVES, key_algorithm_name, key_fingerprint
-from portal.audit import record_event
-from portal.errors import ApplicationError, Conflict, NotFound
+from core.audit import record_event
+from core.errors import ApplicationError, Conflict, NotFound
 from tenants.access import AccessContext
 from tenants.models import SLUG_VALIDATOR, SigningKey, Tenant
 

@@ -12,8 +12,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from portal.audit import record_event
-from portal.errors import ApplicationError
+from core.audit import record_event
+from core.errors import ApplicationError
 from tenants.access import AccessContext
 from tenants.models import ApiToken, Tenant, TokenScope
 

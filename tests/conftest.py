@@ -26,6 +26,6 @@ def fresh_login_counters():
     """Failed sign-ins are counted in Redis across requests (lockout, throttle, audit windows);
     every test starts with none from the test client's address, or one test's failures would
     lock the next one out."""
-    from portal.login_guard import clear_login_counters
+    from core.login_guard import clear_login_counters
 
     clear_login_counters("127.0.0.1")

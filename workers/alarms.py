@@ -7,7 +7,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from portal.audit import record_event
+from core.audit import record_event
 from workers.models import Engine, EngineAlarm
 
 

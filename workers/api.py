@@ -7,7 +7,7 @@ from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from portal.api.base import PlatformViewSet
+from tenants.api_base import PlatformViewSet
 from workers import serializers as s
 from workers.alarms import open_alarms
 from workers.engine_registry import engine_create, engine_update

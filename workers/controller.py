@@ -22,8 +22,8 @@ from django.utils import timezone
 from redis.exceptions import LockError
 
 from adapters.models import AdapterVersion
-from portal.audit import record_event
-from portal.errors import ApplicationError
+from core.audit import record_event
+from core.errors import ApplicationError
 from workers import shared_state
 from workers.alarms import alarm_clear
 from workers.cache_policy import Action, Evict, Load, Pin, Unpin, Warm

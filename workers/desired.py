@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import transaction
 
 from adapters.models import AdapterVersion, VersionStatus, WarmupPolicy
-from portal.audit import record_event
-from portal.errors import ApplicationError
+from core.audit import record_event
+from core.errors import ApplicationError
 from workers import shared_state
 from workers.cache_policy import EngineChoice, choose_engine
 from workers.cache_policy.routing import Where

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from portal.audit import record_event
-from portal.errors import Conflict, PermissionDenied, clean_or_raise
+from core.audit import record_event
+from core.errors import Conflict, PermissionDenied, clean_or_raise
 from tenants.access import AccessContext
 from workers.models import Engine
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 
 from adapters.models import AdapterVersion
-from portal.errors import ApplicationError, Conflict
+from core.errors import ApplicationError, Conflict
 from workers import shared_state
 from workers.cache_policy.rules import HardRules
 from workers.desired import set_desired

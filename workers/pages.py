@@ -12,9 +12,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.errors import ApplicationError, NotFound, PermissionDenied
-from portal.middleware import PortalRequest
-from portal.pagekit import access_for, is_htmx, page_view, post_text, render_page
+from core.errors import ApplicationError, NotFound, PermissionDenied
+from core.request import PortalRequest
+from tenants.pagekit import access_for, is_htmx, page_view, post_text, render_page
 from workers import page_selectors as fleet
 from workers.alarms import open_alarms
 from workers.models import Engine

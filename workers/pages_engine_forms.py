@@ -9,10 +9,10 @@ from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.errors import ApplicationError
-from portal.middleware import PortalRequest
-from portal.pageforms import form_data
-from portal.pagekit import access_for, page_view
+from core.errors import ApplicationError
+from core.request import PortalRequest
+from tenants.pageforms import form_data
+from tenants.pagekit import access_for, page_view
 from workers import page_selectors as fleet
 from workers import serializers as s
 from workers.engine_registry import engine_create, engine_update

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from portal.pagekit import page_view
+from tenants.pagekit import page_view
 from workers import overview_selectors as overview
 from workers.alarms import open_alarms
 from workers.pages import _require_operator

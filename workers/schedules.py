@@ -23,7 +23,7 @@ from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from adapters.models import Adapter, AdapterVersion, VersionStatus, WarmupPolicy
-from portal.errors import ApplicationError
+from core.errors import ApplicationError
 from workers.alarms import alarm_clear, alarm_raise
 from workers.models import AlarmKind, Engine, EngineAlarm
 from workers.schedule_rules import (

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db.models import QuerySet, Sum
 
 from adapters.models import Adapter, AdapterVersion, VersionStatus
-from portal.errors import Conflict, NotFound
+from core.errors import Conflict, NotFound
 from workers.models import Engine, EngineState, Residency, ResidencyState
 from workers.vllm_client import EngineError, VLLMClient
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from portal.audit import record_event
+from core.audit import record_event
 from workers import selectors
 from workers.models import Engine, EngineState
 from workers.vllm_client import EngineError, VLLMClient
@@ -175,7 +175,7 @@ def engine_operator_transition(
     Operators and platform admins (asked here, tenants/access.py)."""
     access.require_platform_role("is_operator")
     actor = access.user
-    from portal.errors import Conflict
+    from core.errors import Conflict
     from workers.desired import enqueue_converge
 
     allowed, target = OPERATOR_TRANSITIONS[verb]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from adapters.models import AdapterVersion
 from adapters.storage import StorageError, get_storage
-from portal.errors import ApplicationError
+from core.errors import ApplicationError
 
 SERVED_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,118}[a-z0-9]$")
 INCOMING = ".incoming"

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from portal.audit import record_event
+from core.audit import record_event
 from workers.models import AlarmKind, Engine, EngineAlarm, FleetAction, FleetActionKind
 
 THRASH_KINDS = (FleetActionKind.LOAD, FleetActionKind.EVICT)

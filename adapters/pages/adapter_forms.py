@@ -12,10 +12,10 @@ from adapters import serializers as s
 from adapters.pages.lookup import adapter_in_scope, tenant_scope
 from adapters.pages.registry import adapter_page, tenant_page
 from adapters.services.registry import PLATFORM_FIELDS, adapter_create, adapter_update
-from portal.errors import ApplicationError
-from portal.middleware import PortalRequest
-from portal.pageforms import form_data
-from portal.pagekit import page_view
+from core.errors import ApplicationError
+from core.request import PortalRequest
+from tenants.pageforms import form_data
+from tenants.pagekit import page_view
 
 # What the tenant's own settings form sends; pool and SLO class are the platform admins' form.
 TENANT_FORM_FIELDS = (

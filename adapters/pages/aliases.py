@@ -19,9 +19,9 @@ from adapters.services.aliases import (
     parse_version_ref,
 )
 from adapters.services.releases import alias_promote, alias_rollback, revisions_of
-from portal.errors import ApplicationError, NotFound
-from portal.middleware import PortalRequest
-from portal.pagekit import page_view, post_int, post_text, render_page
+from core.errors import ApplicationError, NotFound
+from core.request import PortalRequest
+from tenants.pagekit import page_view, post_int, post_text, render_page
 
 TARGET_ROWS = 4
 REVISIONS_SHOWN = 5

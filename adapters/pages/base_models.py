@@ -11,10 +11,10 @@ from django.shortcuts import redirect
 from adapters import serializers as s
 from adapters.models import BaseModel
 from adapters.services.registry import base_model_register
-from portal.errors import ApplicationError
-from portal.middleware import PortalRequest
-from portal.pageforms import form_data, require_platform_role
-from portal.pagekit import access_for, page_view, post_text, render_page
+from core.errors import ApplicationError
+from core.request import PortalRequest
+from tenants.pageforms import form_data, require_platform_role
+from tenants.pagekit import access_for, page_view, post_text, render_page
 
 MAX_CONFIG_CHARS = 64 * 1024
 

@@ -8,9 +8,9 @@ from django.http import HttpRequest
 
 from adapters import selectors
 from adapters.models import Adapter, AdapterVersion
-from portal.pagekit import access_for
 from tenants.access import AccessContext
 from tenants.models import Tenant
+from tenants.pagekit import access_for
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from adapters.pages.lookup import Scope, adapter_in_scope, tenant_scope, version
 from adapters.selectors import adapters_for, versions_of
 from adapters.services.direct_uploads import pending_uploads
 from adapters.services.lifecycle import version_disable, version_release
-from portal.errors import ApplicationError
-from portal.middleware import PortalRequest
-from portal.pagekit import page_view, post_text, render_page
+from core.errors import ApplicationError
+from core.request import PortalRequest
 from tenants.models import SloClass
+from tenants.pagekit import page_view, post_text, render_page
 from workers.selectors import version_placement
 
 RELEASABLE = (VersionStatus.STAGED,)

@@ -12,9 +12,9 @@ from django.views.decorators.http import require_POST
 from adapters.pages.lookup import adapter_in_scope
 from adapters.services.direct_uploads import direct_upload_abort, pending_upload_get
 from adapters.services.uploads import MAX_SIGNATURE_BYTES, IncomingFile, version_upload
-from portal.errors import ApplicationError
-from portal.middleware import PortalRequest
-from portal.pagekit import page_view, render_page
+from core.errors import ApplicationError
+from core.request import PortalRequest
+from tenants.pagekit import page_view, render_page
 
 FILE_FIELDS = ("adapter_config", "adapter_model")
 

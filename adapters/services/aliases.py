@@ -17,8 +17,8 @@ from adapters.models import (
     AliasTarget,
     VersionStatus,
 )
-from portal.audit import record_event
-from portal.errors import ApplicationError, Conflict, clean_or_raise
+from core.audit import record_event
+from core.errors import ApplicationError, Conflict, clean_or_raise
 from tenants.access import AccessContext
 from tenants.models import Tenant
 

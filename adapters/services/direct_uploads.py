@@ -46,8 +46,8 @@ from adapters.storage import (
     quarantine_key,
 )
 from adapters.storage.streams import read_stored
-from portal.audit import record_event
-from portal.errors import ApplicationError, Conflict, NotFound
+from core.audit import record_event
+from core.errors import ApplicationError, Conflict, NotFound
 from tenants.access import AccessContext
 from tenants.models import Tenant
 

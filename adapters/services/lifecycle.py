@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from adapters.models import AdapterVersion, Decision, DecisionKind, VersionStatus
 from adapters.signals import version_status_changed
-from portal.audit import record_event
-from portal.errors import ApplicationError, Conflict, PermissionDenied
-from portal.events import broadcast_after_commit
+from core.audit import record_event
+from core.errors import ApplicationError, Conflict, PermissionDenied
+from core.events import broadcast_after_commit
 from tenants.access import AccessContext
 from tenants.models import SloClass
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from adapters.models import AdapterVersion, VersionStatus
 from adapters.storage import StorageError, get_storage
-from portal.audit import record_event
+from core.audit import record_event
 
 log = logging.getLogger(__name__)
 BATCH = 200  # per run; the hourly beat entry takes the rest

@@ -11,8 +11,8 @@ from django.db import IntegrityError, transaction
 
 from adapters.models import Adapter, BaseModel, WarmupPolicy
 from adapters.validation.base_model import BaseModelSpec, BaseModelSpecError
-from portal.audit import record_event
-from portal.errors import ApplicationError, Conflict, clean_or_raise
+from core.audit import record_event
+from core.errors import ApplicationError, Conflict, clean_or_raise
 from tenants.access import AccessContext
 from tenants.models import Tenant
 from workers import schedules

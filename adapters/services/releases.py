@@ -36,8 +36,8 @@ from adapters.services.aliases import (
     revision_head,
     same_targets,
 )
-from portal.audit import record_event
-from portal.errors import Conflict
+from core.audit import record_event
+from core.errors import Conflict
 from tenants.access import AccessContext
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from adapters.models import Adapter, AdapterVersion, DirectUpload, VersionStatus
 from adapters.storage import StorageError, StoredObject, TooLarge, get_storage, quarantine_key
 from adapters.storage.streams import Readable
 from adapters.validation.report import FileDigest, manifest_sha256
-from portal.audit import record_event
-from portal.errors import ApplicationError
+from core.audit import record_event
+from core.errors import ApplicationError
 from tenants.access import AccessContext
 from tenants.models import Tenant
 

@@ -28,7 +28,7 @@ from adapters.services.registry import base_model_spec
 from adapters.storage import StorageError, get_storage
 from adapters.validation.signatures import TrustedKey
 from adapters.validation.validator import validate_adapter
-from portal.events import broadcast_after_commit
+from core.events import broadcast_after_commit
 
 log = logging.getLogger(__name__)
 S = VersionStatus

@@ -7,10 +7,10 @@ from rest_framework import mixins, serializers
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from portal.api.base import PlatformViewSet
-from portal.audit import verify_chain
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
+from portal.audit_verify import verify_chain
 from portal.selectors import audit_events_for
+from tenants.api_base import PlatformViewSet
 
 
 class AuditEventSerializer(serializers.ModelSerializer):

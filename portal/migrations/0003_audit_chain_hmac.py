@@ -1,4 +1,4 @@
-"""Re-key the audit chain: event hashes become HMACs with AUDIT_CHAIN_KEY (portal.audit).
+"""Re-key the audit chain: event hashes become HMACs with AUDIT_CHAIN_KEY (core.audit).
 
 The existing chain is first verified under the old, unkeyed scheme; a chain that was already
 broken is not re-keyed (that would launder the break) and the migration stops with the event.
@@ -13,14 +13,14 @@ GENESIS = "0" * 64
 
 
 def _old_hash(prev_hash, event):
-    from portal.audit import _content
+    from core.audit import _content
 
     payload = json.dumps(_content(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(f"{prev_hash}\n{payload}".encode()).hexdigest()
 
 
 def rekey(apps, schema_editor):
-    from portal.audit import compute_hash
+    from core.audit import compute_hash
 
     event_model = apps.get_model("portal", "AuditEvent")
     head_model = apps.get_model("portal", "AuditChainHead")

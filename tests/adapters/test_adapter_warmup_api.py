@@ -10,7 +10,7 @@ import pytest
 from django_celery_beat.models import PeriodicTask
 
 from adapters.models import Adapter
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from workers.models import Engine
 
 pytestmark = pytest.mark.django_db

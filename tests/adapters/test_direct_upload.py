@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 
 from adapters.models import AdapterVersion, DirectUpload
 from adapters.services.direct_uploads import expire_direct_uploads
-from portal.audit import verify_chain
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
+from portal.audit_verify import verify_chain
 from tenants.access import AccessContext
 from tenants.services import adapter_grant
 from tests.factories import adapter_files, make_user

@@ -13,7 +13,7 @@ from django.utils import timezone
 from adapters.models import AdapterVersion
 from adapters.services import uploads
 from adapters.tasks import purge_rejected_quarantine, validate_version
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tests.factories import adapter_files, upload
 
 

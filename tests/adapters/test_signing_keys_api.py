@@ -6,8 +6,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from portal.audit import verify_chain
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
+from portal.audit_verify import verify_chain
 from tenants.models import SigningKey
 
 KEYS = "/api/v1/tenants/{}/signing-keys/"

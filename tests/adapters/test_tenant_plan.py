@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from adapters.models import Adapter, AdapterVersion
+from core.audit_models import AuditEvent
 from gateway.routes import build_table
-from portal.models import AuditEvent
 from tenants.models import Tenant
 from workers.models import Engine
 

@@ -10,7 +10,7 @@ import pytest
 from django.core.files.uploadhandler import TemporaryFileUploadHandler
 
 from adapters.models import AdapterVersion
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tests.factories import adapter_files, upload
 from tests.storage.probes import leftovers
 

@@ -19,7 +19,7 @@ from bench.upload_support import (
     adapter_upload_body,
     post_streamed,
 )
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tenants.access import AccessContext, SystemAccess
 from tenants.tokens import token_issue
 from tests.storage.probes import leftovers

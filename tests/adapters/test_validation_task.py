@@ -8,7 +8,7 @@ import pytest
 
 from adapters.models import AdapterVersion
 from adapters.tasks import validate_version
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tests.factories import adapter_files, upload
 
 pytestmark = pytest.mark.django_db(transaction=True)

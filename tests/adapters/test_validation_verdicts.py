@@ -18,7 +18,7 @@ from adapters.models import AdapterVersion
 from adapters.services import uploads, validation
 from adapters.tasks import validate_version
 from adapters.validation import CODES
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tests.factories import adapter_files, upload
 from tests.validation.hostile_json import configs, headers, weights_with
 

@@ -476,7 +476,7 @@ def scopes_lacking(scope: str) -> list[str]:
 
 
 def is_tenant_route(route: str) -> bool:
-    from portal.api.base import TenantScopedViewSet
+    from tenants.api_base import TenantScopedViewSet
 
     view = resolve(API_PREFIX + fill(route, _SAMPLE_PARAMS)).func
     return issubclass(getattr(view, "cls", object), TenantScopedViewSet)

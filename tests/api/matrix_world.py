@@ -29,7 +29,7 @@ from adapters.models import (
 )
 from adapters.services import aliases, lifecycle, uploads
 from adapters.services.validation import version_claim_for_validation
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tenants.access import AccessContext
 from tenants.models import ApiToken, Membership, SigningKey, Tenant
 from tenants.services import adapter_grant

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from adapters.models import Adapter, AdapterVersion
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tenants.access import AccessContext
 from tenants.services import adapter_grant
 from tests.factories import PASSWORD, make_user
@@ -149,7 +149,7 @@ def test_a_superuser_holds_no_object_permission_it_was_not_granted(world, sue):
 
 def test_the_access_services_ask_who_may_change_members_and_grants_themselves(world):
     """The check is inside the service (tenants.services), whichever page or endpoint calls."""
-    from portal.errors import PermissionDenied
+    from core.errors import PermissionDenied
     from tenants.services import membership_set
 
     for who in ("bob", "vera", "rita", "olga", "charlie"):

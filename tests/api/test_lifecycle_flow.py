@@ -3,8 +3,8 @@
 import pytest
 
 from adapters.models import AdapterVersion, Decision
-from portal.audit import verify_chain
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
+from portal.audit_verify import verify_chain
 from tests.factories import adapter_files, upload
 
 pytestmark = pytest.mark.django_db(transaction=False)

@@ -16,8 +16,8 @@ from django.db import transaction
 from django.test import override_settings
 from django.urls import resolve
 
-from portal.audit import verify_chain
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
+from portal.audit_verify import verify_chain
 from tests.api.matrix import (
     API_PREFIX,
     CELLS,

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from guardian.shortcuts import assign_perm
 
 from adapters.models import Adapter, AdapterVersion, Alias, AliasTarget, BaseModel
-from portal.audit import record_event
+from core.audit import record_event
 from tenants.models import ApiToken, Membership, Tenant
 from tests.factories import World
 from workers.models import Engine, Residency

@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rest_framework.test import APIClient
 
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tenants.models import ApiToken, Membership, SigningKey, Tenant
 from tests.api.matrix import scopes_lacking
 

@@ -6,7 +6,7 @@ tenant's owners, and through a token only with the `admin` scope (members are an
 
 import pytest
 
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tenants.access import AccessContext
 from tenants.models import ApiToken
 from tenants.tokens import token_issue
@@ -63,7 +63,7 @@ def test_a_maintainer_does_not_find_another_members_token(world):
 
 def test_the_service_itself_refuses_without_the_right(world, bobs_token):
     # The check is inside token_revoke, so a page or task that forgot it cannot skip it.
-    from portal.errors import NotFound
+    from core.errors import NotFound
 
     with pytest.raises(NotFound):
         from tenants.tokens import token_revoke
@@ -74,7 +74,7 @@ def test_the_service_itself_refuses_without_the_right(world, bobs_token):
 
 
 def test_the_service_refuses_a_token_for_a_tenant_the_caller_does_not_see(world):
-    from portal.errors import NotFound
+    from core.errors import NotFound
 
     before = ApiToken.objects.count()
     with pytest.raises(NotFound):

@@ -317,7 +317,7 @@ def test_series_reads_in_one_round_trip(series_world, monkeypatch):
     ],
 )
 def test_series_windows_are_bounded_by_what_redis_keeps(series_world, kwargs, ok):
-    from portal.errors import ApplicationError
+    from core.errors import ApplicationError
 
     if ok:
         assert len(adapter_series(tenant="acme", adapter="support", **kwargs)) == 2880

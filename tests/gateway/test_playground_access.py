@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.errors import NotFound, PermissionDenied
 from engine.sample_adapters import TINY_BASE_MODEL_NAME
 from gateway.playground_choices import playground_choices, playground_tenant, resolve_choice
-from portal.errors import NotFound, PermissionDenied
 from tenants.access import AccessContext
 from tests.gateway.playground_world import build_playground_world
 

@@ -22,13 +22,13 @@ from adapters.models import Adapter, AdapterVersion, Alias, AliasRevision, Alias
 from adapters.services import releases
 from adapters.services.aliases import alias_set
 from adapters.services.releases import Guard, MinuteStats, canary_verdict, window_minutes
+from core.audit_models import AuditEvent
+from core.errors import ApplicationError
 from gateway import limits
 from gateway.errors import GatewayError
 from gateway.recorder import Measurement, Recorder
 from gateway.routes import Target, build_table
-from portal.audit import verify_chain
-from portal.errors import ApplicationError
-from portal.models import AuditEvent
+from portal.audit_verify import verify_chain
 from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.workers.conftest import worker_fleet  # noqa: F401 - the fixture

@@ -7,8 +7,8 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from portal.audit import record_event
-from portal.models import AuditEvent
+from core.audit import record_event
+from core.audit_models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 URL = reverse("audit")

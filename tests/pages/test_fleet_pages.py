@@ -16,7 +16,7 @@ from django.utils.html import escape
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from adapters.models import Adapter, AdapterVersion
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tenants.access import AccessContext
 from tests.pages.routes import FLEET_ENGINE, _fleet_engine
 from tests.workers.fleet import servable_version

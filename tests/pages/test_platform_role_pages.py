@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from adapters.models import BaseModel
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tenants.models import Tenant
 from tests.factories import TINY_HF_CONFIG
 from tests.pages.routes import FLEET_ENGINE, _fleet_engine

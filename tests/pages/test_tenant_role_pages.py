@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.urls import reverse
 
 from adapters.models import Adapter, Alias
+from core.audit_models import AuditEvent
 from gateway.models import DailyUsage
-from portal.models import AuditEvent
 from tenants.access import AccessContext
 from tenants.models import Membership, SigningKey
 from tenants.tokens import token_issue

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tenants.access import AccessContext
 from tenants.models import ApiToken
 from tenants.tokens import token_authenticate, token_issue

@@ -2,8 +2,9 @@ import pytest
 from django.db import connection, transaction
 from django.db.utils import DatabaseError
 
-from portal.audit import record_event, verify_chain
-from portal.models import AuditEvent
+from core.audit import record_event
+from core.audit_models import AuditEvent
+from portal.audit_verify import verify_chain
 
 pytestmark = pytest.mark.django_db
 

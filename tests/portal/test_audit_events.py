@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tenants.access import AccessContext
 from tenants.services import membership_remove, membership_set
 from tenants.tokens import token_issue, token_revoke
@@ -58,7 +58,7 @@ def test_membership_changes_are_audited_with_before_and_after(world):
 
 
 def test_the_last_owner_cannot_be_removed(world):
-    from portal.errors import Conflict
+    from core.errors import Conflict
     from tenants.models import Membership
 
     with pytest.raises(Conflict) as refused:

@@ -14,9 +14,10 @@ from django.db import connection
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from adapters.storage.factory import get_storage
-from portal.audit import GENESIS_HASH, _content, verify_chain
+from core.audit import GENESIS_HASH, _content
+from core.audit_models import AuditEvent
 from portal.audit_checkpoint import CHECKPOINT_KEY, read_checkpoint
-from portal.models import AuditEvent
+from portal.audit_verify import verify_chain
 from portal.tasks import checkpoint_audit_chain
 from tenants.access import AccessContext
 from tenants.tokens import token_issue

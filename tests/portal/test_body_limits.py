@@ -10,8 +10,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
+from core.audit_models import AuditEvent
 from portal.asgi import application
-from portal.models import AuditEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,8 +8,8 @@ import secrets
 import pytest
 from rest_framework.test import APIClient
 
-from portal.login_guard import KEY_PREFIX, _pair_key, _redis, clear_login_counters
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
+from core.login_guard import KEY_PREFIX, _pair_key, _redis, clear_login_counters
 from tenants.models import ApiToken
 from tests.factories import PASSWORD
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.core.checks import run_checks
 
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from workers.models import Engine
 from workers.services import engines_probe_all
 

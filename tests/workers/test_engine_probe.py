@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tests.factories import tiny_base_model
 from workers.models import Engine
 from workers.services import engines_probe_all

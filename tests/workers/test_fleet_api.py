@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.models import Adapter
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from tests.workers.fleet import servable_version
 from workers import shared_state
 from workers.models import Engine, Residency

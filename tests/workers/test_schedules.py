@@ -15,9 +15,9 @@ import pytest
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from adapters.models import Adapter, AdapterVersion, WarmupPolicy
-from portal.audit import verify_chain
-from portal.errors import ApplicationError
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
+from core.errors import ApplicationError
+from portal.audit_verify import verify_chain
 from workers import schedules
 from workers.models import Engine, EngineAlarm, Residency
 from workers.schedules import WarmupWindow, in_window, warmup_problems

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from adapters.models import AdapterVersion
-from portal.models import AuditEvent
+from core.audit_models import AuditEvent
 from workers.models import Engine, EngineAlarm, FleetAction
 from workers.thrash import alarms_check_thrash, thrash_state
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from adapters.services.registry import base_model_register_from_dir
-from portal.errors import ApplicationError
+from core.errors import ApplicationError
 from tenants.access import SystemAccess
 
 

@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.audit import verify_chain
+from portal.audit_verify import verify_chain
 
 
 class Command(BaseCommand):

@@ -11,7 +11,7 @@ from typing import Any
 from rest_framework import viewsets
 from rest_framework.permissions import SAFE_METHODS
 
-from portal.errors import PermissionDenied
+from core.errors import PermissionDenied
 from tenants.access import AccessContext
 from tenants.models import Tenant
 

@@ -11,7 +11,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from portal.errors import ApplicationError
+from core.errors import ApplicationError
 
 _CODES = {
     400: "invalid_request",

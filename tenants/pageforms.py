@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from portal.errors import ApplicationError
+from core.errors import ApplicationError
 
 
 def form_data(serializer_class: Any, data: Any, *, code: str, **kwargs: Any) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def without_blanks(data: dict[str, Any]) -> dict[str, Any]:
 def require_platform_role(access: Any, predicate: str, what: str) -> None:
     """The platform pages' check: AccessContext.require_platform_role, as the API's
     PlatformViewSet asks it (e.g. "is_platform_admin" for tenants), in the page's words."""
-    from portal.errors import PermissionDenied
+    from core.errors import PermissionDenied
 
     try:
         access.require_platform_role(predicate)

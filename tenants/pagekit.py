@@ -15,7 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from portal.errors import ApplicationError
+from core.errors import ApplicationError
 from tenants.access import AccessContext
 
 

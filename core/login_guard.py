@@ -1,6 +1,6 @@
 """Failed sign-ins: the lockout answer (django-axes counts them in Redis) and a bounded audit trail.
 
-django-axes counts failures per client address (portal.client_ip) in the shared cache and refuses
+django-axes counts failures per client address (core.client_ip) in the shared cache and refuses
 authentication once LOGIN_FAILURE_LIMIT is reached, for LOGIN_LOCKOUT_SECONDS, on every path that
 calls `authenticate` with the request: the page login, the admin login and the token endpoint.
 
@@ -22,9 +22,9 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from portal.audit import record_event
-from portal.client_ip import client_ip
-from portal.errors import ApplicationError
+from core.audit import record_event
+from core.client_ip import client_ip
+from core.errors import ApplicationError
 
 KEY_PREFIX = "lp:login-audit"
 LOCKED_OUT_CODE = "auth.locked_out"
