@@ -11,6 +11,11 @@ cardinality stays bounded with thousands of adapters:
   time series for the live charts (kept 10 minutes) and the history (kept 2 days);
 - `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|requests|in|out` - chargeback, persisted
   to gateway.DailyUsage by a task.
+
+Besides the metrics, each request to a version goes into its pool's demand history
+(workers.shared_state), marked ` follow` when it is a later turn of a conversation: the one
+per-request key is a chat request's conversation key (`lp:conv:<hash>`, 30 min,
+gateway/conversations.py), which is how its next turn is told from a first one.
 """
 
 from __future__ import annotations
