@@ -183,9 +183,8 @@ class DemandTracker:
         if c is None:
             counts[key] = _Counts(self._n, 1.0, [1.0] * len(self._k_longs))
             return
-        dn = self._n - c.n
-        c.short = c.short * math.exp(-self._k_short * dn) + 1.0
-        c.long = [x * math.exp(-k * dn) + 1.0 for x, k in zip(c.long, self._k_longs, strict=True)]
+        c.short = c.short * math.exp(-self._k_short * (self._n - c.n)) + 1.0
+        c.long = [x + 1.0 for x in self._aged(c)]
         c.n = self._n
 
     def _score_scales(self, version: str, group: str) -> None:

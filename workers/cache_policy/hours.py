@@ -101,12 +101,6 @@ class HoursRates:
         seconds = e.seconds.get(e.state, 0.0) * decay + (1.0 - decay) / self._k
         return e.count.get(e.state, 0.0) * decay, seconds
 
-    def _rate(self, e: _Exposure) -> float:
-        """Requests per second in its current state; a state seen only briefly counts as if seen
-        for `min_exposure_s`, so a new tenant's first requests do not make it look huge."""
-        count, seconds = self._in_state(e)
-        return count / max(seconds, self.min_exposure_s)
-
     def share(self, group: str) -> float | None:
         """The group's share of all requests now: its rate in its state now over every group's
         in theirs. None until its state has been seen for `min_exposure_s`, and for every group
@@ -117,12 +111,11 @@ class HoursRates:
         """share() of every group that has one, in one pass over the groups."""
         if all(e.state is None for e in self._groups.values()):
             return {}
-        rates = {g: self._rate(e) for g, e in self._groups.items()}
+        seen = {g: self._in_state(e) for g, e in self._groups.items()}
+        # A state seen only briefly counts as seen for `min_exposure_s`: a new tenant's first
+        # requests do not make it look huge.
+        rates = {g: n / max(secs, self.min_exposure_s) for g, (n, secs) in seen.items()}
         total = sum(rates.values())
         if total <= 0.0:
             return {}
-        return {
-            g: rates[g] / total
-            for g, e in self._groups.items()
-            if self._in_state(e)[1] >= self.min_exposure_s
-        }
+        return {g: rates[g] / total for g, (_, secs) in seen.items() if secs >= self.min_exposure_s}
