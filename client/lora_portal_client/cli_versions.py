@@ -149,12 +149,11 @@ def wait(
     emit(as_json, version, version_line(version))
 
 
-def _decision(name: str, field: str, required: bool) -> click.Command:
+def _decision(name: str, field: str) -> click.Command:
     @click.command(name)
     @click.argument("ref", type=VERSION)
-    @click.option(
-        f"--{field}", "text", required=required, default="", help=f"The {field}, audited."
-    )
+    # What a decision needs (a rejection's reason) is the portal's rule: its error says so.
+    @click.option(f"--{field}", "text", default="", help=f"The {field}, audited.")
     @json_option
     @with_client
     def command(client: Client, ref: VersionRef, text: str, as_json: bool) -> None:
@@ -170,10 +169,10 @@ def _decision(name: str, field: str, required: bool) -> click.Command:
     return command
 
 
-approve = _decision("approve", "comment", False)
-reject = _decision("reject", "reason", True)
-release = _decision("release", "comment", False)
-disable = _decision("disable", "reason", False)
+approve = _decision("approve", "comment")
+reject = _decision("reject", "reason")
+release = _decision("release", "comment")
+disable = _decision("disable", "reason")
 
 
 @click.command()

@@ -80,7 +80,9 @@ class Client:
     def stream(self, path: str, params: dict[str, Any]) -> Iterator[httpx.Response]:
         """A GET whose body is read piece by piece (exports), never whole."""
         try:
-            with self._http.stream("GET", path, params=params) as response:
+            # Any type: the export's format is the query's (`format=csv|jsonl`), errors are JSON.
+            headers = {"Accept": "*/*"}
+            with self._http.stream("GET", path, params=params, headers=headers) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise ApiError.from_response(response)
@@ -235,8 +237,8 @@ class Client:
         self, *, tenant: str | None, params: dict[str, str], csv: bool = False
     ) -> httpx.Response:
         path = paths.TENANT_USAGE.format(tenant=tenant) if tenant else paths.USAGE
-        query = {**params, **({"format": "csv"} if csv else {})}
-        return self.request("GET", path, params=query)
+        accept = "text/csv" if csv else "application/json"
+        return self.request("GET", path, params=params, headers={"Accept": accept})
 
     def evidence_to(self, ref: VersionRef, sink: BinaryIO) -> int:
         """The version's compliance record, written as the portal sent it (byte for byte)."""
