@@ -4,13 +4,14 @@ for a large model file, straight to object storage in parts (the portal never se
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from lora_portal_client.client import Client
-from lora_portal_client.errors import usage_error
+from lora_portal_client.errors import PortalError, usage_error
 from lora_portal_client.refs import AdapterRef
 from lora_portal_client.signing import ADAPTER_FILES, sign_directory
 
@@ -86,8 +87,11 @@ def _push_direct(
             signature=base64.b64encode(signature).decode() if signature else None,
         )
     except BaseException:
-        # Leave nothing behind: the portal aborts the multipart upload and forgets it.
-        client.direct_upload_abort(ref, started["upload"])
+        # Leave nothing behind: the portal aborts the multipart upload and forgets it. A failed
+        # completion has mostly discarded it already (the abort is then a 404): the error that
+        # matters is the one that got us here.
+        with contextlib.suppress(PortalError):
+            client.direct_upload_abort(ref, started["upload"])
         raise
 
 

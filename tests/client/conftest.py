@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,3 +94,28 @@ def cli(live_world, gateway_server, tmp_path) -> Cli:
     ):
         run.tokens[who] = issue_token(live_world, who, scopes)
     return run
+
+
+@pytest.fixture(scope="session")
+def s3_portal(celery_worker_process, s3_server) -> Iterator[dict[str, str]]:
+    """A second served portal whose storage is the moto S3 server, so direct uploads work.
+
+    Its tasks go to a queue no worker reads: the session's worker keeps its files on local disk
+    and could not validate these versions; the direct-upload tests check what push stored.
+    """
+    from tests.fixtures.celery_worker import _service_env
+    from tests.fixtures.gateway import serve_portal
+
+    bucket = f"cli-{uuid.uuid4().hex[:12]}"
+    s3_server.admin.create_bucket(Bucket=bucket)
+    env = _service_env(
+        f"{celery_worker_process['queue']}-unread",
+        ADAPTER_STORAGE_BACKEND="s3",
+        S3_BUCKET=bucket,
+        S3_ENDPOINT_URL=s3_server.endpoint_url,
+        S3_REGION=s3_server.region,
+        S3_ACCESS_KEY_ID=s3_server.access_key_id,
+        S3_SECRET_ACCESS_KEY=s3_server.secret_access_key,
+    )
+    with serve_portal(env) as base:
+        yield {"url": base, "bucket": bucket}
