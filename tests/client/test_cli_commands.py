@@ -182,3 +182,39 @@ def test_versions_and_usage(cli, tmp_path):
     # Usage is billing data: a maintainer is refused (403), exit 2.
     assert cli.json("usage", "--tenant", "acme", who="bob", code=2)["error"]["status"] == 403
     assert cli("usage", "--from", "yesterday").returncode == 4
+
+
+def test_push_sign_is_verified_by_the_portal_and_names_the_signer(cli, tmp_path, live_world):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key = ed25519.Ed25519PrivateKey.generate()
+    key_path = tmp_path / "release.pem"
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    alice = live_world.client("alice")
+    response = alice.post(
+        "/api/v1/tenants/acme/signing-keys/",
+        {"name": "release", "public_key_pem": public.decode()},
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    live_world.acme.require_signatures = True
+    live_world.acme.save()
+    directory = adapter_files(tmp_path / "a")
+    done = push(cli, directory, extra=("--sign", str(key_path), "--wait", "--json"))
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    version = json.loads(done.stdout)
+    assert version["status"] == "validated" and version["signer"] == "release"
+    # A key that is not a private key is a usage error, and nothing is uploaded.
+    done = push(cli, directory, extra=("--sign", str(tmp_path / "a" / "adapter_config.json")))
+    assert done.returncode == 4 and "sign.key_invalid" in done.stderr
+    assert AdapterVersion.objects.count() == 1
