@@ -10,20 +10,10 @@ import pytest
 
 from adapters.models import AdapterVersion
 from core.audit_models import AuditEvent
+from tests.client.steps import push, pushed_and_validated, released
 from tests.factories import adapter_files
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def push(cli, directory, *, who="bob", adapter="acme/support", extra=()):
-    tenant, name = adapter.split("/")
-    return cli("push", str(directory), "--tenant", tenant, "--adapter", name, *extra, who=who)
-
-
-def pushed_and_validated(cli, tmp_path, seed=1) -> str:
-    done = push(cli, adapter_files(tmp_path / f"a{seed}", seed=seed), extra=("--wait",))
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    return done.stdout.splitlines()[0]
 
 
 def test_it_logs_in_with_a_password_into_an_owner_only_file(cli, live_world):
@@ -143,12 +133,10 @@ def test_reject_needs_a_reason_and_records_it(cli, tmp_path):
 
 
 def test_aliases_set_weights_promote_and_rollback(cli, tmp_path):
-    refs = []
-    for seed in (1, 2):
-        ref = pushed_and_validated(cli, tmp_path, seed=seed)
-        assert cli("approve", ref, who="rita").returncode == 0
-        assert cli("release", ref).returncode == 0
-        refs.append(ref)
+    assert [released(cli, tmp_path, seed=seed) for seed in (1, 2)] == [
+        "acme/support@1",
+        "acme/support@2",
+    ]
     done = cli("alias", "set", "acme/bot", "support@1=100", "--reason", "first")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "acme/bot -> support@1=100"

@@ -11,24 +11,10 @@ from adapters.models import AdapterVersion
 from portal.audit_verify import verify_chain
 from tenants.access import AccessContext
 from tenants.tokens import token_issue
-from tests.factories import adapter_files
+from tests.client.steps import released
 from tests.gateway.conftest import fleet, worker_fleet  # noqa: F401 - fixtures used here
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
-
-
-def released(cli, tmp_path, seed: int) -> str:
-    """push --wait, approve as the reviewer, release as the owner, wait until active."""
-    directory = adapter_files(tmp_path / f"v{seed}", seed=seed)
-    done = cli(
-        "push", str(directory), "--tenant", "acme", "--adapter", "support", "--wait", who="bob"
-    )
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    ref = done.stdout.splitlines()[0]
-    assert cli("approve", ref, "--comment", "looks right", who="rita").returncode == 0
-    assert cli("release", ref, "--comment", "ship it", who="alice").returncode == 0
-    assert cli.json("wait", ref, "--until", "active", "--timeout", "60")["status"] == "active"
-    return ref
 
 
 def test_push_review_release_promote_and_chat(worker_fleet, gateway_server, cli, tmp_path):  # noqa: F811
