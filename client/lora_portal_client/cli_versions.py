@@ -206,6 +206,6 @@ def status(client: Client, ref: VersionRef, as_json: bool) -> None:
 @json_option
 @with_client
 def versions(client: Client, ref: AdapterRef, only: str | None, as_json: bool) -> None:
-    """An adapter's versions, newest first."""
+    """An adapter's versions."""
     rows = client.versions(ref, status=only)
-    emit(as_json, rows, lambda: [click.echo(version_line(v)) for v in rows] and None)
+    emit(as_json, rows, "\n".join(version_line(v) for v in rows))

@@ -63,7 +63,8 @@ def test_push_prints_the_version_and_wait_follows_it_to_validated(cli, tmp_path)
     assert done.stdout.strip() == "acme/support@1"
     version = cli.json("wait", "acme/support@1", "--timeout", "120", "--interval", "0.2")
     assert version["status"] == "validated"
-    assert AdapterVersion.objects.get(number=1).uploaded_by.username == "bob"
+    uploader = AdapterVersion.objects.get(number=1).uploaded_by
+    assert uploader is not None and uploader.username == "bob"
 
 
 def test_push_wait_exits_2_on_a_rejected_version_with_its_codes(cli, tmp_path, live_world):
