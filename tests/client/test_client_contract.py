@@ -89,3 +89,11 @@ def test_its_signature_verifies_with_the_portals_verifier(tmp_path, key):
         signature, files, [TrustedKey(key_id="ci", public_key_pem=public_pem)]
     )
     assert result.key_id == "ci"
+
+
+def test_it_signs_with_the_curves_and_hashes_the_portal_verifies():
+    from lora_portal_client.signing import EC_HASHES
+
+    from adapters.validation.signatures import EC_CURVES
+
+    assert {curve: hashing for curve, (_, hashing) in EC_CURVES.items()} == EC_HASHES
