@@ -34,35 +34,33 @@ def _targets(values: tuple[str, ...]) -> list[dict[str, Any]]:
         raise click.UsageError(str(getattr(exc, "message", exc))) from None
 
 
-@alias.command("set")
-@click.argument("ref", type=ALIAS)
-@click.argument("targets", nargs=-1, metavar="ADAPTER@N=WEIGHT...")
-@click.option("--reason", default="", help="Why, for the audit log.")
-@json_option
-@with_client
-def alias_set(
-    client: Client, ref: AliasRef, targets: tuple[str, ...], reason: str, as_json: bool
-) -> None:
-    """Create the alias or replace its targets (weights are relative: 90 and 10 is a canary)."""
-    found = client.alias_set(ref, targets=_targets(targets), reason=reason)
-    emit(as_json, found, _line(found))
+def _targets_command(name: str, *, existing: bool, help: str) -> None:
+    """`alias set` (create or replace) and `alias weights` (an existing alias, guard kept)."""
+
+    @alias.command(name, help=help)
+    @click.argument("ref", type=ALIAS)
+    @click.argument("targets", nargs=-1, metavar="ADAPTER@N=WEIGHT...")
+    @click.option("--reason", default="", help="Why, for the audit log.")
+    @json_option
+    @with_client
+    def command(
+        client: Client, ref: AliasRef, targets: tuple[str, ...], reason: str, as_json: bool
+    ) -> None:
+        guard = client.alias(ref).get("guard") if existing else None
+        found = client.alias_set(ref, targets=_targets(targets), guard=guard, reason=reason)
+        emit(as_json, found, _line(found))
 
 
-@alias.command("weights")
-@click.argument("ref", type=ALIAS)
-@click.argument("targets", nargs=-1, metavar="ADAPTER@N=WEIGHT...")
-@click.option("--reason", default="", help="Why, for the audit log.")
-@json_option
-@with_client
-def alias_weights(
-    client: Client, ref: AliasRef, targets: tuple[str, ...], reason: str, as_json: bool
-) -> None:
-    """Change the weights of an existing alias, keeping its guard (404 if it does not exist)."""
-    current = client.alias(ref)
-    found = client.alias_set(
-        ref, targets=_targets(targets), guard=current.get("guard"), reason=reason
-    )
-    emit(as_json, found, _line(found))
+_targets_command(
+    "set",
+    existing=False,
+    help="Create the alias or replace its targets (weights add up to 100; 90 and 10 is a canary).",
+)
+_targets_command(
+    "weights",
+    existing=True,
+    help="Change the weights of an existing alias, keeping its guard (404 if there is none).",
+)
 
 
 @alias.command("promote")

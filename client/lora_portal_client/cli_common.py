@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -21,6 +22,16 @@ def json_option(command: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(
         command
     )
+
+
+def output_option(command: F) -> F:
+    """`-o FILE`: where a download goes (default: stdout)."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Write here (default: stdout).",
+    )(command)
 
 
 def with_client(command: F) -> F:

@@ -15,6 +15,7 @@ from lora_portal_client.cli_common import (
     emit,
     json_option,
     note,
+    output_option,
     range_params,
     with_client,
 )
@@ -102,12 +103,7 @@ def audit() -> None:
 @click.option("--from", "from_", help="Start (ISO date or time).")
 @click.option("--to", help="End (ISO date or time).")
 @click.option("--action", help="Only this action, e.g. version.approve.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write here (default: stdout).",
-)
+@output_option
 @json_option
 @with_client
 def audit_export(
@@ -135,12 +131,7 @@ def audit_export(
 @click.command()
 @click.argument("target", metavar="TENANT/ADAPTER@N | verify")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the record here (default: stdout).",
-)
+@output_option
 @json_option
 def evidence(target: str, file: Path | None, output: Path | None, as_json: bool) -> None:
     """A version's compliance record (`evidence TENANT/ADAPTER@N [-o FILE]`, JSON as the portal

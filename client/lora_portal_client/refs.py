@@ -20,10 +20,7 @@ class AdapterRef:
 
     @classmethod
     def parse(cls, text: str) -> AdapterRef:
-        found = _PAIR.match(text)
-        if not found:
-            raise usage_error("usage.bad_adapter", f"'{text}' is not TENANT/ADAPTER.")
-        return cls(found["tenant"], found["name"])
+        return cls(*_pair(text, "adapter"))
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.adapter}"
@@ -53,13 +50,17 @@ class AliasRef:
 
     @classmethod
     def parse(cls, text: str) -> AliasRef:
-        found = _PAIR.match(text)
-        if not found:
-            raise usage_error("usage.bad_alias", f"'{text}' is not TENANT/ALIAS.")
-        return cls(found["tenant"], found["name"])
+        return cls(*_pair(text, "alias"))
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.name}"
+
+
+def _pair(text: str, what: str) -> tuple[str, str]:
+    found = _PAIR.match(text)
+    if not found:
+        raise usage_error(f"usage.bad_{what}", f"'{text}' is not TENANT/{what.upper()}.")
+    return found["tenant"], found["name"]
 
 
 def parse_target(text: str) -> dict[str, object]:

@@ -34,3 +34,21 @@ def released(cli: Any, tmp_path: Path, seed: int = 1) -> str:
     assert cli("release", ref, "--comment", "ship it", who="alice").returncode == 0
     assert cli.json("wait", ref, "--until", "active", "--timeout", "60")["status"] == "active"
     return ref
+
+
+def write_private_key(key: Any, path: Path) -> bytes:
+    """A signing key as `push --sign` reads it (PEM, PKCS8); returns the public half's PEM."""
+    from cryptography.hazmat.primitives import serialization
+
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )

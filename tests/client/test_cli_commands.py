@@ -10,7 +10,7 @@ import pytest
 
 from adapters.models import AdapterVersion
 from core.audit_models import AuditEvent
-from tests.client.steps import push, pushed_and_validated, released
+from tests.client.steps import push, pushed_and_validated, released, write_private_key
 from tests.factories import adapter_files
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -174,21 +174,10 @@ def test_versions_and_usage(cli, tmp_path):
 
 
 def test_push_sign_is_verified_by_the_portal_and_names_the_signer(cli, tmp_path, live_world):
-    from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    key = ed25519.Ed25519PrivateKey.generate()
     key_path = tmp_path / "release.pem"
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    public = write_private_key(ed25519.Ed25519PrivateKey.generate(), key_path)
     alice = live_world.client("alice")
     response = alice.post(
         "/api/v1/tenants/acme/signing-keys/",

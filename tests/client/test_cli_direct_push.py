@@ -9,10 +9,11 @@ import random
 
 import pytest
 from lora_portal_client import AdapterRef, Client, PortalError
-from lora_portal_client.push import push
+from lora_portal_client.push import push as push_directory
 
 from adapters.models import AdapterVersion, DirectUpload
 from core.audit_models import AuditEvent
+from tests.client.steps import push
 from tests.factories import adapter_files
 
 pytestmark = [pytest.mark.s3, pytest.mark.django_db(transaction=True)]
@@ -36,19 +37,10 @@ def test_a_large_file_goes_in_parts_and_becomes_a_version(
     direct_cli, tmp_path, s3_server, s3_portal
 ):
     directory = large_adapter(tmp_path, 11 * MiB)
-    done = direct_cli(
-        "push",
-        str(directory),
-        "--tenant",
-        "acme",
-        "--adapter",
-        "support",
-        "--direct-threshold-mib",
-        "10",
-        "--part-size-mib",
-        "5",
-        "--json",
-        who="bob",
+    done = push(
+        direct_cli,
+        directory,
+        extra=("--direct-threshold-mib", "10", "--part-size-mib", "5", "--json"),
     )
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert json.loads(done.stdout)["number"] == 1
@@ -68,15 +60,7 @@ def test_a_large_file_goes_in_parts_and_becomes_a_version(
 
 
 def test_below_the_threshold_it_is_the_plain_upload(direct_cli, tmp_path):
-    done = direct_cli(
-        "push",
-        str(adapter_files(tmp_path / "small")),
-        "--tenant",
-        "acme",
-        "--adapter",
-        "support",
-        who="bob",
-    )
+    done = push(direct_cli, adapter_files(tmp_path / "small"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "acme/support@1"
     assert not DirectUpload.objects.exists()
@@ -85,16 +69,8 @@ def test_below_the_threshold_it_is_the_plain_upload(direct_cli, tmp_path):
 def test_a_refused_push_leaves_nothing_pending(direct_cli, tmp_path, s3_server, s3_portal):
     # A maintainer may not push to globex: refused before anything is stored.
     directory = large_adapter(tmp_path, 6 * MiB)
-    done = direct_cli(
-        "push",
-        str(directory),
-        "--tenant",
-        "globex",
-        "--adapter",
-        "legal",
-        "--direct-threshold-mib",
-        "1",
-        who="bob",
+    done = push(
+        direct_cli, directory, adapter="globex/legal", extra=("--direct-threshold-mib", "1")
     )
     assert done.returncode == 2 and "tenant.not_found (HTTP 404)" in done.stderr
     assert not DirectUpload.objects.exists()
@@ -117,7 +93,7 @@ def test_a_part_that_fails_aborts_the_upload(direct_cli, tmp_path, s3_server, s3
         PartFailsAfterFirst(s3_portal["url"], direct_cli.tokens["bob"]) as client,
         pytest.raises(PortalError, match="test double"),
     ):
-        push(
+        push_directory(
             client,
             AdapterRef("acme", "support"),
             directory,

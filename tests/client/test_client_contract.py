@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from drf_spectacular.generators import SchemaGenerator
 from lora_portal_client import paths
@@ -16,6 +14,7 @@ from lora_portal_client.signing import canonical_manifest, file_digest, sign_dir
 from adapters.validation.report import FileDigest
 from adapters.validation.report import canonical_manifest as portal_manifest
 from adapters.validation.signatures import TrustedKey, verify_signature
+from tests.client.steps import write_private_key
 from tests.factories import adapter_files
 
 
@@ -52,20 +51,6 @@ def test_the_manifest_it_signs_is_the_portals(tmp_path):
     assert canonical_manifest(ours) == portal_manifest(theirs)
 
 
-def _pem(key, path: Path) -> tuple[Path, bytes]:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return path, public
-
-
 @pytest.mark.parametrize(
     "key",
     [
@@ -77,7 +62,8 @@ def _pem(key, path: Path) -> tuple[Path, bytes]:
 )
 def test_its_signature_verifies_with_the_portals_verifier(tmp_path, key):
     directory = adapter_files(tmp_path / "a", seed=4)
-    key_path, public_pem = _pem(key, tmp_path / "key.pem")
+    key_path = tmp_path / "key.pem"
+    public_pem = write_private_key(key, key_path)
     signature = sign_directory(directory, key_path)
     files = [
         FileDigest(name=d.name, size=d.size, sha256=d.sha256)
