@@ -97,12 +97,15 @@ def test_audit_export_of_another_tenant_is_refused_and_leaves_no_file(cli, tmp_p
     assert not out.exists() and not (tmp_path / "globex.jsonl.part").exists()
 
 
-def test_cost_answers_json(cli, tmp_path, live_world):
+def test_cost_for_the_platform_and_for_one_tenant(cli, tmp_path, live_world):
     from tests.client.conftest import issue_token
 
     released(cli, tmp_path)
     cli.tokens["adam"] = issue_token(live_world, "adam", ["read"])
-    body = cli.json("cost", "--from", "2026-01-01", "--to", "2026-12-31", who="adam")
-    assert isinstance(body, dict) and body
-    done = cli("cost", "--tenant", "acme", who="adam")
-    assert done.returncode == 0, done.stderr
+    body = cli.json("cost", "--from", "2026-12-01", "--to", "2026-12-31", who="adam")
+    assert (body["from"], body["to"]) == ("2026-12-01", "2026-12-31")
+    assert "tenants" in body
+    assert cli("cost", "--tenant", "acme", who="alice").returncode == 0
+    # Another tenant's cost: the API's 404, exit 2.
+    error = cli.json("cost", "--tenant", "acme", who="charlie", code=2)
+    assert error["error"]["status"] == 404
