@@ -44,7 +44,7 @@ def wait_for(
                 f"version.{status}",
                 f"{ref} is {status}.",
                 exit_code=ExitCode.REFUSED,
-                details={"errors": refusal_reasons(version)},
+                details={"version": str(ref), "errors": refusal_reasons(version)},
             )
         left = deadline - clock()
         if left <= 0:
@@ -52,7 +52,7 @@ def wait_for(
                 "wait.timeout",
                 f"{ref} is still {status} after {timeout:g} s (waiting for {until}).",
                 exit_code=ExitCode.TIMEOUT,
-                details={"status": status},
+                details={"version": str(ref), "status": status},
             )
         sleep(min(interval, left))
 

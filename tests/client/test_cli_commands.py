@@ -76,13 +76,14 @@ def test_push_wait_exits_2_on_a_rejected_version_with_its_codes(cli, tmp_path, l
     assert "version.rejected" in done.stderr and "signature.missing" in done.stderr
     error = cli.json("wait", "acme/support@1", code=2)
     assert [e["code"] for e in error["error"]["details"]["errors"]] == ["signature.missing"]
+    assert error["error"]["details"]["version"] == "acme/support@1"
 
 
 def test_wait_exits_3_when_time_runs_out(cli, tmp_path):
     ref = pushed_and_validated(cli, tmp_path)
     error = cli.json("wait", ref, "--until", "active", "--timeout", "0", code=3)
     assert error["error"]["code"] == "wait.timeout"
-    assert error["error"]["details"] == {"status": "validated"}
+    assert error["error"]["details"] == {"version": ref, "status": "validated"}
 
 
 def test_another_tenants_adapter_is_the_apis_404(cli, tmp_path):
