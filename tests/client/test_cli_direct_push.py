@@ -89,6 +89,9 @@ class PartFailsAfterFirst(Client):
 
 def test_a_part_that_fails_aborts_the_upload(direct_cli, tmp_path, s3_server, s3_portal):
     directory = large_adapter(tmp_path, 11 * MiB)
+    # Parts go to object storage through a client of their own: never with the portal's token.
+    with Client(s3_portal["url"], direct_cli.tokens["bob"]) as plain:
+        assert "authorization" not in plain._storage.headers
     with (
         PartFailsAfterFirst(s3_portal["url"], direct_cli.tokens["bob"]) as client,
         pytest.raises(PortalError, match="test double"),
