@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import authenticate, get_user_model
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
+from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
@@ -17,7 +18,7 @@ from tenants import serializers as s
 from tenants.access import AccessContext
 from tenants.api_base import PlatformViewSet, TenantScopedViewSet
 from tenants.models import ApiToken, Membership, Tenant
-from tenants.selectors import tenant_tokens
+from tenants.selectors import tenant_tokens, whoami
 from tenants.services import (
     membership_remove,
     membership_set,
@@ -84,11 +85,18 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformView
         "retrieve": ("is_platform_admin",),
         "create": ("is_platform_admin",),
         "partial_update": ("is_platform_admin",),
+        "me": (),
     }
     action_scopes = {"create": "admin", "partial_update": "admin"}
 
     def get_queryset(self):
         return User.objects.prefetch_related("groups").order_by("username")
+
+    @extend_schema(responses={200: s.WhoAmISerializer})
+    @action(detail=False, methods=["get"])
+    def me(self, request):
+        """Who the caller is (the CLI's `whoami`): any signed-in user, any read token."""
+        return Response(s.WhoAmISerializer(whoami(access=self.access)).data)
 
     @extend_schema(request=s.UserCreateSerializer, responses={201: s.UserSerializer})
     def create(self, request):

@@ -32,6 +32,19 @@ def token_get(*, access: AccessContext, token_id: int) -> ApiToken:
     return token
 
 
+def whoami(*, access: AccessContext) -> dict[str, Any]:
+    """The caller's user, platform roles, memberships and (signed in with a token) the token."""
+    memberships = Membership.objects.filter(user=access.user).select_related("tenant")
+    return {
+        "username": access.user.username,
+        "platform_roles": sorted(access.platform_roles),
+        "memberships": [
+            {"tenant": m.tenant.slug, "role": m.role} for m in memberships.order_by("tenant__slug")
+        ],
+        "token": access.token,
+    }
+
+
 def members_of(*, tenant: Tenant) -> QuerySet[Membership]:
     return (
         Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")

@@ -108,6 +108,20 @@ class UserSerializer(serializers.ModelSerializer):
         return sorted(g.name for g in user.groups.all() if g.name in PlatformRole.values)
 
 
+class MembershipBriefSerializer(serializers.Serializer):
+    tenant = serializers.CharField()
+    role = serializers.CharField()
+
+
+class WhoAmISerializer(serializers.Serializer):
+    """The caller as the portal sees it: for a token, also what the token itself may do."""
+
+    username = serializers.CharField()
+    platform_roles = serializers.ListField(child=serializers.CharField())
+    memberships = MembershipBriefSerializer(many=True)
+    token = ApiTokenSerializer(allow_null=True)
+
+
 class UserCreateSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=256, write_only=True)

@@ -261,6 +261,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             "platform_roles": ["operator"]},
       audit="user.create", then=_exists("auth.User", username="newbie", groups__name="operator")),
     E("GET", "users/{username}/", 200, "read", "adam", PLATFORM_ADMIN, params={"username": "bob"}),
+    # whoami: every signed-in principal, about itself only
+    E("GET", "users/me/", 200, "read", "alice", EVERYONE),
     E("PATCH", "users/{username}/", 200, "admin", "adam", PLATFORM_ADMIN,
       params={"username": "nora"},
       body={"platform_roles": ["operator"]}, audit="user.platform_roles",

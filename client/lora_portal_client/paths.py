@@ -1,0 +1,46 @@
+"""Every REST path the client calls, as in the portal's OpenAPI schema (tests/client checks)."""
+
+from __future__ import annotations
+
+TOKEN = "/api/v1/auth/token/"
+ME = "/api/v1/users/me/"
+ADAPTER = "/api/v1/tenants/{tenant}/adapters/{adapter}/"
+VERSIONS = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/"
+VERSION = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/"
+VERSION_ACTION = {
+    action: "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/" + action + "/"
+    for action in ("approve", "reject", "release", "disable", "residency")
+}
+UPLOADS = "/api/v1/tenants/{tenant}/adapters/{adapter}/uploads/"
+UPLOAD = "/api/v1/tenants/{tenant}/adapters/{adapter}/uploads/{upload}/"
+UPLOAD_COMPLETE = "/api/v1/tenants/{tenant}/adapters/{adapter}/uploads/{upload}/complete/"
+ALIASES = "/api/v1/tenants/{tenant}/aliases/"
+ALIAS = "/api/v1/tenants/{tenant}/aliases/{alias}/"
+ALIAS_PROMOTE = "/api/v1/tenants/{tenant}/aliases/{alias}/promote/"
+ALIAS_ROLLBACK = "/api/v1/tenants/{tenant}/aliases/{alias}/rollback/"
+TENANT_USAGE = "/api/v1/tenants/{tenant}/usage/"
+USAGE = "/api/v1/usage/"
+
+# Issue 21's records (served once its server half is merged).
+EVIDENCE = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/evidence/"
+AUDIT_EXPORT = "/api/v1/audit/export/"
+COST = "/api/v1/cost/"
+
+CORE = [
+    TOKEN,
+    ME,
+    ADAPTER,
+    VERSIONS,
+    VERSION,
+    *VERSION_ACTION.values(),
+    UPLOADS,
+    UPLOAD,
+    UPLOAD_COMPLETE,
+    ALIASES,
+    ALIAS,
+    ALIAS_PROMOTE,
+    ALIAS_ROLLBACK,
+    TENANT_USAGE,
+    USAGE,
+]
+RECORDS = [EVIDENCE, AUDIT_EXPORT, COST]

@@ -1,0 +1,111 @@
+"""The CLI's records commands against issue 21's server half (helper 21b's branch), written to
+the issue's spec: they pass once both halves are merged.
+
+- `evidence T/A@N [-o FILE]`   GET .../versions/{n}/evidence/, saved byte for byte
+- `evidence verify FILE`       lora_portal_client.evidence.verify_file: exit 0 verified, 1 not
+- `audit export ...`           GET /api/v1/audit/export/?format=csv|jsonl&tenant=&from=&to=&action=
+- `cost ...`                   GET /api/v1/cost/?from=&to=&tenant=
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from lora_portal_client import paths
+
+from adapters.models import AdapterVersion
+from tests.client.steps import released
+from tests.client.test_client_contract import missing_from_schema
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_records_paths_are_in_the_openapi_schema():
+    assert missing_from_schema(paths.RECORDS) == []
+
+
+def test_evidence_is_saved_and_verifies_offline_and_fails_when_tampered(cli, tmp_path):
+    ref = released(cli, tmp_path)
+    record = tmp_path / "record.json"
+    done = cli("evidence", ref, "-o", str(record))
+    assert done.returncode == 0, done.stderr
+    assert isinstance(json.loads(record.read_bytes()), dict)
+    done = cli("evidence", "verify", str(record), who=None)  # offline: no token needed
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "verified" in done.stdout
+    assert cli.json("evidence", "verify", str(record), who=None) == {
+        "file": str(record),
+        "ok": True,
+        "problems": [],
+    }
+
+    # The manifest digest is in the record and in the chain it anchors: changing it breaks it.
+    digest = AdapterVersion.objects.get(number=1).manifest_sha256
+    text = record.read_text()
+    assert digest in text
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(text.replace(digest, "0" * len(digest)))
+    done = cli("evidence", "verify", str(tampered), who=None)
+    assert done.returncode == 1 and done.stdout.strip()
+    result = cli.json("evidence", "verify", str(tampered), who=None, code=1)
+    assert result["ok"] is False and result["problems"]
+
+
+def test_evidence_to_stdout_and_another_tenants_version_is_404(cli, tmp_path):
+    ref = released(cli, tmp_path)
+    done = cli("evidence", ref)
+    assert done.returncode == 0 and isinstance(json.loads(done.stdout), dict)
+    done = cli("evidence", ref, who="charlie")
+    assert done.returncode == 2 and "(HTTP 404)" in done.stderr
+    assert cli("evidence", "verify", who=None).returncode == 4
+
+
+def test_audit_export_streams_jsonl_and_csv_filtered(cli, tmp_path):
+    released(cli, tmp_path)
+    out = tmp_path / "audit.jsonl"
+    summary = cli.json("audit", "export", "--tenant", "acme", "-o", str(out))
+    lines = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    assert summary["bytes"] == out.stat().st_size and lines
+    approvals = tmp_path / "approvals.csv"
+    done = cli(
+        "audit",
+        "export",
+        "--format",
+        "csv",
+        "--tenant",
+        "acme",
+        "--action",
+        "version.approve",
+        "-o",
+        str(approvals),
+    )
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(approvals.open()))
+    assert len(rows) == 1 and rows[0]["action"] == "version.approve"
+    # To stdout too.
+    done = cli("audit", "export", "--tenant", "acme", "--action", "version.release")
+    assert done.returncode == 0
+    assert [json.loads(x)["action"] for x in done.stdout.splitlines() if x] == ["version.release"]
+
+
+def test_audit_export_of_another_tenant_is_refused_and_leaves_no_file(cli, tmp_path):
+    out = tmp_path / "globex.jsonl"
+    done = cli("audit", "export", "--tenant", "globex", "-o", str(out))
+    assert done.returncode == 2 and "(HTTP 404)" in done.stderr
+    assert not out.exists() and not (tmp_path / "globex.jsonl.part").exists()
+
+
+def test_cost_for_the_platform_and_for_one_tenant(cli, tmp_path, live_world):
+    from tests.client.conftest import issue_token
+
+    released(cli, tmp_path)
+    cli.tokens["adam"] = issue_token(live_world, "adam", ["read"])
+    body = cli.json("cost", "--from", "2026-12-01", "--to", "2026-12-31", who="adam")
+    assert (body["from"], body["to"]) == ("2026-12-01", "2026-12-31")
+    assert "tenants" in body
+    assert cli("cost", "--tenant", "acme", who="alice").returncode == 0
+    # Another tenant's cost: the API's 404, exit 2.
+    error = cli.json("cost", "--tenant", "acme", who="charlie", code=2)
+    assert error["error"]["status"] == 404
