@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -32,6 +32,15 @@ browser:
 promtool:
 	@scripts/ensure_promtool.sh
 
+# kubectl (its kustomize) for the manifest tests (tests/deploy, deploy/k8s).
+k8s-tools:
+	@scripts/ensure_k8s_tools.sh
+
+# The portal's image (deploy/Containerfile) with Debian's podman from a debootstrap root file
+# system (~4-5 min on 2 cores); tests/deploy/test_image.py then runs `check --deploy` in it.
+image:
+	@scripts/build_image.sh
+
 # The portal with a demo: SQLite and local-disk storage (embedded defaults), Redis, one CPU engine.
 run: deps redis
 	@DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
@@ -40,7 +49,7 @@ run: deps redis
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
 	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
 
-test: deps services browser promtool
+test: deps services browser promtool k8s-tools
 	@CI=$${CI:-} scripts/run_tests.sh
 
 lint: venv

@@ -49,7 +49,11 @@ FRAMEWORK_ENV = {"DJANGO_SETTINGS_MODULE"}
 
 def engine_names(objects: Objects) -> list[str]:
     return sorted(
-        {c.labels.get(ENGINE_LABEL, "") for c in containers(objects) if c.image_name == ENGINE_IMAGE}
+        {
+            c.labels.get(ENGINE_LABEL, "")
+            for c in containers(objects)
+            if c.image_name == ENGINE_IMAGE
+        }
     )
 
 
@@ -74,7 +78,9 @@ def container_env(c: Container, objects: Objects) -> tuple[dict[str, str], list[
         if "configMapRef" in source:
             name = source["configMapRef"]["name"]
             if name not in maps:
-                problems.append(f"{c.where()}: envFrom names ConfigMap {name}, which is not rendered")
+                problems.append(
+                    f"{c.where()}: envFrom names ConfigMap {name}, which is not rendered"
+                )
             env.update(maps.get(name, {}))
         elif "secretRef" in source:
             name = source["secretRef"]["name"]
@@ -157,7 +163,9 @@ def check_settings_provided(objects: Objects) -> list[str]:
             continue
         env, ref_problems = container_env(c, objects)
         problems += ref_problems
-        missing = sorted(name for name, defaulted in reads.items() if not defaulted and name not in env)
+        missing = sorted(
+            name for name, defaulted in reads.items() if not defaulted and name not in env
+        )
         problems += [f"{c.where()}: {name} is required and not provided" for name in missing]
         unknown = sorted(set(env) - known)
         problems += [f"{c.where()}: {name} is read by nothing in the portal" for name in unknown]
@@ -189,7 +197,10 @@ def check_engine_ports_policed(objects: Objects) -> list[str]:
     engine's own pod, through NetworkPolicies that select the engine's pod, and the gateway and
     the engine's own worker can reach it."""
     policies = [obj for obj in objects if obj.get("kind") == "NetworkPolicy"]
-    pods = [(w["metadata"]["name"], pod_template(w)["metadata"].get("labels", {})) for w in workloads(objects)]
+    pods = [
+        (w["metadata"]["name"], pod_template(w)["metadata"].get("labels", {}))
+        for w in workloads(objects)
+    ]
     problems: list[str] = []
     for c in containers(objects, init=False):
         if c.image_name != ENGINE_IMAGE:
@@ -217,7 +228,11 @@ def check_engine_ports_policed(objects: Objects) -> list[str]:
                     problems.append(f"{c.where()}: {np['metadata']['name']} admits every source")
                     continue
                 for peer in peers:
-                    if "ipBlock" in peer or "namespaceSelector" in peer or "podSelector" not in peer:
+                    if (
+                        "ipBlock" in peer
+                        or "namespaceSelector" in peer
+                        or "podSelector" not in peer
+                    ):
                         problems.append(
                             f"{c.where()}: {np['metadata']['name']} admits sources beyond the "
                             "portal's pods"
@@ -306,7 +321,9 @@ def check_engine_nodes_wired(objects: Objects) -> list[str]:
         for key_var in ("PORTAL_ENGINE_KEY", "VLLM_API_KEY"):
             ref = (env.get(key_var, {}).get("valueFrom") or {}).get("secretKeyRef") or {}
             if (ref.get("name"), ref.get("key")) != (ENGINE_KEYS_SECRET, name):
-                problems.append(f"{c.where()}: {key_var} is not entry {name} of {ENGINE_KEYS_SECRET}")
+                problems.append(
+                    f"{c.where()}: {key_var} is not entry {name} of {ENGINE_KEYS_SECRET}"
+                )
         if env.get("VLLM_PLUGINS", {}).get("value") != "portal":
             problems.append(f"{c.where()}: VLLM_PLUGINS does not load the portal plugin")
         root = env.get("PORTAL_ADAPTER_ROOT", {}).get("value")
@@ -320,7 +337,9 @@ def check_engine_nodes_wired(objects: Objects) -> list[str]:
         worker = workers[0]
         worker_env = {item["name"]: item.get("value") for item in worker.get("env") or []}
         if worker_env.get("ENGINE_NAME") != name:
-            problems.append(f"{c.where()}: its worker consumes the queue of {worker_env.get('ENGINE_NAME')}")
+            problems.append(
+                f"{c.where()}: its worker consumes the queue of {worker_env.get('ENGINE_NAME')}"
+            )
         worker_mounts = {m["mountPath"]: m["name"] for m in worker.get("volumeMounts") or []}
         if root is None or root not in mounts or worker_mounts.get(root) != mounts[root]:
             problems.append(f"{c.where()}: engine and worker do not share {root}")

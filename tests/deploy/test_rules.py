@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.deploy.manifests import OVERLAYS, containers, render, settings_env_reads
-from tests.deploy.rules import RULES, check_settings_provided
+from tests.deploy.rules import RULES
 
 Objects = list[dict[str, Any]]
 
@@ -29,7 +29,9 @@ def test_the_settings_list_comes_from_settings_py():
 
 
 def _workload(objects: Objects, name: str) -> dict[str, Any]:
-    return next(o for o in objects if o["kind"] in {"Deployment", "Job"} and o["metadata"]["name"] == name)
+    return next(
+        o for o in objects if o["kind"] in {"Deployment", "Job"} and o["metadata"]["name"] == name
+    )
 
 
 def _container(objects: Objects, name: str) -> dict[str, Any]:
@@ -37,7 +39,11 @@ def _container(objects: Objects, name: str) -> dict[str, Any]:
 
 
 def _engine_pod(objects: Objects) -> dict[str, Any]:
-    return next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].startswith("engine-"))
+    return next(
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["name"].startswith("engine-")
+    )
 
 
 def _policy(objects: Objects) -> dict[str, Any]:
@@ -114,12 +120,16 @@ def key_of_another_engine(objects: Objects) -> None:
 
 
 def gateway_cap_too_small(objects: Objects) -> None:
-    ingress = next(o for o in objects if o["kind"] == "Ingress" and o["metadata"]["name"] == "gateway")
+    ingress = next(
+        o for o in objects if o["kind"] == "Ingress" and o["metadata"]["name"] == "gateway"
+    )
     ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"] = "1m"
 
 
 def upload_cap_far_above(objects: Objects) -> None:
-    ingress = next(o for o in objects if o["kind"] == "Ingress" and o["metadata"]["name"] == "portal-uploads")
+    ingress = next(
+        o for o in objects if o["kind"] == "Ingress" and o["metadata"]["name"] == "portal-uploads"
+    )
     ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"] = "50g"
 
 
@@ -169,4 +179,3 @@ def test_every_rule_has_a_breaking_case():
 def test_every_portal_process_is_checked():
     roles = {c.role for c in containers(render("production")) if c.role}
     assert roles == {"web", "gateway", "worker", "engine-worker", "beat", "live", "migrate"}
-    assert check_settings_provided  # the rule that covers each of them
