@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live bench-redis-footprint litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -118,3 +118,8 @@ bench-playground: venv services engine-venv tiny-model
 # access generation and with a database re-check on every message (~4 min).
 bench-live: venv services
 	@$(PY) -m bench.live_fanout --subscribers 500 --tenants 50 --seconds 60 --warmup 10 --write-docs
+
+# Redis memory per adapter and tenant with the gateway's own recorder (docs/deploy.md's sizing);
+# REDIS_URL must name an empty database (default: 10), emptied afterwards. About 30 s.
+bench-redis-footprint: venv redis
+	@REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/10} $(PY) -m bench.redis_footprint --shapes 10x10,100x10,100x100 --write-docs
