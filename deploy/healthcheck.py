@@ -14,7 +14,8 @@ def main() -> int:
         return 0
     request = urllib.request.Request(
         f"http://127.0.0.1:{os.environ.get('PORT', '8000')}/healthz",
-        # An allowed host (deploy/k8s/base/config.yaml lists localhost for probes).
+        # An allowed host (deploy/k8s/base/kustomization.yaml puts localhost in ALLOWED_HOSTS for
+        # the probes).
         headers={"Host": "localhost"},
     )
     try:

@@ -104,41 +104,92 @@ def config_maps(objects: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
 
 # --- what the repository says --------------------------------------------------------------
 
-_ENV_READERS = {
-    "env_str",
-    "env_bool",
-    "env_int",
-    "env_float",
-    "env_list",
-    "env_choice",
-    "env_json_object",
-    "env_proxy_ssl_header",
-}
+
+@functools.cache
+def env_readers() -> frozenset[str]:
+    """The readers portal/env.py defines: its functions whose first parameter is the name."""
+    tree = ast.parse((REPO / "portal" / "env.py").read_text())
+    return frozenset(
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.args.args and node.args.args[0].arg == "name"
+    )
+
+
+def _reader_called(node: ast.AST) -> str | None:
+    """The function a call names (`env_int(...)` or `env.env_int(...)`), else None."""
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    return node.func.attr if isinstance(node.func, ast.Attribute) else None
+
+
+def _gives_default(call: ast.Call) -> bool:
+    """Whether a reader call has a default: all do but env_str, whose default is optional (None:
+    the setting is required and start-up stops without it)."""
+    if _reader_called(call) != "env_str":
+        return True
+    default = call.args[1] if len(call.args) > 1 else None
+    default = next((k.value for k in call.keywords if k.arg == "default"), default)
+    return default is not None and not (isinstance(default, ast.Constant) and default.value is None)
+
+
+def settings_source() -> str:
+    return (REPO / "portal" / "settings.py").read_text()
 
 
 @functools.cache
-def settings_env_reads() -> dict[str, bool]:
-    """Every variable portal/settings.py reads through portal/env.py -> whether the call gives it
-    a default (env_str without one raises at start-up when it is unset)."""
-    tree = ast.parse((REPO / "portal" / "settings.py").read_text())
+def settings_env_reads(source: str | None = None) -> dict[str, bool]:
+    """Every variable portal/settings.py (or `source`) reads through portal/env.py -> whether the
+    call gives it a default. settings_direct_reads() must stay empty for this to be the whole
+    list."""
+    readers = env_readers()
     reads: dict[str, bool] = {}
-    for node in ast.walk(tree):
-        if not (
+    for node in ast.walk(ast.parse(source or settings_source())):
+        if (
             isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in _ENV_READERS
+            and _reader_called(node) in readers
             and node.args
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
-            continue
-        has_default = node.func.id != "env_str" or (
-            len(node.args) > 1
-            and not (isinstance(node.args[1], ast.Constant) and node.args[1].value is None)
-        )
-        name = node.args[0].value
-        reads[name] = reads.get(name, False) or has_default
+            name = node.args[0].value
+            reads[name] = reads.get(name, False) or _gives_default(node)
     return reads
+
+
+def settings_direct_reads(source: str | None = None) -> list[str]:
+    """Environment reads in portal/settings.py (or `source`) that settings_env_reads() cannot
+    name: os.environ or os.getenv, or a reader called with a computed name (`line N: its text`)."""
+    readers = env_readers()
+    source = source or settings_source()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        direct = (isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv"}) or (
+            isinstance(node, ast.Name) and node.id in {"environ", "getenv"}
+        )
+        computed = (
+            isinstance(node, ast.Call)
+            and _reader_called(node) in readers
+            and not (node.args and isinstance(node.args[0], ast.Constant))
+        )
+        if direct or computed:
+            line = f"line {node.lineno}: {source.splitlines()[node.lineno - 1].strip()}"
+            if line not in found:
+                found.append(line)
+    return found
+
+
+def readme_settings() -> set[str]:
+    """The variables README's settings table names (its first column)."""
+    text = (REPO / "README.md").read_text()
+    table = text.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    names: set[str] = set()
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            names |= set(re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1]))
+    return names
 
 
 @functools.cache

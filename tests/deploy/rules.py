@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,8 @@ SAMPLE_SECRET_VALUES = {
     "S3_ACCESS_KEY_ID": "",
     "S3_SECRET_ACCESS_KEY": "",
 }
+# How long the proxy keeps an idle websocket (a tenant's events socket between two events).
+WEBSOCKET_TIMEOUT_S = 3600
 # Read by Django and Celery themselves, not by portal/settings.py.
 FRAMEWORK_ENV = {"DJANGO_SETTINGS_MODULE"}
 
@@ -387,6 +390,84 @@ def check_ingress_caps(objects: Objects) -> list[str]:
     return problems
 
 
+def _sample_paths(module: str, pattern: str) -> list[str]:
+    """Request paths for the routes `module` declares with path("..."), e.g. portal/routing.py's
+    websockets: each converter (`<slug:tenant>`) replaced by a sample value."""
+    text = (REPO / module).read_text()
+    return ["/" + re.sub(r"<[^>]+>", "sample", route) for route in re.findall(pattern, text)]
+
+
+def socket_paths() -> list[str]:
+    return _sample_paths("portal/routing.py", r'path\("(ws/[^"]*)"')
+
+
+def _ingress_route(objects: Objects, path: str) -> tuple[dict[str, Any], str] | None:
+    """The Ingress and Service a request path reaches (ingress-nginx: the longest match)."""
+    best: tuple[int, dict[str, Any], str] | None = None
+    for obj in objects:
+        if obj.get("kind") != "Ingress":
+            continue
+        for rule in obj["spec"].get("rules") or []:
+            for p in rule["http"]["paths"]:
+                prefix = p["path"]
+                if p.get("pathType") == "ImplementationSpecific":
+                    matched = re.match(prefix, path) is not None
+                else:
+                    matched = path == prefix or path.startswith(prefix.rstrip("/") + "/")
+                if matched and (best is None or len(prefix) > best[0]):
+                    best = (len(prefix), obj, p["backend"]["service"]["name"])
+    return (best[1], best[2]) if best else None
+
+
+def _service_roles(objects: Objects, service_name: str) -> set[str]:
+    """The portal processes behind a Service (its selector over the rendered pod templates)."""
+    service = next(
+        (
+            o
+            for o in objects
+            if o.get("kind") == "Service" and o["metadata"]["name"] == service_name
+        ),
+        None,
+    )
+    if service is None:
+        return set()
+    selector = {"matchLabels": service["spec"].get("selector") or {}}
+    return {c.role or "" for c in containers(objects) if _selects(selector, c.labels)}
+
+
+def check_serving(objects: Objects) -> list[str]:
+    """The site and the gateway stay up: web is ready only when /healthz says so, web and gateway
+    each have a PodDisruptionBudget, a Job runs the migrations, the Ingress sends pages and
+    websockets to web and /v1/ to the gateway, and keeps websockets open past nginx's 60 s."""
+    problems = []
+    web = next((c for c in containers(objects) if c.role == "web"), None)
+    probe = ((web.spec.get("readinessProbe") or {}).get("httpGet") or {}) if web else {}
+    if probe.get("path") != "/healthz":
+        problems.append("web: its readiness probe is not /healthz")
+    budgets = [o for o in objects if o.get("kind") == "PodDisruptionBudget"]
+    for role in ("web", "gateway"):
+        pods = [c for c in containers(objects) if c.role == role]
+        if not any(
+            _selects(b["spec"].get("selector") or {}, c.labels) for b in budgets for c in pods
+        ):
+            problems.append(f"{role}: no PodDisruptionBudget covers it")
+    if not any(c.role == "migrate" and c.workload["kind"] == "Job" for c in containers(objects)):
+        problems.append("no Job runs the migrations")
+    wanted = [("/", "web"), ("/v1/chat/completions", "gateway")]
+    wanted += [(path, "web") for path in socket_paths()]
+    for path, role in wanted:
+        route = _ingress_route(objects, path)
+        if route is None or _service_roles(objects, route[1]) != {role}:
+            problems.append(f"{path}: the Ingress does not send it to {role}")
+        elif path.startswith("/ws/"):
+            annotations = route[0]["metadata"].get("annotations") or {}
+            for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
+                value = annotations.get(f"nginx.ingress.kubernetes.io/{timeout}", "60")
+                if int(value) < WEBSOCKET_TIMEOUT_S:
+                    problems.append(f"{path}: {timeout} {value} s cuts a live page's socket")
+    return problems
+
+
 def check_no_secret_values(objects: Objects) -> list[str]:
     return [
         f"Secret {obj['metadata']['name']} carries values in the manifests"
@@ -403,5 +484,6 @@ RULES: dict[str, Callable[[Objects], list[str]]] = {
     "resource requests": check_resource_requests,
     "engine nodes wired": check_engine_nodes_wired,
     "ingress caps": check_ingress_caps,
+    "serving": check_serving,
     "no secret values": check_no_secret_values,
 }

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.manifests import OVERLAYS, containers, render, settings_env_reads
+from tests.deploy.manifests import (
+    OVERLAYS,
+    containers,
+    readme_settings,
+    render,
+    settings_direct_reads,
+    settings_env_reads,
+    settings_source,
+)
 from tests.deploy.rules import RULES
 
 Objects = list[dict[str, Any]]
@@ -22,7 +30,19 @@ def test_it_holds(overlay, rule):
 def test_the_settings_list_comes_from_settings_py():
     reads = settings_env_reads()
     assert {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "PORTAL_ENGINE_KEYS"} <= set(reads)
-    assert len(reads) > 60  # every reader call, not a hand-kept list
+    # Every variable README's settings table names is among them.
+    assert readme_settings() - set(reads) == set()
+    # A new reader call is on the list by itself, and a required one is told apart.
+    added = settings_source() + '\nNEW_ONE = env_int("NEW_ONE", 3)\nNEW_TWO = env_str("NEW_TWO")\n'
+    assert settings_env_reads(added) == {**reads, "NEW_ONE": True, "NEW_TWO": False}
+
+
+def test_settings_py_reads_the_environment_only_through_env_py():
+    assert settings_direct_reads() == []
+    # Otherwise the list above would miss a setting: the check names such a read.
+    for read in ('os.environ.get("OTHER")', 'os.getenv("OTHER")', "env_int(NAME, 1)"):
+        found = settings_direct_reads(settings_source() + f"\nOTHER = {read}\n")
+        assert found and read in found[-1], (read, found)
 
 
 # --- each check fails when its rule is broken ----------------------------------------------
@@ -44,6 +64,10 @@ def _engine_pod(objects: Objects) -> dict[str, Any]:
         for o in objects
         if o["kind"] == "Deployment" and o["metadata"]["name"].startswith("engine-")
     )
+
+
+def _named(objects: Objects, kind: str, name: str) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
 
 
 def _policy(objects: Objects) -> dict[str, Any]:
@@ -133,6 +157,28 @@ def upload_cap_far_above(objects: Objects) -> None:
     ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"] = "50g"
 
 
+def web_ready_on_tcp(objects: Objects) -> None:
+    _container(objects, "web")["readinessProbe"] = {"tcpSocket": {"port": "http"}}
+
+
+def gateway_without_budget(objects: Objects) -> None:
+    objects.remove(_named(objects, "PodDisruptionBudget", "gateway"))
+
+
+def no_migrations_job(objects: Objects) -> None:
+    objects.remove(_workload(objects, "migrate"))
+
+
+def v1_to_web(objects: Objects) -> None:
+    backend = _named(objects, "Ingress", "gateway")["spec"]["rules"][0]["http"]["paths"][0]
+    backend["backend"]["service"]["name"] = "web"
+
+
+def sockets_cut_at_60s(objects: Objects) -> None:
+    annotations = _named(objects, "Ingress", "portal")["metadata"]["annotations"]
+    annotations.pop("nginx.ingress.kubernetes.io/proxy-read-timeout")
+
+
 def secret_in_manifests(objects: Objects) -> None:
     objects.append(
         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "portal-secrets"}, "data": {}}
@@ -158,6 +204,11 @@ BREAKS: list[tuple[str, Callable[[Objects], None], str]] = [
     ("ingress caps", gateway_cap_too_small, "Ingress gateway: body cap 1m"),
     ("ingress caps", upload_cap_far_above, "Ingress portal-uploads: body cap 50g"),
     ("no secret values", secret_in_manifests, "Secret portal-secrets carries values"),
+    ("serving", web_ready_on_tcp, "web: its readiness probe is not /healthz"),
+    ("serving", gateway_without_budget, "gateway: no PodDisruptionBudget covers it"),
+    ("serving", no_migrations_job, "no Job runs the migrations"),
+    ("serving", v1_to_web, "/v1/chat/completions: the Ingress does not send it to gateway"),
+    ("serving", sockets_cut_at_60s, "/ws/fleet/metrics/: proxy-read-timeout 60 s cuts"),
 ]
 
 
@@ -174,6 +225,14 @@ def test_the_check_fails_when_broken(rule, breaks, expected):
 
 def test_every_rule_has_a_breaking_case():
     assert {rule for rule, _, _ in BREAKS} == set(RULES)
+
+
+def test_production_runs_several_web_and_gateway_replicas():
+    objects = render("production")
+    assert _workload(objects, "web")["spec"]["replicas"] >= 2
+    # The gateway's replicas are the autoscaler's (the Deployment's own count would fight it).
+    assert "replicas" not in _workload(objects, "gateway")["spec"]
+    assert _named(objects, "HorizontalPodAutoscaler", "gateway")["spec"]["minReplicas"] >= 2
 
 
 def test_every_portal_process_is_checked():
