@@ -166,6 +166,8 @@ def settings_direct_reads(source: str | None = None) -> list[str]:
     source = source or settings_source()
     found = []
     for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.expr):
+            continue
         direct = (isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv"}) or (
             isinstance(node, ast.Name) and node.id in {"environ", "getenv"}
         )
