@@ -29,6 +29,7 @@ from redis import asyncio as aioredis  # noqa: E402
 
 from bench.docs_section import markers, write_section  # noqa: E402
 from gateway.conversations import turn_of  # noqa: E402
+from gateway.limits import Admission, Scripts  # noqa: E402
 from gateway.recorder import MINUTE_TTL_S, SECOND_TTL_S, USAGE_TTL_S, Measurement, Recorder  # noqa: E402
 from workers.shared_state import DEMAND_HISTORY_MAX  # noqa: E402
 
@@ -36,6 +37,7 @@ SECTION = "redis-footprint"
 COLUMNS = [
     "tenants x adapters", "second-key B", "minute-key B", "usage-day B", "counters+histograms B",
     "demand entry B", "demand history per pool (cap)", "conversation key B (per chat, 30 min)",
+    "tenant rate key B (per minute, 2 min)",
     "used_memory B", "busy adapter",
 ]  # fmt: skip
 HEADER = "| " + " | ".join(COLUMNS) + " |\n" + "|---" * len(COLUMNS) + "|"
@@ -70,6 +72,13 @@ async def record(url: str, batch: list[Measurement]) -> None:
     for m in batch:
         recorder.add(m)
     await recorder.flush()
+    # Each tenant's request rate, counted by the gateway's admission (a counter per minute).
+    scripts = Scripts(redis)
+    for tenant_id in sorted({m.tenant_id for m in batch}):
+        admission = Admission(
+            scripts, tenant_id=tenant_id, rpm_limit=0, target=None, requested=None
+        )
+        await admission.admit()
     await redis.aclose()
 
 
@@ -90,6 +99,7 @@ def run(url: str, tenants: int, adapters: int) -> dict[str, float]:
         # per entry kept: the list keeps the newest DEMAND_HISTORY_MAX
         "demand": usage(client, "lp:fleet:demand:*")[1] / min(n, DEMAND_HISTORY_MAX),
         "conversation": usage(client, "lp:conv:*")[1] / n,
+        "tenant_rate": usage(client, "lp:gw:rpm:*")[1] / tenants,
         "used_memory": (int(client.info("memory")["used_memory"]) - before) / n,
     }  # fmt: skip
     client.flushdb()
@@ -110,7 +120,7 @@ def section(results: list[tuple[int, int, dict[str, float]]], command: str) -> s
     rows = "\n".join(
         f"| {t} x {a} | {r['second']:.0f} | {r['minute']:.0f} | {r['usage']:.0f} | "
         f"{r['counters']:.0f} | {r['demand']:.0f} | {r['demand_pool'] / 1024:.0f} KiB | "
-        f"{r['conversation']:.0f} | {r['used_memory']:.0f} | "
+        f"{r['conversation']:.0f} | {r['tenant_rate']:.0f} | {r['used_memory']:.0f} | "
         f"{r['busy_adapter'] / 1024**2:.2f} MiB |"
         for t, a, r in results
     )
@@ -123,6 +133,8 @@ own recorder (`gateway.recorder.Recorder`); bytes are `MEMORY USAGE` of each key
 adapters. A busy adapter (a request every second) has such fields in 600 second-keys, 2,880
 minute-keys and 8 usage days at once: the last column, the steady-state bound per adapter.
 A pool's demand history is a list capped at {DEMAND_HISTORY_MAX:,} requests: its bound is per pool.
+A tenant's own key is its request-rate counter (the gateway's admission; one a minute, kept
+2 min); everything else is per adapter.
 
 {HEADER}
 {rows}
