@@ -37,7 +37,7 @@ k8s-tools:
 	@scripts/ensure_k8s_tools.sh
 
 # The portal's image (deploy/Containerfile) with Debian's podman from a debootstrap root file
-# system (~4-5 min on 2 cores); tests/deploy/test_image.py then runs `check --deploy` in it.
+# system (3.5-11 min on 2 cores, by load); tests/deploy/test_image.py then runs `check --deploy` in it.
 image:
 	@scripts/build_image.sh
 

@@ -1,6 +1,6 @@
 """The portal's image (deploy/Containerfile), when `make image` has built it on this machine:
 it runs as a non-root user, carries its HEALTHCHECK, and `manage.py check --deploy` passes inside
-it with the environment the dev overlay gives the web container. Building takes 4-5 minutes on
+it with the environment the dev overlay gives the web container. Building takes 3.5-11 minutes on
 2 cores, too long for every `make test`, so this runs only when the image exists."""
 
 from __future__ import annotations
