@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live litellm-venv deps venv engine-venv tiny-model services browser promtool demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live bench-redis-footprint bench-db-connections litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -32,6 +32,15 @@ browser:
 promtool:
 	@scripts/ensure_promtool.sh
 
+# kubectl (its kustomize) for the manifest tests (tests/deploy, deploy/k8s).
+k8s-tools:
+	@scripts/ensure_k8s_tools.sh
+
+# The portal's image (deploy/Containerfile) with Debian's podman from a debootstrap root file
+# system (3.5-11 min on 2 cores, by load); tests/deploy/test_image.py then runs `check --deploy` in it.
+image:
+	@scripts/build_image.sh
+
 # The portal with a demo: SQLite and local-disk storage (embedded defaults), Redis, one CPU engine.
 run: deps redis
 	@DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
@@ -40,7 +49,7 @@ run: deps redis
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
 	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
 
-test: deps services browser promtool
+test: deps services browser promtool k8s-tools
 	@CI=$${CI:-} scripts/run_tests.sh
 
 lint: venv
@@ -109,3 +118,13 @@ bench-playground: venv services engine-venv tiny-model
 # access generation and with a database re-check on every message (~4 min).
 bench-live: venv services
 	@$(PY) -m bench.live_fanout --subscribers 500 --tenants 50 --seconds 60 --warmup 10 --write-docs
+
+# Redis memory per adapter and tenant with the gateway's own recorder (docs/deploy.md's sizing);
+# REDIS_URL must name an empty database (default: 10), emptied afterwards. About 30 s.
+bench-redis-footprint: venv redis
+	@REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/10} $(PY) -m bench.redis_footprint --shapes 10x10,100x10,100x100 --write-docs
+
+# PostgreSQL connections per uvicorn process and per prefork Celery worker, measured under load
+# (docs/deploy.md's sizing). DATABASE_URL must name a migrated PostgreSQL database. About 1 min.
+bench-db-connections: venv services
+	@$(PY) -m bench.db_connections --pool-max 10 --concurrency 64 --requests 2000 --worker-concurrency 2 --tasks 200 --write-docs
