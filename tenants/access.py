@@ -151,6 +151,10 @@ class AccessContext:
         return bool({PlatformRole.OPERATOR, PlatformRole.PLATFORM_ADMIN} & self.platform_roles)
 
     @property
+    def is_auditor(self) -> bool:
+        return PlatformRole.AUDITOR in self.platform_roles
+
+    @property
     def sees_engines(self) -> bool:
         """Engines, their state, residency and actions: operators and platform admins. Members
         see only the names of the engines their own versions are placed on (never their pages)."""
@@ -244,7 +248,7 @@ class AccessContext:
 
     # --- tenants ---
     def sees_all_tenants(self) -> bool:
-        return self.is_platform_admin or self.is_reviewer
+        return self.is_platform_admin or self.is_reviewer or self.is_auditor
 
     def visible_tenants(self) -> QuerySet[Tenant]:
         if not self.is_authenticated:
@@ -334,7 +338,7 @@ class AccessContext:
     def audit_tenant_ids(self) -> list[int] | None:
         """Tenants whose audit events the caller may read; None means every event (a platform
         admin not confined by a tenant-bound token)."""
-        if self.is_platform_admin and self.bound_tenant_id is None:
+        if (self.is_platform_admin or self.is_auditor) and self.bound_tenant_id is None:
             return None
         return sorted(
             tenant_id
@@ -352,6 +356,47 @@ class AccessContext:
                 "audit.not_allowed", "Only platform admins and tenant owners may read the audit."
             )
         return reach
+
+    def require_audit_export(self, tenant: Tenant | None) -> list[int] | None:
+        """Exporting the audit log (a whole range, offline): a tenant's owners export their
+        tenant's events; platform admins and auditors everything. Answers the tenant ids the
+        export is confined to (None: every event); maintainers and viewers are refused (403)."""
+        reach = self.audit_tenant_ids()
+        if reach is None:
+            return None if tenant is None else [tenant.id]
+        if tenant is None and len(reach) == 1:
+            return reach
+        if tenant is None or tenant.id not in reach:
+            raise PermissionDenied(
+                "audit.export_not_allowed",
+                "Only a tenant's owners (for that tenant: pass tenant=<slug>), platform admins "
+                "and auditors may export the audit log.",
+            )
+        return [tenant.id]
+
+    def require_evidence_reader(self, tenant: Tenant) -> None:
+        """A version's compliance record holds its audit trail and served totals (billing
+        data): the tenant's owners, platform admins and auditors, as for the audit log."""
+        reach = self.audit_tenant_ids()
+        if reach is not None and tenant.id not in reach:
+            raise PermissionDenied(
+                "evidence.not_allowed",
+                f"The compliance records of tenant '{tenant.slug}' are for its owners, "
+                "platform admins and auditors.",
+            )
+
+    def cost_tenant_reach(self, tenant: Tenant | None) -> list[int] | None:
+        """The cost view: the fleet's (every tenant, engine-hours, the price) for platform admins
+        and auditors; one tenant's share for its owners (tenant=<slug>). None: everything."""
+        if (self.is_platform_admin or self.is_auditor) and self.bound_tenant_id is None:
+            return None if tenant is None else [tenant.id]
+        if tenant is not None and self.tenant_role(tenant) == TenantRole.OWNER:
+            return [tenant.id]
+        raise PermissionDenied(
+            "cost.not_allowed",
+            "The fleet's cost is for platform admins and auditors; a tenant's owners see their "
+            "tenant's share with tenant=<slug>.",
+        )
 
     def may_verify_audit(self) -> bool:
         return self.is_platform_admin and self.bound_tenant_id is None
