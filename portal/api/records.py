@@ -102,6 +102,10 @@ class AuditExportViewSet(PortalViewSet):
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
 
+    def perform_content_negotiation(self, request: Any, force: bool = False) -> Any:
+        # An unknown ?format= is the handler's clear 400 (audit.bad_format), not DRF's bare 404.
+        return super().perform_content_negotiation(request, force=True)
+
     def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
         if response.status_code >= 400 and hasattr(request, "accepted_renderer"):
             request.accepted_renderer = JSONRenderer()
