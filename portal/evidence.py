@@ -124,7 +124,9 @@ def _releases(version: AdapterVersion) -> tuple[list[dict[str, Any]], set[int]]:
 def _served(version: AdapterVersion) -> dict[str, Any]:
     """Where it was loaded (the fleet's action log and residency) and what it served per UTC
     day (the gateway's usage rows; a day is the finest grain kept for good)."""
-    engines: dict[str, dict[str, Any]] = defaultdict(dict)
+    engines: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"pool": "", "first_loaded": None, "resident_now": None, "last_used": None}
+    )
     loads = (
         FleetAction.objects.filter(version=version, kind=FleetActionKind.LOAD, ok=True)
         .values("engine__name", "engine__pool")

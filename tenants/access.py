@@ -385,6 +385,20 @@ class AccessContext:
                 "platform admins and auditors.",
             )
 
+    def may_read_evidence(self, tenant: Tenant) -> bool:
+        try:
+            self.require_evidence_reader(tenant)
+        except PermissionDenied:
+            return False
+        return True
+
+    def may_read_cost(self, tenant: Tenant | None) -> bool:
+        try:
+            self.cost_tenant_reach(tenant)
+        except PermissionDenied:
+            return False
+        return True
+
     def cost_tenant_reach(self, tenant: Tenant | None) -> list[int] | None:
         """The cost view: the fleet's (every tenant, engine-hours, the price) for platform admins
         and auditors; one tenant's share for its owners (tenant=<slug>). None: everything."""

@@ -30,7 +30,7 @@ def history(world):
         rank=8,
         alpha=16.0,
         target_modules=["q_proj", "v_proj"],
-        validation_report={"valid": True, "errors": [], "checks": [{"code": "format", "ok": True}]},
+        validation_report={"valid": True, "errors": [], "checks": [{"name": "files.set", "outcome": "passed", "codes": []}]},
         uploaded_by=world.users["bob"],
     )
     steps = [

@@ -42,7 +42,7 @@ def test_it_holds_the_versions_files_checks_decisions_releases_serving_and_audit
     record = fetch(history)
     assert record["version"]["name"] == "support@3"
     assert record["version"]["manifest"][0]["sha256"] == "ab" * 32
-    assert record["validation"]["checks"] == [{"code": "format", "ok": True}]
+    assert record["validation"]["checks"] == [{"name": "files.set", "outcome": "passed", "codes": []}]
     assert [(d["kind"], d["actor"], d["comment"]) for d in record["decisions"]] == [
         ("approve", "rita", "looks fine"),
         ("release", "alice", ""),
