@@ -113,9 +113,7 @@ def _usage(day_from: date, day_to: date, tenant_ids: list[int] | None) -> Any:
     return rows if tenant_ids is None else rows.filter(tenant_id__in=tenant_ids)
 
 
-def _dedicated(
-    day_from: date, day_to: date, hours: float, price: float, slots: int
-) -> Dedicated:
+def _dedicated(day_from: date, day_to: date, hours: float, price: float, slots: int) -> Dedicated:
     """One endpoint per adapter that served in the range or has an active version, running the
     whole range, with as many replicas as its own slot-seconds need."""
     per_adapter: dict[int, float] = defaultdict(float)
@@ -153,9 +151,7 @@ def _dedicated(
 
 
 def _shares(rows: Any, total_cost: float) -> list[TenantShare]:
-    by_tenant = rows.values("tenant__slug").annotate(
-        **{name: Sum(name) for name in SHARE_FIELDS}
-    )
+    by_tenant = rows.values("tenant__slug").annotate(**{name: Sum(name) for name in SHARE_FIELDS})
     shares = [
         TenantShare(tenant=r["tenant__slug"], **{name: r[name] or 0 for name in SHARE_FIELDS})
         for r in by_tenant.order_by("tenant__slug")
@@ -187,7 +183,7 @@ def cost_report(*, access: Any, day_from: date, day_to: date, tenant: Tenant | N
             PoolCost(pool, engines, round(pool_hours, 3), round(pool_hours * price, 2))
         )
     report.engine_hours = round(sum(p.engine_hours for p in report.pools), 3)
-    report.cost = round(report.engine_hours * price, 2)
+    report.cost = round(sum(p.cost for p in report.pools), 2)  # the pools add up on the page
     shares = _shares(_usage(day_from, day_to, None), report.cost)
     if reach is None:
         report.dedicated = _dedicated(day_from, day_to, hours, price, prices.dedicated_slots)
@@ -199,7 +195,11 @@ def cost_report(*, access: Any, day_from: date, day_to: date, tenant: Tenant | N
 
 
 def cost_settings_update(
-    *, access: Any, price_per_engine_hour: Any, currency: str, dedicated_slots: Any,
+    *,
+    access: Any,
+    price_per_engine_hour: Any,
+    currency: str,
+    dedicated_slots: Any,
     request_id: str = "",
 ) -> CostSettings:
     """Platform admins set the price (audited as `cost.settings`)."""
@@ -209,7 +209,8 @@ def cost_settings_update(
         slots = int(dedicated_slots)
     except (ArithmeticError, ValueError, TypeError):
         raise ApplicationError(
-            "cost.bad_settings", "price_per_engine_hour must be a number, dedicated_slots an integer."
+            "cost.bad_settings",
+            "price_per_engine_hour must be a number, dedicated_slots an integer.",
         ) from None
     currency = (currency or "").strip().upper()
     if not price.is_finite() or price < 0 or price >= Decimal("1000000"):
@@ -234,8 +235,11 @@ def cost_settings_update(
             object_type="gateway.costsettings",
             object_id="1",
             before=before,
-            after={"price_per_engine_hour": str(price), "currency": currency, "dedicated_slots": slots},
+            after={
+                "price_per_engine_hour": str(price),
+                "currency": currency,
+                "dedicated_slots": slots,
+            },
             request_id=request_id,
         )
     return row
-

@@ -59,11 +59,19 @@ class CostCsvRenderer(BaseRenderer):
 
 
 class CostSettingsSerializer(serializers.ModelSerializer):
-    updated_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    updated_by: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
 
     class Meta:
         model = CostSettings
-        fields = ["price_per_engine_hour", "currency", "dedicated_slots", "updated_by", "updated_at"]
+        fields = [
+            "price_per_engine_hour",
+            "currency",
+            "dedicated_slots",
+            "updated_by",
+            "updated_at",
+        ]
         read_only_fields = ["updated_by", "updated_at"]
 
 

@@ -96,7 +96,9 @@ def export_query(*, access: Any, params: Any) -> ExportQuery:
     if slug:
         tenant = access.visible_tenants().filter(slug=slug).first()
         if tenant is None:
-            raise ApplicationError("tenant.not_found", f"No tenant '{slug}' is visible to you.", status=404)
+            raise ApplicationError(
+                "tenant.not_found", f"No tenant '{slug}' is visible to you.", status=404
+            )
     reach = access.require_audit_export(tenant)
     since = _moment(params.get("from") or "", "from", end=False)
     until = _moment(params.get("to") or "", "to", end=True)

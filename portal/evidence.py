@@ -133,7 +133,9 @@ def _served(version: AdapterVersion) -> dict[str, Any]:
         .annotate(first=Min("created_at"))
     )
     for row in loads:
-        engines[row["engine__name"]].update(pool=row["engine__pool"], first_loaded=_at(row["first"]))
+        engines[row["engine__name"]].update(
+            pool=row["engine__pool"], first_loaded=_at(row["first"])
+        )
     for res in Residency.objects.filter(version=version).select_related("engine"):
         engines[res.engine.name].update(
             pool=res.engine.pool, resident_now=res.observed_state, last_used=_at(res.last_used_at)
@@ -168,7 +170,12 @@ def _served(version: AdapterVersion) -> dict[str, Any]:
 
 def audit_event_dict(event: AuditEvent) -> dict[str, Any]:
     """An event with everything needed to check it against the chain (exports use it too)."""
-    return {"id": event.pk, **event_content(event), "prev_hash": event.prev_hash, "hash": event.hash}
+    return {
+        "id": event.pk,
+        **event_content(event),
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+    }
 
 
 def _anchor() -> tuple[dict[str, Any], int]:

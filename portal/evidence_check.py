@@ -63,8 +63,8 @@ def _anchor_problems(anchor: dict[str, Any]) -> list[str]:
 
 
 def _served_problems(version: AdapterVersion, served: dict[str, Any], exported: date) -> list[str]:
-    live = {
-        row["day"].isoformat(): row
+    live: dict[str, dict[str, Any]] = {
+        row["day"].isoformat(): dict(row)
         for row in DailyUsage.objects.filter(version=version)
         .values("day")
         .annotate(**{name: Sum(name) for name in SERVED_TOTALS})

@@ -61,6 +61,8 @@ def _audit_chain_key() -> str:
 
 AUDIT_CHAIN_KEY = _audit_chain_key()
 AUDIT_CHAIN_KEY_DERIVED = not env_str("AUDIT_CHAIN_KEY", "")  # a deploy warning (portal.checks)
+
+
 def _evidence_signing_seed() -> str:
     """The 32-byte Ed25519 seed (hex) that signs compliance records (portal.evidence_signing)."""
     configured = env_str("EVIDENCE_SIGNING_KEY", "")

@@ -7,27 +7,41 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gateway', '0001_initial'),
+        ("gateway", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='dailyusage',
-            name='slot_seconds',
+            model_name="dailyusage",
+            name="slot_seconds",
             field=models.FloatField(default=0.0),
         ),
         migrations.CreateModel(
-            name='CostSettings',
+            name="CostSettings",
             fields=[
-                ('id', models.PositiveSmallIntegerField(default=1, primary_key=True, serialize=False)),
-                ('price_per_engine_hour', models.DecimalField(decimal_places=4, default=0, max_digits=10)),
-                ('currency', models.CharField(default='USD', max_length=3)),
-                ('dedicated_slots', models.PositiveIntegerField(default=8)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.PositiveSmallIntegerField(default=1, primary_key=True, serialize=False),
+                ),
+                (
+                    "price_per_engine_hour",
+                    models.DecimalField(decimal_places=4, default=0, max_digits=10),
+                ),
+                ("currency", models.CharField(default="USD", max_length=3)),
+                ("dedicated_slots", models.PositiveIntegerField(default=8)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
     ]

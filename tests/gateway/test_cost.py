@@ -28,8 +28,13 @@ RANGE = {"from": "2026-03-03", "to": "2026-03-03"}
 
 def engine(world, name, pool):
     return Engine.objects.create(
-        name=name, base_model=world.base, pool=pool, url=f"http://127.0.0.1:1/{name}",
-        served_model_name="tiny", adapter_root="/tmp", state="up",
+        name=name,
+        base_model=world.base,
+        pool=pool,
+        url=f"http://127.0.0.1:1/{name}",
+        served_model_name="tiny",
+        adapter_root="/tmp",
+        state="up",
     )
 
 
@@ -45,8 +50,11 @@ def fleet_day(world):
         ("c", "gold", start + timedelta(hours=12), 12),
     ):
         EngineUptime.objects.create(
-            engine=engine(world, name, pool), pool=pool, started_at=begin,
-            last_seen_at=begin + timedelta(hours=hours), closed=True,
+            engine=engine(world, name, pool),
+            pool=pool,
+            started_at=begin,
+            last_seen_at=begin + timedelta(hours=hours),
+            closed=True,
         )
     support, legal = version(world.support, 1), version(world.legal, 1)
     for v, tenant, requests, tokens_in, tokens_out, slot_seconds in (
@@ -54,8 +62,13 @@ def fleet_day(world):
         (legal, world.globex, 10, 100, 50, 30.0),
     ):
         DailyUsage.objects.create(
-            tenant=tenant, version=v, day=DAY, requests=requests, prompt_tokens=tokens_in,
-            completion_tokens=tokens_out, slot_seconds=slot_seconds,
+            tenant=tenant,
+            version=v,
+            day=DAY,
+            requests=requests,
+            prompt_tokens=tokens_in,
+            completion_tokens=tokens_out,
+            slot_seconds=slot_seconds,
         )
     CostSettings.objects.create(pk=1, price_per_engine_hour=Decimal("2.50"), dedicated_slots=8)
     return world
@@ -71,7 +84,11 @@ def test_engine_hours_by_pool_cost_and_the_dedicated_comparison(fleet_day):
     assert (body["engine_hours"], body["cost"]) == (42.0, 105.0)
     dedicated = body["dedicated"]
     # Two adapters served: each its own endpoint for the whole day.
-    assert (dedicated["adapters"], dedicated["endpoints"], dedicated["engine_hours"]) == (2, 2, 48.0)
+    assert (dedicated["adapters"], dedicated["endpoints"], dedicated["engine_hours"]) == (
+        2,
+        2,
+        48.0,
+    )
     assert dedicated["cost"] == 120.0 and len(dedicated["assumptions"]) == 3
 
 
@@ -80,7 +97,9 @@ def test_each_tenants_share_by_requests_tokens_and_slot_seconds(fleet_day):
     acme, globex = tenants["acme"], tenants["globex"]
     assert (acme["requests"], acme["tokens"], acme["slot_seconds"]) == (30, 450, 90.0)
     assert (acme["share_requests"], acme["share_tokens"], acme["share_slot_seconds"]) == (
-        0.75, 0.75, 0.75,
+        0.75,
+        0.75,
+        0.75,
     )
     assert (acme["cost"], globex["cost"]) == (78.75, 26.25)
 
@@ -126,8 +145,13 @@ def test_platform_admins_set_the_price_audited(fleet_day):
     assert response.status_code == 200, response.json()
     assert client.get(URL, RANGE).json()["cost"] == 126.0
     event = AuditEvent.objects.get(action="cost.settings")
+    assert event.before is not None
     assert (event.actor_label, event.before["price_per_engine_hour"]) == ("adam", "2.5000")
-    assert event.after == {"price_per_engine_hour": "3.0000", "currency": "EUR", "dedicated_slots": 4}
+    assert event.after == {
+        "price_per_engine_hour": "3.0000",
+        "currency": "EUR",
+        "dedicated_slots": 4,
+    }
 
 
 @pytest.mark.parametrize("who", ["alice", "aude", "olga"])
@@ -140,8 +164,14 @@ def test_no_one_else_sets_it(fleet_day, who):
 
 
 @pytest.mark.parametrize(
-    "body", [{"price_per_engine_hour": "-1"}, {"price_per_engine_hour": "x"}, {"currency": "euro"},
-             {"dedicated_slots": 0}, {"price_per_engine_hour": "NaN"}],
+    "body",
+    [
+        {"price_per_engine_hour": "-1"},
+        {"price_per_engine_hour": "x"},
+        {"currency": "euro"},
+        {"dedicated_slots": 0},
+        {"price_per_engine_hour": "NaN"},
+    ],
 )
 def test_bad_settings_are_refused_and_change_nothing(fleet_day, body):
     response = fleet_day.client("adam").put("/api/v1/cost/settings/", body, format="json")

@@ -367,9 +367,7 @@ PAGE_ROUTES: list[PageRoute] = [
             "adam": 200,
         },
     ),
-    PageRoute(
-        "platform-cost", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}
-    ),
+    PageRoute("platform-cost", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}),
     PageRoute(
         "platform-cost-settings",
         _none,

@@ -30,7 +30,11 @@ def history(world):
         rank=8,
         alpha=16.0,
         target_modules=["q_proj", "v_proj"],
-        validation_report={"valid": True, "errors": [], "checks": [{"name": "files.set", "outcome": "passed", "codes": []}]},
+        validation_report={
+            "valid": True,
+            "errors": [],
+            "checks": [{"name": "files.set", "outcome": "passed", "codes": []}],
+        },
         uploaded_by=world.users["bob"],
     )
     steps = [
@@ -40,22 +44,48 @@ def history(world):
         ("version.release", alice, {"status": "staged"}, {"status": "active"}),
     ]
     for action, actor, before, after in steps:
-        record_event(action=action, actor=actor, tenant=world.acme, obj=version, before=before, after=after)
+        record_event(
+            action=action, actor=actor, tenant=world.acme, obj=version, before=before, after=after
+        )
     # Another tenant's event in between: it must not leak into acme's record.
-    record_event(action="adapter.update", actor=world.users["charlie"], tenant=world.globex, obj=world.legal)
-    Decision.objects.create(tenant=world.acme, version=version, kind="approve", actor=rita, comment="looks fine", evidence={"valid": True})
+    record_event(
+        action="adapter.update", actor=world.users["charlie"], tenant=world.globex, obj=world.legal
+    )
+    Decision.objects.create(
+        tenant=world.acme,
+        version=version,
+        kind="approve",
+        actor=rita,
+        comment="looks fine",
+        evidence={"valid": True},
+    )
     Decision.objects.create(tenant=world.acme, version=version, kind="release", actor=alice)
     alias = Alias.objects.create(tenant=world.acme, name="support-bot")
     AliasRevision.objects.create(
-        alias=alias, number=1, action="set", actor=alice, actor_label="alice",
+        alias=alias,
+        number=1,
+        action="set",
+        actor=alice,
+        actor_label="alice",
         targets=[{"version": "support@3", "version_id": version.id, "weight": 100}],
     )
-    record_event(action="alias.set", actor=alice, tenant=world.acme, obj=alias, after={"targets": ["support@3"]})
+    record_event(
+        action="alias.set",
+        actor=alice,
+        tenant=world.acme,
+        obj=alias,
+        after={"targets": ["support@3"]},
+    )
     today = timezone.now().date()
     for day, requests in ((today - timedelta(days=1), 40), (today, 2)):
         DailyUsage.objects.create(
-            tenant=world.acme, version=version, day=day, requests=requests,
-            prompt_tokens=requests * 10, completion_tokens=requests * 5, slot_seconds=requests * 0.5,
+            tenant=world.acme,
+            version=version,
+            day=day,
+            requests=requests,
+            prompt_tokens=requests * 10,
+            completion_tokens=requests * 5,
+            slot_seconds=requests * 0.5,
         )
     return SimpleNamespace(world=world, version=version, alias=alias, url=evidence_url(version))
 

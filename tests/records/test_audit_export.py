@@ -59,7 +59,10 @@ def test_another_tenants_events_are_not_found(history):
 def test_filters_by_action_prefix_and_time(history):
     rows = lines(export(history, "aude", action="version.*", tenant="acme"))
     assert {r["action"] for r in rows} == {
-        "version.upload", "version.validate", "version.approve", "version.release"
+        "version.upload",
+        "version.validate",
+        "version.approve",
+        "version.release",
     }
     assert lines(export(history, "aude", action="alias.set"))[0]["action"] == "alias.set"
     assert lines(export(history, "aude", **{"from": "2001-01-01", "to": "2001-01-02"})) == []
@@ -68,7 +71,7 @@ def test_filters_by_action_prefix_and_time(history):
 def test_an_unfiltered_range_links_line_to_line_and_each_hash_recomputes(history):
     rows = lines(export(history, "aude"))
     first = AuditEvent.objects.order_by("id").first()
-    assert rows[0]["id"] == first.pk
+    assert first is not None and rows[0]["id"] == first.pk
     for before, after in zip(rows, rows[1:], strict=False):
         assert after["prev_hash"] == before["hash"]
     key = chain_key()
@@ -99,6 +102,7 @@ def test_it_reads_in_batches_and_sends_each_as_it_comes(history, monkeypatch):
 def test_an_export_is_audited(history):
     lines(export(history, "alice", tenant="acme", action="alias.set"))
     event = AuditEvent.objects.filter(action="audit.export").last()
+    assert event is not None and event.after is not None
     assert event.actor_label == "alice" and event.tenant_label == "acme"
     assert event.after["action"] == "alias.set"
 

@@ -42,18 +42,28 @@ def test_it_holds_the_versions_files_checks_decisions_releases_serving_and_audit
     record = fetch(history)
     assert record["version"]["name"] == "support@3"
     assert record["version"]["manifest"][0]["sha256"] == "ab" * 32
-    assert record["validation"]["checks"] == [{"name": "files.set", "outcome": "passed", "codes": []}]
+    assert record["validation"]["checks"] == [
+        {"name": "files.set", "outcome": "passed", "codes": []}
+    ]
     assert [(d["kind"], d["actor"], d["comment"]) for d in record["decisions"]] == [
         ("approve", "rita", "looks fine"),
         ("release", "alice", ""),
     ]
     assert [(r["alias"], r["weight"]) for r in record["releases"]] == [("support-bot", 100)]
     served = record["served"]
-    assert (served["requests"], served["prompt_tokens"], served["completion_tokens"]) == (42, 420, 210)
+    assert (served["requests"], served["prompt_tokens"], served["completion_tokens"]) == (
+        42,
+        420,
+        210,
+    )
     actions = [e["action"] for e in record["audit_events"]]
     assert actions == [
-        "version.upload", "version.validate", "version.approve", "version.release",
-        "alias.set", "version.evidence_export",
+        "version.upload",
+        "version.validate",
+        "version.approve",
+        "version.release",
+        "alias.set",
+        "version.evidence_export",
     ]
     assert all(e["tenant"] == "acme" for e in record["audit_events"])
     anchor = record["anchor"]
@@ -101,8 +111,13 @@ def test_a_record_re_signed_by_someone_else_fails_when_the_key_is_pinned(history
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
     from lora_portal_client.evidence import (
-        SECTIONS, canonical_bytes, key_fingerprint, section_digest, signed_part,
+        SECTIONS,
+        canonical_bytes,
+        key_fingerprint,
+        section_digest,
+        signed_part,
     )
+
     record = fetch(history)
     forged = copy.deepcopy(record)
     forged["served"].update(requests=0, prompt_tokens=0, completion_tokens=0, by_day=[])
@@ -126,7 +141,9 @@ def test_the_command_fails_when_the_chain_changed_after_export(history, tmp_path
     event_id = record["audit_events"][1]["id"]
     with connection.cursor() as cursor:
         cursor.execute("SET session_replication_role = replica")
-        cursor.execute("UPDATE portal_auditevent SET actor_label = 'nobody' WHERE id = %s", [event_id])
+        cursor.execute(
+            "UPDATE portal_auditevent SET actor_label = 'nobody' WHERE id = %s", [event_id]
+        )
         cursor.execute("SET session_replication_role = origin")
     assert verify_record(record) == []  # the file itself is untouched
     code, message = command(tmp_path, record)

@@ -5,26 +5,43 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workers', '0004_slugs_without_double_hyphen'),
+        ("workers", "0004_slugs_without_double_hyphen"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EngineUptime',
+            name="EngineUptime",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('pool', models.CharField(max_length=40)),
-                ('started_at', models.DateTimeField()),
-                ('last_seen_at', models.DateTimeField()),
-                ('closed', models.BooleanField(default=False)),
-                ('engine', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='uptimes', to='workers.engine')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("pool", models.CharField(max_length=40)),
+                ("started_at", models.DateTimeField()),
+                ("last_seen_at", models.DateTimeField()),
+                ("closed", models.BooleanField(default=False)),
+                (
+                    "engine",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="uptimes",
+                        to="workers.engine",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['engine_id', 'started_at'],
-                'indexes': [models.Index(fields=['last_seen_at'], name='uptime_last_seen')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('closed', False)), fields=('engine',), name='uptime_one_open')],
+                "ordering": ["engine_id", "started_at"],
+                "indexes": [models.Index(fields=["last_seen_at"], name="uptime_last_seen")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("closed", False)),
+                        fields=("engine",),
+                        name="uptime_one_open",
+                    )
+                ],
             },
         ),
     ]

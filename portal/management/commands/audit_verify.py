@@ -45,12 +45,16 @@ class Command(BaseCommand):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise CommandError(f"{path}: not a readable JSON record ({exc})", returncode=2) from None
+            raise CommandError(
+                f"{path}: not a readable JSON record ({exc})", returncode=2
+            ) from None
         problems = check_record(record) if isinstance(record, dict) else ["not a JSON object"]
         if as_json:
             self.stdout.write(json.dumps({"ok": not problems, "problems": problems}))
         elif not problems:
-            self.stdout.write(self.style.SUCCESS(f"{path}: the record verifies and matches the chain"))
+            self.stdout.write(
+                self.style.SUCCESS(f"{path}: the record verifies and matches the chain")
+            )
         if problems:
             listing = "".join(f"\n  - {p}" for p in problems)
             raise CommandError(f"{path}: the record does not verify:{listing}", returncode=1)
