@@ -28,22 +28,6 @@ from portal.evidence import audit_event_dict
 from tenants.models import Tenant
 
 EXPORT_BATCH = 2000
-COLUMNS = (
-    "id",
-    "created_at",
-    "actor",
-    "actor_id",
-    "tenant",
-    "tenant_id",
-    "action",
-    "object_type",
-    "object_id",
-    "before",
-    "after",
-    "request_id",
-    "prev_hash",
-    "hash",
-)
 FORMATS = {"csv": "text/csv", "jsonl": "application/x-ndjson"}
 
 
@@ -142,13 +126,16 @@ def _encode(query: ExportQuery, events: list[AuditEvent], *, header: bool) -> by
     if query.format == "jsonl":
         return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\r\n")
+    # The line format is the client's contract (lora_portal_client.evidence).
+    from lora_portal_client.evidence import AUDIT_EVENT_FIELDS as columns
+
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\r\n")
     if header:
         writer.writeheader()
     for row in rows:
         for name in ("before", "after"):
             row[name] = "" if row[name] is None else json.dumps(row[name], ensure_ascii=False)
-        writer.writerow({k: "" if row[k] is None else row[k] for k in COLUMNS})
+        writer.writerow({k: "" if row[k] is None else row[k] for k in columns})
     return out.getvalue().encode()
 
 

@@ -17,6 +17,7 @@ Three rules shape everything below (docs/security.md, classes 6, 7 and 12):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -81,6 +82,15 @@ SCOPE_IMPLIES: dict[str, frozenset[str]] = {
     TokenScope.ADMIN: frozenset({TokenScope.ADMIN, TokenScope.READ, TokenScope.WRITE}),
     TokenScope.INFERENCE: frozenset({TokenScope.INFERENCE}),
 }
+
+
+def _allowed(require: Callable[..., object], *args: Any) -> bool:
+    """A `require_...` check as a yes/no, for pages deciding what to offer."""
+    try:
+        require(*args)
+    except PermissionDenied:
+        return False
+    return True
 
 
 @dataclass
@@ -328,11 +338,7 @@ class AccessContext:
         self.require_platform_role("is_platform_admin")
 
     def may_read_usage(self, tenant: Tenant) -> bool:
-        try:
-            self.require_usage_reader(tenant)
-        except PermissionDenied:
-            return False
-        return True
+        return _allowed(self.require_usage_reader, tenant)
 
     # --- audit ---
     def audit_tenant_ids(self) -> list[int] | None:
@@ -386,18 +392,10 @@ class AccessContext:
             )
 
     def may_read_evidence(self, tenant: Tenant) -> bool:
-        try:
-            self.require_evidence_reader(tenant)
-        except PermissionDenied:
-            return False
-        return True
+        return _allowed(self.require_evidence_reader, tenant)
 
     def may_read_cost(self, tenant: Tenant | None) -> bool:
-        try:
-            self.cost_tenant_reach(tenant)
-        except PermissionDenied:
-            return False
-        return True
+        return _allowed(self.cost_tenant_reach, tenant)
 
     def cost_tenant_reach(self, tenant: Tenant | None) -> list[int] | None:
         """The cost view: the fleet's (every tenant, engine-hours, the price) for platform admins

@@ -16,26 +16,14 @@ from core.audit_models import AuditEvent
 from gateway.models import CostSettings, DailyUsage
 from gateway.usage import usage_persist
 from tests.factories import make_user
-from tests.gateway.recording import gw_redis, measure, record, version  # noqa: F401
-from workers.models import Engine, EngineUptime
+from tests.gateway.recording import engine_row, gw_redis, measure, record, version  # noqa: F401
+from workers.models import EngineUptime
 from workers.services import engine_record_probe
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/cost/"
 DAY = datetime(2026, 3, 3, tzinfo=UTC).date()
 RANGE = {"from": "2026-03-03", "to": "2026-03-03"}
-
-
-def engine(world, name, pool):
-    return Engine.objects.create(
-        name=name,
-        base_model=world.base,
-        pool=pool,
-        url=f"http://127.0.0.1:1/{name}",
-        served_model_name="tiny",
-        adapter_root="/tmp",
-        state="up",
-    )
 
 
 @pytest.fixture
@@ -50,7 +38,7 @@ def fleet_day(world):
         ("c", "gold", start + timedelta(hours=12), 12),
     ):
         EngineUptime.objects.create(
-            engine=engine(world, name, pool),
+            engine=engine_row(world, name, pool),
             pool=pool,
             started_at=begin,
             last_seen_at=begin + timedelta(hours=hours),
@@ -182,7 +170,7 @@ def test_bad_settings_are_refused_and_change_nothing(fleet_day, body):
 
 
 def test_the_prober_records_up_time(world):
-    e = engine(world, "p", "shared")
+    e = engine_row(world, "p", "shared")
     engine_record_probe(engine=e, error="")
     first = EngineUptime.objects.get(engine=e)
     engine_record_probe(engine=e, error="")

@@ -15,9 +15,9 @@ from playwright import sync_api as playwright_api
 
 from adapters.models import Adapter
 from gateway.models import CostSettings, DailyUsage
-from tests.gateway.recording import version
+from tests.gateway.recording import engine_row, version
 from tests.pages.test_browser import SCREENSHOTS, _log_in, chromium_page
-from workers.models import Engine, EngineUptime
+from workers.models import EngineUptime
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -32,15 +32,7 @@ def _fleet_week(world) -> tuple[str, str]:
         ("shared-2", "shared", week_ago - timedelta(days=1)),
         ("gold-1", "gold", now - timedelta(days=3)),
     ):
-        engine = Engine.objects.create(
-            name=name,
-            base_model=world.base,
-            pool=pool,
-            url=f"http://127.0.0.1:9/{name}",
-            served_model_name="tiny",
-            adapter_root="/srv/adapters",
-            state="up",
-        )
+        engine = engine_row(world, name, pool)
         EngineUptime.objects.create(engine=engine, pool=pool, started_at=start, last_seen_at=now)
     legal = version(world.legal, 1)
     support = world.support.versions.get(number=3)
