@@ -77,6 +77,7 @@ class CostSettingsSerializer(serializers.ModelSerializer):
 
 class CostViewSet(GatewayNumbersViewSet, PortalViewSet):
     schema_model = CostSettings
+    action_scopes = {"update_settings": "admin"}
     renderer_classes = [*APIView.renderer_classes, CostCsvRenderer]
 
     def check_access(self) -> None:

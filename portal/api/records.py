@@ -2,7 +2,8 @@
 
 - GET /tenants/{t}/adapters/{a}/versions/{n}/evidence/: the signed record (owners, platform
   admins, auditors; another tenant's version is 404).
-- GET /evidence/key/: the public half of the evidence key, to pin when verifying offline.
+- GET /evidence/key/: the public half of the evidence key, to pin when verifying offline
+  (anyone signed in).
 - GET /audit/export/?format=csv|jsonl&tenant=&from=&to=&action=: streamed (portal.audit_export).
 """
 
@@ -14,16 +15,14 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.permissions import AllowAny
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from adapters.models import AdapterVersion
 from core.audit_models import AuditEvent
 from portal import audit_export
 from portal.evidence import version_evidence
-from tenants.api_base import PortalViewSet, TenantScopedViewSet
+from tenants.api_base import PlatformViewSet, PortalViewSet, TenantScopedViewSet
 
 
 class EvidenceViewSet(TenantScopedViewSet):
@@ -46,14 +45,15 @@ class EvidenceViewSet(TenantScopedViewSet):
         return response
 
 
-class EvidenceKeyView(APIView):
-    """Public: anyone may learn which key the portal signs records with."""
+class EvidenceKeyViewSet(PlatformViewSet):
+    """Whoever signs in may learn which key the portal signs records with (it is in every
+    record too; pin it when verifying offline)."""
 
-    permission_classes = [AllowAny]
-    authentication_classes: list[Any] = []
+    platform_roles = {"list": ()}
+    pagination_class = None
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
-    def get(self, request: Any) -> Response:
+    def list(self, request: Any) -> Response:
         from portal.evidence_signing import published_key
 
         return Response(published_key())

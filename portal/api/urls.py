@@ -14,7 +14,7 @@ from adapters.api_uploads import DirectUploadViewSet
 from gateway.api import AdapterMetricsViewSet, TenantUsageViewSet, UsageViewSet
 from gateway.cost_api import CostViewSet
 from portal.api.audit import AuditViewSet
-from portal.api.records import AuditExportViewSet, EvidenceKeyView, EvidenceViewSet
+from portal.api.records import AuditExportViewSet, EvidenceKeyViewSet, EvidenceViewSet
 from tenants.api import (
     MemberViewSet,
     TenantTokenViewSet,
@@ -55,7 +55,7 @@ urlpatterns = [
         EvidenceViewSet.as_view({"get": "retrieve"}),
         name="version-evidence",
     ),
-    path("evidence/key/", EvidenceKeyView.as_view(), name="evidence-key"),
+    path("evidence/key/", EvidenceKeyViewSet.as_view({"get": "list"}), name="evidence-key"),
     path("audit/export/", AuditExportViewSet.as_view({"get": "list"}), name="audit-export"),
     path("cost/", CostViewSet.as_view({"get": "list"}), name="cost"),
     path(

@@ -146,7 +146,8 @@ def test_permission_matrix(request, state, endpoint: Endpoint, column: str) -> N
     call = getattr(client, endpoint.method.lower())
     response = call(url, body, format=fmt) if body is not None else call(url)
 
-    payload = response.json() if response.content else None
+    streamed = getattr(response, "streaming", False)  # the audit export: no JSON on success
+    payload = response.json() if not streamed and response.content else None
     assert response.status_code == status, f"{column} {endpoint.method} {url}: {payload}"
     if code is not None:
         assert payload is not None
@@ -161,6 +162,10 @@ def test_permission_matrix(request, state, endpoint: Endpoint, column: str) -> N
         endpoint.then(state, response)
         report = verify_chain()
         assert report.ok, report.as_dict()
+    elif code is None and endpoint.audit is not None:  # an export: audited, changes nothing else
+        assert new_events == [endpoint.audit], new_events
+        after = fingerprint()
+        assert after.pop("audit")[:-1] == before.pop("audit") and after == before
     else:
         assert new_events == [], f"{'a read' if code is None else 'a refusal'} wrote {new_events}"
         assert fingerprint() == before

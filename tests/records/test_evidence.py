@@ -74,7 +74,7 @@ def test_it_holds_the_versions_files_checks_decisions_releases_serving_and_audit
 def test_it_verifies_offline_pinned_to_the_published_key_and_against_the_chain(history, tmp_path):
     record = fetch(history)
     assert verify_record(record) == []
-    published = history.world.client(None).get("/api/v1/evidence/key/").json()
+    published = history.world.client("nora").get("/api/v1/evidence/key/").json()
     assert published["public_key"] == public_key_b64() == record["signature"]["public_key"]
     assert verify_record(record, public_key=published["public_key"]) == []
     path = tmp_path / "r.json"
