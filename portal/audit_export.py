@@ -1,10 +1,11 @@
 """Exporting the audit log as CSV or JSON Lines, streamed in id order with bounded memory.
 
-Rows are read in keyset batches (id > last id, EXPORT_BATCH rows at a time) and written as they
-come, so a range of any size holds one batch in memory. Each line carries the event's id, every
-field its hash covers (core.audit.event_content), `prev_hash` and `hash`: over an unfiltered
-range, each line's `prev_hash` is the previous line's `hash`, and with the chain key (portal side,
-`manage.py audit_verify`) each hash can be recomputed from its line. The reach (which tenants'
+Rows are read by one query in id order through a server-side cursor (`.iterator(chunk_size=)`),
+EXPORT_BATCH rows at a time, and written as they come, so a range of any size holds one batch
+in memory. Each line carries the event's id, every field its hash covers
+(core.audit.event_content), `prev_hash` and `hash`: over an unfiltered range, each line's
+`prev_hash` is the previous line's `hash`, and with the chain key (portal side) each hash can be
+recomputed from its line. The reach (which tenants'
 events) is tenants/access.py's `require_audit_export`.
 """
 
@@ -16,6 +17,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from itertools import islice
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -38,6 +40,7 @@ class ExportQuery:
     since: datetime | None
     until: datetime | None
     action: str
+    columns: tuple[str, ...]  # the line format: the client's contract
 
     def queryset(self) -> QuerySet[AuditEvent]:
         qs = AuditEvent.objects.all()
@@ -89,7 +92,10 @@ def export_query(*, access: Any, params: Any) -> ExportQuery:
     if since and until and since >= until:
         raise ApplicationError("audit.bad_range", "'from' must be before 'to'.")
     action = (params.get("action") or "").strip()[:61]
-    return ExportQuery(fmt, reach, since, until, action)
+    # Imported here, before any byte is sent: without the client package an export fails whole.
+    from lora_portal_client.evidence import AUDIT_EVENT_FIELDS
+
+    return ExportQuery(fmt, reach, since, until, action, AUDIT_EVENT_FIELDS)
 
 
 def record_export(*, access: Any, query: ExportQuery, request_id: str = "") -> None:
@@ -115,10 +121,16 @@ def record_export(*, access: Any, query: ExportQuery, request_id: str = "") -> N
     )
 
 
-def _batch(query: ExportQuery, after_id: int, upto_id: int) -> list[AuditEvent]:
-    return list(
-        query.queryset().filter(pk__gt=after_id, pk__lte=upto_id).order_by("pk")[:EXPORT_BATCH]
-    )
+def _events(query: ExportQuery) -> Iterator[AuditEvent]:
+    """One query in id order, read through a server-side cursor EXPORT_BATCH rows at a time;
+    it stops at the newest event when the export starts, a consistent, finite range."""
+    upto = AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    rows = query.queryset().filter(pk__lte=upto).order_by("pk")
+    return rows.iterator(chunk_size=EXPORT_BATCH)
+
+
+def _next_batch(events: Iterator[AuditEvent]) -> list[AuditEvent]:
+    return list(islice(events, EXPORT_BATCH))
 
 
 def _encode(query: ExportQuery, events: list[AuditEvent], *, header: bool) -> bytes:
@@ -126,42 +138,30 @@ def _encode(query: ExportQuery, events: list[AuditEvent], *, header: bool) -> by
     if query.format == "jsonl":
         return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
     out = io.StringIO()
-    # The line format is the client's contract (lora_portal_client.evidence).
-    from lora_portal_client.evidence import AUDIT_EVENT_FIELDS as columns
-
-    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\r\n")
+    writer = csv.DictWriter(out, fieldnames=query.columns, lineterminator="\r\n")
     if header:
         writer.writeheader()
     for row in rows:
         for name in ("before", "after"):
             row[name] = "" if row[name] is None else json.dumps(row[name], ensure_ascii=False)
-        writer.writerow({k: "" if row[k] is None else row[k] for k in columns})
+        writer.writerow({k: "" if row[k] is None else row[k] for k in query.columns})
     return out.getvalue().encode()
 
 
-def _upto() -> int:
-    """The export stops at the newest event when it starts: a consistent, finite range."""
-    last = AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first()
-    return last or 0
-
-
 def export_lines(query: ExportQuery) -> Iterator[bytes]:
-    """Synchronous batches (the management command and tests)."""
-    upto, after, header = _upto(), 0, True
+    """Synchronous batches (the test client, WSGI)."""
     if query.format == "csv":
         yield _encode(query, [], header=True)
-        header = False
-    while batch := _batch(query, after, upto):
-        yield _encode(query, batch, header=header)
-        after = batch[-1].pk
+    events = _events(query)
+    while batch := _next_batch(events):
+        yield _encode(query, batch, header=False)
 
 
 async def export_stream(query: ExportQuery) -> AsyncIterator[bytes]:
-    """The same for ASGI: Django would read a synchronous iterator whole before sending it."""
-    upto = await sync_to_async(_upto)()
-    after = 0
+    """The same for ASGI: Django would read a synchronous iterator whole before sending it.
+    Every step runs in the request's one sync thread, so the cursor stays on its connection."""
     if query.format == "csv":
         yield _encode(query, [], header=True)
-    while batch := await sync_to_async(_batch)(query, after, upto):
+    events = await sync_to_async(_events)(query)
+    while batch := await sync_to_async(_next_batch)(events):
         yield await sync_to_async(_encode)(query, batch, header=False)
-        after = batch[-1].pk
