@@ -75,6 +75,7 @@ def _evidence_signing_seed() -> str:
 
 
 EVIDENCE_SIGNING_KEY = _evidence_signing_seed()
+EVIDENCE_SIGNING_KEY_DERIVED = not env_str("EVIDENCE_SIGNING_KEY", "")  # portal.W002
 # How often beat writes the audit chain head to the object store (portal.audit_checkpoint).
 AUDIT_CHECKPOINT_SECONDS = env_int("AUDIT_CHECKPOINT_SECONDS", 300, minimum=10)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])

@@ -189,3 +189,13 @@ def test_anonymous_callers_are_refused(history):
 def test_a_missing_version_is_not_found(history):
     url = history.url.replace("/versions/3/", "/versions/9/")
     assert history.world.client("alice").get(url).json()["error"]["code"] == "version.not_found"
+
+
+def test_deploy_check_warns_while_the_signing_key_is_derived(settings):
+    from django.core.checks import run_checks
+
+    settings.DEBUG = False
+    settings.EVIDENCE_SIGNING_KEY_DERIVED = True
+    assert "portal.W002" in {m.id for m in run_checks(include_deployment_checks=True)}
+    settings.EVIDENCE_SIGNING_KEY_DERIVED = False
+    assert "portal.W002" not in {m.id for m in run_checks(include_deployment_checks=True)}
