@@ -149,3 +149,25 @@ def test_under_asgi_it_streams_the_same_batches_asynchronously(world, monkeypatc
     assert [json.loads(line)["object_id"] for c in got for line in c.splitlines()] == [
         str(i) for i in range(7)
     ]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_an_export_file_is_checked_against_the_chain_line_by_line(history, tmp_path, fmt):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    response = history.world.client("aude").get(URL, {"format": fmt})
+    path = tmp_path / f"audit.{fmt}"
+    path.write_bytes(b"".join(response.streaming_content))
+    out = io.StringIO()
+    call_command("audit_verify", "--export", str(path), "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["ok"] and report["checked"] == AuditEvent.objects.count()  # its own too
+
+    text = path.read_text()
+    approve = AuditEvent.objects.get(action="version.approve")
+    path.write_text(text.replace('"staged"', '"active"', 1))  # rita "approved" it into active
+    with pytest.raises(CommandError) as failed:
+        call_command("audit_verify", "--export", str(path), stdout=io.StringIO())
+    assert failed.value.returncode == 1
+    assert f"audit event {approve.pk}: its fields do not give its hash" in str(failed.value)
