@@ -256,6 +256,8 @@ OWN_TOKEN = "     401 ok   ok   404  ok   404  404t 404t 403  -    404t 404t"
 USAGE_OWNERS = "  401 ok   403  403  ok   403  404t 404t 403  -    404t 404t"
 FLEET_COST = "    401 403c 403c 403c ok   403c 403c 403c 403c -    403c 403c"
 VER = "tenants/{tenant}/adapters/{adapter}/versions/"
+# Reads that take data away in bulk, so each is audited like a change (and changes nothing else).
+AUDITED_READS = frozenset({VER + "{number}/evidence/", "audit/export/"})
 UPL = "tenants/{tenant}/adapters/{adapter}/uploads/"
 
 ENDPOINTS: tuple[Endpoint, ...] = (

@@ -20,6 +20,7 @@ from core.audit_models import AuditEvent
 from portal.audit_verify import verify_chain
 from tests.api.matrix import (
     API_PREFIX,
+    AUDITED_READS,
     CELLS,
     DERIVED_COLUMNS,
     ENDPOINTS,
@@ -241,8 +242,9 @@ def test_every_row_is_complete_and_uses_known_cells() -> None:
             if column == "gno":
                 assert (cell == "-") == ("{adapter}" not in endpoint.route), endpoint.key
         writes = endpoint.method != "GET"
-        assert (endpoint.audit is not None) == writes, (
-            f"{endpoint.key}: writes must name their audit event"
+        exports = endpoint.route in AUDITED_READS  # reads that are audited (data leaving)
+        assert (endpoint.audit is not None) == (writes or exports), (
+            f"{endpoint.key}: writes (and exports) must name their audit event"
         )
         assert (endpoint.then is not None) == writes, (
             f"{endpoint.key}: writes must check their effect"
