@@ -13,6 +13,8 @@ from adapters.models import AdapterVersion, Alias, AliasRevision, Decision
 from core.audit import record_event
 from gateway.models import DailyUsage
 from tests.factories import make_user
+from tests.gateway.recording import engine_row
+from workers.models import FleetAction, Residency
 
 
 @pytest.fixture
@@ -76,6 +78,9 @@ def history(world):
         obj=alias,
         after={"targets": ["support@3"]},
     )
+    engine = engine_row(world, "gpu-1", "shared")
+    FleetAction.objects.create(engine=engine, version=version, kind="load", served_name="x")
+    Residency.objects.create(engine=engine, version=version, observed_state="resident_gpu")
     today = timezone.now().date()
     for day, requests in ((today - timedelta(days=1), 40), (today, 2)):
         DailyUsage.objects.create(

@@ -51,6 +51,10 @@ def test_it_holds_the_versions_files_checks_decisions_releases_serving_and_audit
     ]
     assert [(r["alias"], r["weight"]) for r in record["releases"]] == [("support-bot", 100)]
     served = record["served"]
+    assert [(e["engine"], e["pool"], e["resident_now"]) for e in served["engines"]] == [
+        ("gpu-1", "shared", "resident_gpu")
+    ]
+    assert served["engines"][0]["first_loaded"] is not None
     assert (served["requests"], served["prompt_tokens"], served["completion_tokens"]) == (
         42,
         420,

@@ -15,6 +15,7 @@ from playwright import sync_api as playwright_api
 
 from adapters.models import Adapter
 from gateway.models import CostSettings, DailyUsage
+from portal.audit_checkpoint import write_checkpoint
 from tests.gateway.recording import engine_row, version
 from tests.pages.test_browser import SCREENSHOTS, _log_in, chromium_page
 from workers.models import EngineUptime
@@ -66,6 +67,7 @@ def _fleet_week(world) -> tuple[str, str]:
     CostSettings.objects.update_or_create(
         pk=1, defaults={"price_per_engine_hour": Decimal("2.50"), "updated_by": world.users["adam"]}
     )
+    write_checkpoint()  # what beat does every AUDIT_CHECKPOINT_SECONDS
     return week_ago.date().isoformat(), now.date().isoformat()
 
 
@@ -82,6 +84,7 @@ def test_the_record_and_the_cost_pages(history, live_server):
         expect(page.get_by_test_id("evidence-requests")).to_have_text("29400")
         expect(page.get_by_test_id("key-fingerprint")).to_contain_text("sha256:")
         expect(page.get_by_test_id("evidence-decisions")).to_contain_text("looks fine")
+        expect(page.get_by_test_id("evidence-checkpoint")).to_contain_text("#")
         page.screenshot(path=str(SCREENSHOTS / "evidence-record.png"), full_page=True)
 
         page.goto(f"{base}/platform/")
