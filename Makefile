@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live bench-redis-footprint bench-db-connections litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live bench-redis-footprint bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -45,7 +45,7 @@ image:
 run: deps redis
 	@DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
 	@DJANGO_DEBUG=1 ENGINE_URL=http://127.0.0.1:$(ENGINE_PORT) $(PY) manage.py seed_demo --tiny-dir $(TINY)
-	@echo "LoRA Portal: http://127.0.0.1:$(PORT)/  (log in as alice, bob, rita, olga or admin; password above)"
+	@echo "LoRA Portal: http://127.0.0.1:$(PORT)/  (log in as alice, bob, rita, olga, aude or admin; password above)"
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
 	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
 
@@ -58,7 +58,7 @@ lint: venv
 	@.venv/bin/mypy
 
 # Every benchmark; each rewrites only its own section of docs/benchmarks.md.
-bench: bench-validation bench-validation-worst bench-upload bench-list bench-cache bench-cache2 bench-sessions-floor bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-live
+bench: bench-validation bench-validation-worst bench-upload bench-list bench-audit-export bench-cache bench-cache2 bench-sessions-floor bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-live
 
 bench-validation: venv
 	@$(PY) -m bench.validation_throughput --sizes-mib 1024,256 --repeat 5 --write-docs
@@ -71,6 +71,10 @@ bench-upload: venv services
 
 bench-list: venv services
 	@$(PY) -m bench.list_versions --write-docs
+
+# Streaming a 200,000-event audit export through the ASGI portal: peak RSS vs rows (~2 min).
+bench-audit-export: venv services
+	@$(PY) -m bench.audit_export --rows 200000 --write-docs
 
 # Fleet controller planning cost, 100 engines x 10,000 versions, in process (~20 s).
 bench-fleet-scale: venv

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -32,7 +32,8 @@ def _normalise(value: Any) -> Any:
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
 
 
-def _content(event: AuditEvent) -> dict[str, Any]:
+def event_content(event: AuditEvent) -> dict[str, Any]:
+    """What an event's hash covers, as plain JSON (also what exports and records carry)."""
     return {
         "created_at": event.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
         "actor": event.actor_label,
@@ -48,6 +49,27 @@ def _content(event: AuditEvent) -> dict[str, Any]:
     }
 
 
+_content = event_content  # the name portal's migration 0003 imports
+
+
+def event_from_content(content: dict[str, Any], *, prev_hash: str) -> AuditEvent:
+    """An unsaved event rebuilt from event_content's dict, to recompute its hash."""
+    return AuditEvent(
+        created_at=datetime.fromisoformat(content["created_at"]),
+        actor_label=content["actor"],
+        actor_id=content["actor_id"],
+        tenant_label=content["tenant"],
+        tenant_id=content["tenant_id"],
+        action=content["action"],
+        object_type=content["object_type"],
+        object_id=content["object_id"],
+        before=content["before"],
+        after=content["after"],
+        request_id=content["request_id"],
+        prev_hash=prev_hash,
+    )
+
+
 def chain_key() -> bytes:
     from django.conf import settings
 
@@ -55,7 +77,9 @@ def chain_key() -> bytes:
 
 
 def compute_hash(prev_hash: str, event: AuditEvent, *, key: bytes | None = None) -> str:
-    payload = json.dumps(_content(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    payload = json.dumps(
+        event_content(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     message = f"{prev_hash}\n{payload}".encode()
     return hmac.new(chain_key() if key is None else key, message, hashlib.sha256).hexdigest()
 

@@ -9,8 +9,8 @@ cardinality stays bounded with thousands of adapters:
 - `lp:gwm:ttft` / `lp:gwm:e2e` fields `tenant|adapter|le` - histogram buckets (ms);
 - `lp:gwm:sec:<epoch second>` and `lp:gwm:min:<epoch minute>` fields `tenant|adapter|version|what` -
   time series for the live charts (kept 10 minutes) and the history (kept 2 days);
-- `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|requests|in|out` - chargeback, persisted
-  to gateway.DailyUsage by a task.
+- `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|requests|in|out|e2e_ms_sum` - chargeback
+  and the cost view's slot-seconds, persisted to gateway.DailyUsage by a task.
 
 Besides the metrics, each request to a version goes into its pool's demand history
 (workers.shared_state), marked ` follow` when it is a later turn of a conversation: the one
@@ -105,6 +105,8 @@ class Recorder:
             (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|requests", 1),
             (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|in", m.prompt_tokens),
             (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|out", m.completion_tokens),
+            # the slot time it held (the cost view's GPU-slot-seconds)
+            (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|e2e_ms_sum", m.e2e_ms),
         ]
         if not m.ok:
             rows += [

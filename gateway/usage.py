@@ -24,10 +24,13 @@ from workers import shared_state
 log = logging.getLogger(__name__)
 
 USAGE_FIELDS = {"requests": "requests", "in": "prompt_tokens", "out": "completion_tokens"}
+# Summed end-to-end milliseconds (a float in Redis), kept as slot-seconds.
+SLOT_MS_FIELD = "e2e_ms_sum"
+PERSISTED_FIELDS = [*USAGE_FIELDS.values(), "slot_seconds"]
 LOCK_KEY = "lp:usage:persist-lock"
 LOCK_LEASE_S = 300
 # (tenant_id, version_id or None for the base model) -> {model field: total}
-Totals = dict[tuple[int, int | None], dict[str, int]]
+Totals = dict[tuple[int, int | None], dict[str, float]]
 
 
 def usage_key(day: date) -> str:
@@ -35,16 +38,18 @@ def usage_key(day: date) -> str:
 
 
 def parse_usage(raw: dict[bytes, bytes]) -> Totals:
-    """Fields `tenant_id|version_id|requests|in|out` (version 0: the base model)."""
-    totals: Totals = defaultdict(lambda: dict.fromkeys(USAGE_FIELDS.values(), 0))
+    """Fields `tenant_id|version_id|requests|in|out|e2e_ms_sum` (version 0: the base model)."""
+    totals: Totals = defaultdict(lambda: dict.fromkeys(PERSISTED_FIELDS, 0))
     for name, value in raw.items():
         parts = name.decode().split("|")
-        if len(parts) != 3 or parts[2] not in USAGE_FIELDS or not parts[0].isdigit():
+        known = parts[-1] in USAGE_FIELDS or parts[-1] == SLOT_MS_FIELD
+        if len(parts) != 3 or not known or not parts[0].isdigit() or not parts[1].isdigit():
             continue
-        if not parts[1].isdigit():
-            continue
-        version_id = int(parts[1]) or None
-        totals[(int(parts[0]), version_id)][USAGE_FIELDS[parts[2]]] = int(value)
+        key = (int(parts[0]), int(parts[1]) or None)
+        if parts[2] == SLOT_MS_FIELD:
+            totals[key]["slot_seconds"] = round(float(value) / 1000, 3)
+        else:
+            totals[key][USAGE_FIELDS[parts[2]]] = int(value)
     return dict(totals)
 
 
@@ -100,7 +105,7 @@ def usage_persist_day(*, day: date, totals: Totals, report: PersistReport) -> No
                 setattr(row, name, value)
             update.append(row)
         DailyUsage.objects.bulk_create(create)
-        DailyUsage.objects.bulk_update(update, list(USAGE_FIELDS.values()))
+        DailyUsage.objects.bulk_update(update, PERSISTED_FIELDS)
     report.created += len(create)
     report.updated += len(update)
 

@@ -19,3 +19,19 @@ def audit_chain_key_is_its_own(app_configs, **kwargs):
             id="portal.W001",
         )
     ]
+
+
+@register(Tags.security, deploy=True)
+def evidence_signing_key_is_its_own(app_configs, **kwargs):
+    if settings.DEBUG or not settings.EVIDENCE_SIGNING_KEY_DERIVED:
+        return []
+    return [
+        Warning(
+            "EVIDENCE_SIGNING_KEY is not set: the key that signs compliance records is derived "
+            "from SECRET_KEY, so rotating SECRET_KEY would change the published key and records "
+            "signed before would no longer verify against it.",
+            hint="Set EVIDENCE_SIGNING_KEY to 64 random hex digits (an Ed25519 seed) kept "
+            "outside the database, and publish its public half (GET /api/v1/evidence/key/).",
+            id="portal.W002",
+        )
+    ]

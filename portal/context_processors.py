@@ -20,4 +20,6 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         "nav_is_operator": access.sees_engines,
         "nav_tenants": [slug for slug, _ in roles],
         "nav_can_audit": access.may_read_audit(),
+        # Auditors reach the fleet's cost from here; platform admins also from the platform tabs.
+        "nav_sees_cost": access.is_auditor and access.may_read_cost(None),
     }

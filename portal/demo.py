@@ -33,7 +33,11 @@ DEMO_USERS = {
     "charlie": ((), {"globex": "owner"}),
     "rita": (("reviewer",), {}),
     "olga": (("operator",), {}),
+    "aude": (("auditor",), {}),
 }
+# What the demo prices an engine-hour at (a GPU engine's order of magnitude; platform admins
+# change it on the cost page). Set once, by the demo's admin, audited like any change.
+DEMO_PRICE_PER_ENGINE_HOUR = "2.50"
 DEMO_TENANTS = {"acme": ("Acme Corp", "gold"), "globex": ("Globex", "silver")}
 # adapter (tenant, name) -> sample adapter directory name written by engine.tiny_model
 DEMO_ADAPTERS = {
@@ -122,12 +126,28 @@ def seed_demo(
             )
         uploaded.append(f"{slug}/{name}")
     released = release_demo_adapter()
+    price_demo_engine_hours()
     return DemoResult(
         password=password,
         users=list(DEMO_USERS),
         uploaded=uploaded,
         released=released,
         inference_token=demo_inference_token(token_file),
+    )
+
+
+def price_demo_engine_hours() -> None:
+    """The cost view's price, unless someone set one already."""
+    from gateway.cost import cost_settings_update
+    from gateway.models import CostSettings
+
+    if CostSettings.objects.exists():
+        return
+    cost_settings_update(
+        access=AccessContext.for_user(User.objects.get(username="admin")),
+        price_per_engine_hour=DEMO_PRICE_PER_ENGINE_HOUR,
+        currency="USD",
+        dedicated_slots=8,
     )
 
 

@@ -2,11 +2,16 @@
 
 from django.urls import include, path
 
-from portal import pages
+from portal import evidence_pages, pages
 
 urlpatterns = [
     path("audit/", pages.audit_log, name="audit"),
     path("audit/verify/", pages.audit_verify, name="audit-verify"),
+    path(
+        "t/<slug:tenant>/a/<slug:adapter>/v/<int:number>/evidence/",
+        evidence_pages.version_evidence_page,
+        name="version-evidence-page",
+    ),
     path("", include("workers.page_urls")),
     path("", include("gateway.page_urls")),
 ]

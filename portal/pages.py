@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
+from typing import Any
+from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 
 from core.errors import ApplicationError, PermissionDenied
@@ -52,8 +55,28 @@ def audit_log(request: HttpRequest) -> HttpResponse:
             "page": page,
             "filters": filters,
             "can_verify": access.may_verify_audit(),
+            "export_urls": _export_urls(access, filters),
         },
     )
+
+
+def _export_urls(access: Any, filters: dict[str, str]) -> dict[str, str]:
+    """The API's streamed export of what the page filters (tenant, action prefix, days), for
+    those tenants/access.py lets export it; none for the others."""
+    slug = filters["tenant"]
+    tenant = access.visible_tenants().filter(slug=slug).first() if slug else None
+    try:
+        access.require_audit_export(tenant)
+    except PermissionDenied:
+        return {}
+    query = {"tenant": slug, "from": filters["since"], "to": filters["until"]}
+    if filters["action"]:
+        query["action"] = filters["action"] + "*"
+    base = reverse("audit-export")
+    return {
+        fmt: f"{base}?{urlencode({'format': fmt, **{k: v for k, v in query.items() if v}})}"
+        for fmt in ("csv", "jsonl")
+    }
 
 
 @page_view

@@ -61,6 +61,21 @@ def _audit_chain_key() -> str:
 
 AUDIT_CHAIN_KEY = _audit_chain_key()
 AUDIT_CHAIN_KEY_DERIVED = not env_str("AUDIT_CHAIN_KEY", "")  # a deploy warning (portal.checks)
+
+
+def _evidence_signing_seed() -> str:
+    """The 32-byte Ed25519 seed (hex) that signs compliance records (portal.evidence_signing)."""
+    configured = env_str("EVIDENCE_SIGNING_KEY", "")
+    if configured:
+        if len(configured) != 64 or any(c not in "0123456789abcdefABCDEF" for c in configured):
+            raise SettingError("EVIDENCE_SIGNING_KEY must be 64 hex digits (an Ed25519 seed)")
+        return configured.lower()
+    # Derived like AUDIT_CHAIN_KEY; production sets its own so records outlive a SECRET_KEY change.
+    return hmac.new(SECRET_KEY.encode(), b"lora-portal evidence v1", hashlib.sha256).hexdigest()
+
+
+EVIDENCE_SIGNING_KEY = _evidence_signing_seed()
+EVIDENCE_SIGNING_KEY_DERIVED = not env_str("EVIDENCE_SIGNING_KEY", "")  # portal.W002
 # How often beat writes the audit chain head to the object store (portal.audit_checkpoint).
 AUDIT_CHECKPOINT_SECONDS = env_int("AUDIT_CHECKPOINT_SECONDS", 300, minimum=10)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])

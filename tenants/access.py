@@ -17,6 +17,7 @@ Three rules shape everything below (docs/security.md, classes 6, 7 and 12):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -81,6 +82,15 @@ SCOPE_IMPLIES: dict[str, frozenset[str]] = {
     TokenScope.ADMIN: frozenset({TokenScope.ADMIN, TokenScope.READ, TokenScope.WRITE}),
     TokenScope.INFERENCE: frozenset({TokenScope.INFERENCE}),
 }
+
+
+def _allowed(require: Callable[..., object], *args: Any) -> bool:
+    """A `require_...` check as a yes/no, for pages deciding what to offer."""
+    try:
+        require(*args)
+    except PermissionDenied:
+        return False
+    return True
 
 
 @dataclass
@@ -149,6 +159,10 @@ class AccessContext:
     @property
     def is_operator(self) -> bool:
         return bool({PlatformRole.OPERATOR, PlatformRole.PLATFORM_ADMIN} & self.platform_roles)
+
+    @property
+    def is_auditor(self) -> bool:
+        return PlatformRole.AUDITOR in self.platform_roles
 
     @property
     def sees_engines(self) -> bool:
@@ -244,7 +258,7 @@ class AccessContext:
 
     # --- tenants ---
     def sees_all_tenants(self) -> bool:
-        return self.is_platform_admin or self.is_reviewer
+        return self.is_platform_admin or self.is_reviewer or self.is_auditor
 
     def visible_tenants(self) -> QuerySet[Tenant]:
         if not self.is_authenticated:
@@ -324,17 +338,13 @@ class AccessContext:
         self.require_platform_role("is_platform_admin")
 
     def may_read_usage(self, tenant: Tenant) -> bool:
-        try:
-            self.require_usage_reader(tenant)
-        except PermissionDenied:
-            return False
-        return True
+        return _allowed(self.require_usage_reader, tenant)
 
     # --- audit ---
     def audit_tenant_ids(self) -> list[int] | None:
         """Tenants whose audit events the caller may read; None means every event (a platform
         admin not confined by a tenant-bound token)."""
-        if self.is_platform_admin and self.bound_tenant_id is None:
+        if (self.is_platform_admin or self.is_auditor) and self.bound_tenant_id is None:
             return None
         return sorted(
             tenant_id
@@ -352,6 +362,53 @@ class AccessContext:
                 "audit.not_allowed", "Only platform admins and tenant owners may read the audit."
             )
         return reach
+
+    def require_audit_export(self, tenant: Tenant | None) -> list[int] | None:
+        """Exporting the audit log (a whole range, offline): a tenant's owners export their
+        tenant's events; platform admins and auditors everything. Answers the tenant ids the
+        export is confined to (None: every event); maintainers and viewers are refused (403)."""
+        reach = self.audit_tenant_ids()
+        if reach is None:
+            return None if tenant is None else [tenant.id]
+        if tenant is None and len(reach) == 1:
+            return reach
+        if tenant is None or tenant.id not in reach:
+            raise PermissionDenied(
+                "audit.export_not_allowed",
+                "Only a tenant's owners (for that tenant: pass tenant=<slug>), platform admins "
+                "and auditors may export the audit log.",
+            )
+        return [tenant.id]
+
+    def require_evidence_reader(self, tenant: Tenant) -> None:
+        """A version's compliance record holds its audit trail and served totals (billing
+        data): the tenant's owners, platform admins and auditors, as for the audit log."""
+        reach = self.audit_tenant_ids()
+        if reach is not None and tenant.id not in reach:
+            raise PermissionDenied(
+                "evidence.not_allowed",
+                f"The compliance records of tenant '{tenant.slug}' are for its owners, "
+                "platform admins and auditors.",
+            )
+
+    def may_read_evidence(self, tenant: Tenant) -> bool:
+        return _allowed(self.require_evidence_reader, tenant)
+
+    def may_read_cost(self, tenant: Tenant | None) -> bool:
+        return _allowed(self.cost_tenant_reach, tenant)
+
+    def cost_tenant_reach(self, tenant: Tenant | None) -> list[int] | None:
+        """The cost view: the fleet's (every tenant, engine-hours, the price) for platform admins
+        and auditors; one tenant's share for its owners (tenant=<slug>). None: everything."""
+        if (self.is_platform_admin or self.is_auditor) and self.bound_tenant_id is None:
+            return None if tenant is None else [tenant.id]
+        if tenant is not None and self.tenant_role(tenant) == TenantRole.OWNER:
+            return [tenant.id]
+        raise PermissionDenied(
+            "cost.not_allowed",
+            "The fleet's cost is for platform admins and auditors; a tenant's owners see their "
+            "tenant's share with tenant=<slug>.",
+        )
 
     def may_verify_audit(self) -> bool:
         return self.is_platform_admin and self.bound_tenant_id is None

@@ -34,6 +34,8 @@ class PlatformRole(models.TextChoices):
     PLATFORM_ADMIN = "platform-admin"
     REVIEWER = "reviewer"
     OPERATOR = "operator"
+    # Reads everything for compliance (every tenant, the audit log, records, costs); changes nothing.
+    AUDITOR = "auditor"
 
 
 class Tenant(models.Model):

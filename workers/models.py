@@ -183,3 +183,31 @@ class EngineAlarm(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.engine_id}: {self.message[:60]}"
+
+
+class EngineUptime(models.Model):
+    """One stretch of time an engine answered its probes: what engine-hours (cost) are made of.
+
+    The prober opens a stretch at the first probe an engine answers, moves `last_seen_at` on at
+    each one after it, and closes it at the first probe it does not answer. So a stretch is
+    counted from the first to the last probe seen, an undercount of at most one probe period
+    (30 s) at each end; an engine that stops being probed at all stops counting.
+    """
+
+    engine = models.ForeignKey(Engine, on_delete=models.CASCADE, related_name="uptimes")
+    pool = models.CharField(max_length=40)  # the pool at the time: hours stay where they ran
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    closed = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["engine_id", "started_at"]
+        indexes = [models.Index(fields=["last_seen_at"], name="uptime_last_seen")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["engine"], condition=models.Q(closed=False), name="uptime_one_open"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.engine_id} up {self.started_at} - {self.last_seen_at}"

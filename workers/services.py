@@ -119,6 +119,7 @@ def engine_record_probe(
         locked.save(
             update_fields=["state", "last_seen_at", "last_error", "has_plugin", "gpu_observed"]
         )
+        _record_uptime(locked, answered=not error, now=now)
         if locked.state == EngineState.WARMING:
             from workers.desired import enqueue_converge
 
@@ -133,6 +134,27 @@ def engine_record_probe(
                 after={"state": locked.state, "error": locked.last_error},
             )
     return locked
+
+
+def _record_uptime(engine: Engine, *, answered: bool, now: Any) -> None:
+    """Engine-hours for the cost view: a probe answered extends the engine's open stretch (or
+    opens one); a probe not answered, or a move to another pool, closes it."""
+    from workers.models import EngineUptime
+
+    open_stretch = EngineUptime.objects.filter(engine=engine, closed=False).first()
+    if open_stretch is not None and (not answered or open_stretch.pool != engine.pool):
+        open_stretch.closed = True
+        open_stretch.save(update_fields=["closed"])
+        open_stretch = None
+    if not answered:
+        return
+    if open_stretch is None:
+        EngineUptime.objects.create(
+            engine=engine, pool=engine.pool, started_at=now, last_seen_at=now
+        )
+    else:
+        open_stretch.last_seen_at = now
+        open_stretch.save(update_fields=["last_seen_at"])
 
 
 def _has_wanted(engine: Engine) -> bool:

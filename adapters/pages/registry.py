@@ -118,6 +118,7 @@ def _version_page(
             # Where it runs; members see engine names (not the engines' pages or actions).
             "placement": version_placement(version),
             "links_engines": scope.access.sees_engines,
+            "may_read_evidence": scope.access.may_read_evidence(scope.tenant),
             **_owner_actions(scope, version.adapter),
         },
         error=error,

@@ -12,7 +12,9 @@ from adapters.api import (
 )
 from adapters.api_uploads import DirectUploadViewSet
 from gateway.api import AdapterMetricsViewSet, TenantUsageViewSet, UsageViewSet
+from gateway.cost_api import CostViewSet
 from portal.api.audit import AuditViewSet
+from portal.api.records import AuditExportViewSet, EvidenceKeyViewSet, EvidenceViewSet
 from tenants.api import (
     MemberViewSet,
     TenantTokenViewSet,
@@ -48,6 +50,19 @@ adapter.register("metrics", AdapterMetricsViewSet, basename="adapter-metrics")
 
 urlpatterns = [
     path("auth/token/", TokenObtainView.as_view(), name="auth-token"),
+    path(
+        "tenants/<slug:tenant>/adapters/<slug:adapter>/versions/<int:number>/evidence/",
+        EvidenceViewSet.as_view({"get": "retrieve"}),
+        name="version-evidence",
+    ),
+    path("evidence/key/", EvidenceKeyViewSet.as_view({"get": "list"}), name="evidence-key"),
+    path("audit/export/", AuditExportViewSet.as_view({"get": "list"}), name="audit-export"),
+    path("cost/", CostViewSet.as_view({"get": "list"}), name="cost"),
+    path(
+        "cost/settings/",
+        CostViewSet.as_view({"get": "read_settings", "put": "update_settings"}),
+        name="cost-settings",
+    ),
     path("tenants/<slug:tenant>/adapters/<slug:adapter>/", include(adapter.urls)),
     path(
         "tenants/<slug:tenant>/signature-policy/",

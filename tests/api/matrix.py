@@ -81,6 +81,9 @@ CELLS: dict[str, tuple[int, str]] = {
     "404u": (404, "upload.not_found"),
     "403e": (403, "engine.location"),
     "403a": (403, "audit.not_allowed"),
+    "403x": (403, "audit.export_not_allowed"),
+    "403v": (403, "evidence.not_allowed"),
+    "403c": (403, "cost.not_allowed"),
 }
 
 
@@ -94,7 +97,8 @@ class Endpoint:
     row: str
     params: dict[str, str] = field(default_factory=dict)
     body: Any = None  # a dict, or a callable(state) -> dict for multipart uploads
-    audit: str | None = None  # the action a successful write appends to the audit log
+    # the action a successful write appends to the audit log (or an export, a read, appends)
+    audit: str | None = None
     then: Callable[[Any, Any], None] | None = None  # checks the state after a success
     multipart: bool = False
     s3: bool = False  # runs against the S3-compatible server (direct uploads need it)
@@ -250,7 +254,10 @@ UPLOADERS = "     401 ok   ok   403  403  403  404t 404t ok   404a 404t 404t"
 UPLOAD_SEEN = "   401 ok   ok   403  403  403  404t 404t 404u 404a 404t 404t"
 OWN_TOKEN = "     401 ok   ok   404  ok   404  404t 404t 403  -    404t 404t"
 USAGE_OWNERS = "  401 ok   403  403  ok   403  404t 404t 403  -    404t 404t"
+FLEET_COST = "    401 403c 403c 403c ok   403c 403c 403c 403c -    403c 403c"
 VER = "tenants/{tenant}/adapters/{adapter}/versions/"
+# Reads that take data away in bulk, so each is audited like a change (and changes nothing else).
+AUDITED_READS = frozenset({VER + "{number}/evidence/", "audit/export/"})
 UPL = "tenants/{tenant}/adapters/{adapter}/uploads/"
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -327,6 +334,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E("GET", VER + "{number}/", 200, "read", "alice", ADAPTER_READ, params={"number": "1"}),
     E("GET", VER + "{number}/residency/", 200, "read", "alice", ADAPTER_READ,
       params={"number": "1"}),
+    # a version's compliance record: owners, platform admins (and auditors); an audited export
+    E("GET", VER + "{number}/evidence/", 200, "read", "alice",
+      "401 ok   403v 403v ok   403v 404t 404t 403v 404a 404t 404t", params={"number": "1"},
+      audit="version.evidence_export"),
+    E("GET", "evidence/key/", 200, "read", "alice", EVERYONE),
     E("POST", VER + "{number}/approve/", 200, "approve", "rita", REVIEWERS, params={"number": "2"},
       body={"comment": "looks right"}, audit="version.approve", then=_version_status(2, "staged")),
     E("POST", VER + "{number}/reject/", 200, "approve", "rita", REVIEWERS, params={"number": "2"},
@@ -428,10 +440,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E("GET", "audit/", 200, "read", "alice",
       "401 ok   403a 403a ok   403a 403a ok   403a -    403a 403a"),
     E("GET", "audit/verify/", 200, "read", "adam", PLATFORM_ADMIN),
+    E("GET", "audit/export/", 200, "read", "alice",
+      "401 ok   403x 403x ok   403x 403x ok   403x -    403x 403x", audit="audit.export"),
     # gateway numbers: an adapter's time series (whoever views it), usage (owners, admins)
     E("GET", "tenants/{tenant}/adapters/{adapter}/metrics/", 200, "read", "alice", ADAPTER_READ),
     E("GET", "tenants/{tenant}/usage/", 200, "read", "alice", USAGE_OWNERS),
     E("GET", "usage/", 200, "read", "adam", PLATFORM_ADMIN),
+    # the cost view: the fleet's for platform admins (and auditors); the price, admins set it
+    E("GET", "cost/", 200, "read", "adam", FLEET_COST),
+    E("GET", "cost/settings/", 200, "read", "adam", FLEET_COST),
+    E("PUT", "cost/settings/", 200, "admin", "adam",
+      "401 403c 403c 403c ok   403c 403c 403c 403c -    403c 403b",
+      body={"price_per_engine_hour": "1.25"}, audit="cost.settings",
+      then=_exists("gateway.CostSettings", price_per_engine_hour="1.25")),
 )
 
 # Which rows each principal sees in a list (the acme/globex world of State), by a stable key.

@@ -20,6 +20,7 @@ from core.audit_models import AuditEvent
 from portal.audit_verify import verify_chain
 from tests.api.matrix import (
     API_PREFIX,
+    AUDITED_READS,
     CELLS,
     DERIVED_COLUMNS,
     ENDPOINTS,
@@ -146,7 +147,8 @@ def test_permission_matrix(request, state, endpoint: Endpoint, column: str) -> N
     call = getattr(client, endpoint.method.lower())
     response = call(url, body, format=fmt) if body is not None else call(url)
 
-    payload = response.json() if response.content else None
+    streamed = getattr(response, "streaming", False)  # the audit export: no JSON on success
+    payload = response.json() if not streamed and response.content else None
     assert response.status_code == status, f"{column} {endpoint.method} {url}: {payload}"
     if code is not None:
         assert payload is not None
@@ -161,6 +163,10 @@ def test_permission_matrix(request, state, endpoint: Endpoint, column: str) -> N
         endpoint.then(state, response)
         report = verify_chain()
         assert report.ok, report.as_dict()
+    elif code is None and endpoint.audit is not None:  # an export: audited, changes nothing else
+        assert new_events == [endpoint.audit], new_events
+        after = fingerprint()
+        assert after.pop("audit")[:-1] == before.pop("audit") and after == before
     else:
         assert new_events == [], f"{'a read' if code is None else 'a refusal'} wrote {new_events}"
         assert fingerprint() == before
@@ -236,8 +242,9 @@ def test_every_row_is_complete_and_uses_known_cells() -> None:
             if column == "gno":
                 assert (cell == "-") == ("{adapter}" not in endpoint.route), endpoint.key
         writes = endpoint.method != "GET"
-        assert (endpoint.audit is not None) == writes, (
-            f"{endpoint.key}: writes must name their audit event"
+        exports = endpoint.route in AUDITED_READS  # reads that are audited (data leaving)
+        assert (endpoint.audit is not None) == (writes or exports), (
+            f"{endpoint.key}: writes (and exports) must name their audit event"
         )
         assert (endpoint.then is not None) == writes, (
             f"{endpoint.key}: writes must check their effect"

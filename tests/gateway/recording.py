@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -13,6 +14,7 @@ from redis import asyncio as aioredis
 from adapters.models import Adapter, AdapterVersion
 from gateway.recorder import Measurement, Recorder
 from workers import shared_state
+from workers.models import Engine
 
 GATEWAY_KEYS = ("lp:gwm:*", "lp:usage:*")
 
@@ -95,3 +97,16 @@ def record(*measurements: Measurement) -> int:
             await client.aclose()
 
     return asyncio.run(run())
+
+
+def engine_row(world: Any, name: str, pool: str) -> Engine:
+    """An engine row (no server behind it) for the cost view's up-time and pools."""
+    return Engine.objects.create(
+        name=name,
+        base_model=world.base,
+        pool=pool,
+        url=f"http://127.0.0.1:9/{name}",
+        served_model_name="tiny",
+        adapter_root="/srv/adapters",
+        state="up",
+    )

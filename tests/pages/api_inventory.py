@@ -94,4 +94,11 @@ PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
     ("audit-verify", "get"): ("audit-verify",),
     ("usage-list", "get"): ("platform-usage",),
     ("tenant-usage-list", "get"): ("tenant-usage",),
+    # compliance records, the audit export, cost
+    ("version-evidence", "get"): ("version-evidence-page",),
+    ("evidence-key", "get"): ("version-evidence-page",),
+    ("audit-export", "get"): ("audit",),
+    ("cost", "get"): ("platform-cost", "tenant-cost"),
+    ("cost-settings", "get"): ("platform-cost",),
+    ("cost-settings", "put"): ("platform-cost-settings",),
 }

@@ -163,6 +163,19 @@ PAGE_ROUTES: list[PageRoute] = [
     PageRoute("adapter-detail", _support, expect={"charlie": 404, "nora": 404, "vera": 200}),
     PageRoute("version-detail", _active, expect={"charlie": 404, "nora": 404, "vera": 200}),
     PageRoute(
+        "version-evidence-page",
+        _active,
+        expect={
+            "charlie": 404,
+            "nora": 404,
+            "vera": 403,
+            "bob": 403,
+            "rita": 403,
+            "alice": 200,
+            "adam": 200,
+        },
+    ),
+    PageRoute(
         "version-upload",
         _support,
         expect={"charlie": 404, "nora": 404, "vera": 403, "rita": 403, "adam": 403, "bob": 200},
@@ -339,6 +352,28 @@ PAGE_ROUTES: list[PageRoute] = [
     ),
     PageRoute(
         "platform-usage", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}
+    ),
+    # --- cost (gateway/cost_pages.py): owners their share, platform admins (and auditors) all ---
+    PageRoute(
+        "tenant-cost",
+        _acme,
+        expect={
+            "charlie": 404,
+            "nora": 404,
+            "vera": 403,
+            "bob": 403,
+            "rita": 403,
+            "alice": 200,
+            "adam": 200,
+        },
+    ),
+    PageRoute("platform-cost", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}),
+    PageRoute(
+        "platform-cost-settings",
+        _none,
+        "post",
+        expect={"alice": 403, "rita": 403, "olga": 403, "adam": 302},
+        data={"price_per_engine_hour": "1.5", "currency": "USD", "dedicated_slots": "8"},
     ),
     # --- adapters: create on the tenant home, settings on the adapter page ---
     PageRoute(

@@ -14,7 +14,8 @@ from django.db import connection
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from adapters.storage.factory import get_storage
-from core.audit import GENESIS_HASH, _content
+from core.audit import GENESIS_HASH
+from core.audit import event_content as _content
 from core.audit_models import AuditEvent
 from portal.audit_checkpoint import CHECKPOINT_KEY, read_checkpoint
 from portal.audit_verify import verify_chain

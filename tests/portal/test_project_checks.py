@@ -38,6 +38,8 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         PORTAL_ENGINE_KEYS='{"gpu-1": "' + "e" * 40 + '"}',
         # The audit chain's own HMAC key, not derived from SECRET_KEY (portal.W001).
         AUDIT_CHAIN_KEY="a" * 40,
+        # The evidence signing key, not derived from SECRET_KEY either (portal.W002).
+        EVIDENCE_SIGNING_KEY="b" * 64,
     )
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],

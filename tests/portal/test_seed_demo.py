@@ -36,3 +36,10 @@ def test_seed_releases_one_adapter_onto_the_demo_engine_and_is_idempotent(
     call_command("seed_demo", "--tiny-dir", str(tiny_model_dir), stdout=again)
     assert AdapterVersion.objects.filter(adapter__name="support").count() == 1
     assert token in again.getvalue()  # the same token, printed again
+    # The cost view's price, set once by the demo's admin (audited), and an auditor to read it.
+    from core.audit_models import AuditEvent
+    from gateway.models import CostSettings
+
+    assert str(CostSettings.objects.get().price_per_engine_hour) == "2.5000"
+    assert AuditEvent.objects.filter(action="cost.settings", actor_label="admin").count() == 1
+    assert "/platform/cost/" in again.getvalue()

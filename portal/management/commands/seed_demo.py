@@ -52,6 +52,13 @@ class Command(BaseCommand):
             self.stdout.write(f"  uploaded for validation: {', '.join(result.uploaded)}")
         if result.released:
             self.stdout.write(f"  released (placed on the engine once it is up): {result.released}")
+        base = f"http://127.0.0.1:{os.environ.get('PORT', '8000')}"
+        self.stdout.write(
+            f"  what the fleet costs (admin, aude): {base}/platform/cost/ ; acme's share (alice): "
+            f"{base}/t/acme/cost/ ; the released version's compliance record: "
+            f"{base}/t/acme/a/support/v/1/evidence/ (numbers fill in as demo_load's requests "
+            "are persisted, every minute)"
+        )
         if result.inference_token:
             self.stdout.write(
                 "  try the gateway once the engine is up (alice's inference token, acme):\n"
