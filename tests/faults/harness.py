@@ -67,9 +67,7 @@ class CallerLog:
         return [a for a in self.answers if a.code == "<not json>" or a.status == 0]
 
     def summary(self) -> str:
-        kinds = Counter(
-            f"{a.status} {a.code}" if a.code else f"{a.status}" for a in self.answers
-        )
+        kinds = Counter(f"{a.status} {a.code}" if a.code else f"{a.status}" for a in self.answers)
         slowest = max((a.seconds for a in self.answers), default=0.0)
         parts = ", ".join(f"{n} x {kind}" for kind, n in kinds.most_common())
         return f"{parts} (slowest answer {slowest:.2f} s)"

@@ -11,17 +11,15 @@ back must be served (the pool must not hand out its dead connections).
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import psycopg
 import pytest
 from django.db import connection
 
-from tests.faults.harness import CallerLog, chain_verifies, ledger, start_portal
-from tests.faults.record import FaultRecord, Stopwatch, wait_until
 from tenants.access import AccessContext
 from tenants.tokens import token_issue
+from tests.faults.harness import CallerLog, chain_verifies, ledger, start_portal
+from tests.faults.record import FaultRecord, Stopwatch, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 OUTAGE_S = 3.0
@@ -84,11 +82,14 @@ def test_the_portal_answers_json_meanwhile_and_heals_at_once(world):
             first = caller.call(client, "GET", "/api/v1/tenants/")
             heal_s = back.elapsed()
             if first.status != 200:
-                heal_s = wait_until(
-                    lambda: client.get("/api/v1/tenants/").status_code == 200,
-                    timeout=60,
-                    what="the API serves again",
-                ) + heal_s
+                heal_s = (
+                    wait_until(
+                        lambda: client.get("/api/v1/tenants/").status_code == 200,
+                        timeout=60,
+                        what="the API serves again",
+                    )
+                    + heal_s
+                )
     finally:
         _restore(admin, name)
         admin.close()
@@ -134,8 +135,9 @@ def test_connections_cut_under_a_live_pool_cost_no_request(world):
         headers = {"authorization": f"Bearer {token.plaintext}"}
         with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
             with ThreadPoolExecutor(8) as pool:  # the pool opens several connections
-                codes = list(pool.map(lambda _: client.get("/api/v1/tenants/").status_code,
-                                      range(32)))
+                codes = list(
+                    pool.map(lambda _: client.get("/api/v1/tenants/").status_code, range(32))
+                )
             assert set(codes) == {200}
             cut = _terminate(admin, name)
             watch = Stopwatch()
