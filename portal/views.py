@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import psycopg
+import redis
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.db import InterfaceError, OperationalError
@@ -42,19 +43,28 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 # what any request that reached it meanwhile raises.
 DATABASE_AWAY = (OperationalError, InterfaceError, psycopg.OperationalError)
 DATABASE_RETRY_AFTER_S = 5
+# Redis is away (restarting, stalled past the clients' timeouts): sign-in, whose throttle counts
+# attempts there, refuses rather than check a password it cannot count (core.login_guard).
+REDIS_AWAY = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """handler500: what no view answered. JSON with a code under /api/ (as every API error is),
-    a 503 with Retry-After when the database is away, so clients and load balancers retry."""
+    a 503 with Retry-After when the database or Redis is away, so clients and load balancers
+    retry."""
     exc = sys.exc_info()[1]
-    away = isinstance(exc, DATABASE_AWAY)
+    away = isinstance(exc, DATABASE_AWAY + REDIS_AWAY)
     status = 503 if away else 500
-    if away:
+    if isinstance(exc, DATABASE_AWAY):
         _renew_database_pool()
         code, message = (
             "service.database_unavailable",
             "The portal's database is unavailable for a moment; retry shortly.",
+        )
+    elif away:
+        code, message = (
+            "service.unavailable",
+            "A service the portal needs (Redis) is unavailable for a moment; retry shortly.",
         )
     else:
         code, message = "server_error", "The portal failed on its side; retry, or report it."

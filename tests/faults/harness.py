@@ -77,9 +77,14 @@ def _code(response: httpx.Response) -> str:
     if response.status_code < 400:
         return ""
     try:
-        return str(response.json()["error"]["code"])
-    except (ValueError, KeyError, TypeError):
+        body = response.json()
+    except ValueError:
         return "<not json>"
+    if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("code"):
+        return str(body["error"]["code"])
+    if isinstance(body, dict) and "status" in body:  # /healthz: its verdict is its answer
+        return f"healthz {body['status']}"
+    return "<not json>"
 
 
 def ledger() -> dict[str, int]:
