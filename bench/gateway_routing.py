@@ -324,13 +324,28 @@ async def _empty_engine(proc: EngineProcess, key: str) -> None:
             await client.evict(lora_int_id=lora_id)
 
 
+def engine_post_mortem(name: str, proc: EngineProcess) -> str:
+    """Why an engine stopped answering, from what is left: its process's exit (a signal 9 with
+    no error in its log is the kernel's OOM killer; an EngineDeadError in the log is vLLM's
+    engine core dying) and its log's last lines. Session 7's run lost an engine here with no
+    trace of which."""
+    code = proc.process.poll() if proc.process is not None else None
+    state = "still running (not answering)" if code is None else f"exited with {code}"
+    log = Path(proc.config.log_path or "")
+    tail = log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
+    return f"engine {name} did not answer: its process {state}. Last lines of {log}:\n{tail}"
+
+
 def reset_fleet(services: Services, env: dict[str, str]) -> None:
     """Every replay starts from nothing: engines, node disks, Residency rows, Redis, worker."""
     from workers.models import Residency
 
     gs.stop_group(services.worker)
     for name, proc in services.engines.items():
-        asyncio.run(_empty_engine(proc, services.keys[name]))
+        try:
+            asyncio.run(_empty_engine(proc, services.keys[name]))
+        except Exception as exc:
+            raise RuntimeError(engine_post_mortem(name, proc)) from exc
         root = Path(proc.config.adapter_root or "")
         for child in root.iterdir():
             shutil.rmtree(child) if child.is_dir() else child.unlink()
