@@ -33,7 +33,6 @@ import asyncio
 import json
 import os
 import platform
-import secrets
 import shutil
 import sys
 import time
@@ -266,26 +265,12 @@ class Services:
     gateway: Any = None
 
     def start_engines(self, tiny: Path) -> None:
-        for name in ENGINE_NAMES:
-            self.keys[name] = secrets.token_hex(16)
-            config = gs.engine_config(
-                tiny, VAR, name, self.keys[name], max_loras=MAX_LORAS, max_cpu_loras=MAX_CPU_LORAS
-            )
-            self.engines[name] = EngineProcess(config).start()
+        self.engines, self.keys = gs.start_engines(
+            tiny, VAR, ENGINE_NAMES, max_loras=MAX_LORAS, max_cpu_loras=MAX_CPU_LORAS
+        )
 
     def start_worker(self, env: dict[str, str]) -> None:
-        from portal.celery import app
-
-        queues = [QUEUE, *(f"{QUEUE}.node.{n}" for n in ENGINE_NAMES)]
-        cmd = [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", ",".join(queues)]
-        cmd += ["--pool", "threads", "--concurrency", "4", "-n", f"{QUEUE}@%h"]
-        cmd += ["--loglevel", "INFO", "--without-gossip", "--without-mingle"]
-        log = VAR / "worker.log"
-        self.worker = gs.spawn(cmd, log=log, env={**os.environ, **env})
-        deadline = time.monotonic() + 120
-        while not app.control.ping(destination=[f"{QUEUE}@{os.uname().nodename}"], timeout=0.5):
-            if self.worker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"celery worker did not start: {log.read_text()[-2000:]}")
+        self.worker = gs.start_worker(QUEUE, ENGINE_NAMES, VAR / "worker.log", env)
 
     def stop_all(self) -> None:
         gs.stop_group(self.gateway)

@@ -17,11 +17,11 @@ import json
 import re
 from http.cookies import CookieError, SimpleCookie
 from importlib import import_module
-from types import SimpleNamespace
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
+from django.http import HttpRequest
 
 TOO_LARGE = "request.too_large"
 BAD_LENGTH = "request.bad_content_length"
@@ -62,7 +62,9 @@ def _session_user(cookie_header: str | None) -> Any | None:
     if morsel is None:
         return None
     store: SessionBase = import_module(settings.SESSION_ENGINE).SessionStore(morsel.value)
-    user = get_user(SimpleNamespace(session=store))  # checks the session's auth hash too
+    request = HttpRequest()
+    request.session = store
+    user = get_user(request)  # checks the session's auth hash too
     return user if user.is_authenticated else None
 
 

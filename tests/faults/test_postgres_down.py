@@ -34,11 +34,12 @@ def _admin() -> psycopg.Connection:
 
 
 def _terminate(admin: psycopg.Connection, name: str) -> int:
-    return admin.execute(
+    row = admin.execute(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
         "WHERE datname = %s AND application_name = %s",
         [name, APP],
-    ).fetchone()[0]
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _cut(admin: psycopg.Connection, name: str) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from core.audit_models import AuditEvent
 from tenants.access import AccessContext, SystemAccess
 from tests.faults.harness import chain_verifies
 from tests.faults.record import REPO, FaultRecord, Stopwatch, wait_until
-from tests.fixtures.celery_worker import _service_env, _stop
+from tests.fixtures.celery_worker import _service_env, _stop, worker_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL_BYTES = 300 * 1024 * 1024
@@ -45,26 +44,7 @@ def prefork_worker(settings, tmp_path):
     log = REPO / "var" / "test" / f"faults-worker-{queue}.log"
     env = {**_service_env(queue), "ADAPTER_STORAGE_ROOT": str(storage)}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "-Q",
-            queue,
-            "--pool",
-            "prefork",
-            "--concurrency",
-            "1",
-            "-n",
-            f"{queue}@%h",
-            "--loglevel",
-            "INFO",
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        worker_command([queue], name=queue, pool="prefork", concurrency=1),
         cwd=REPO,
         env=env,
         stdout=log.open("wb"),
