@@ -386,6 +386,9 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result
     redis_url = os.environ.get("BENCH_LOAD_REDIS_URL", DEFAULT_REDIS_URL)
     env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys=services.keys)
     env.update({"CELERY_TASK_DEFAULT_QUEUE": QUEUE, "ENGINE_QUEUE_PREFIX": f"{QUEUE}.node."})
+    # Auto-pins as deployed unless --no-auto-pins: with them, the first full run lost an engine
+    # (vLLM's punica KeyError with a pin and a batch of unpinned adapters: see docs/benchmarks.md).
+    env["FLEET_AUTO_PINS"] = "1" if args.auto_pins else "0"
     gs.django_setup(env, db_url)
     tenancy, names, cold_name, cookie, read_token = seed(services, tiny, args.adapters)
     for proc in services.engines.values():
@@ -456,7 +459,8 @@ def render(r: Result, command: str) -> str:
         f"Command: `{command}`",
         "",
         f"Machine: {r.machine}. Two CPU vLLM engines (`--max-loras 2 --max-cpu-loras 3`, plugin), "
-        "one Celery worker (threads, 4), one portal process (uvicorn portal.asgi: the gateway "
+        f"auto-pins {'on' if r.args.get('auto_pins', True) else 'off'}, one Celery worker "
+        "(threads, 4), one portal process (uvicorn portal.asgi: the gateway "
         f"and the pages), PostgreSQL and Redis on loopback. Run took {r.seconds:.0f} s.",
         "",
         f"**Burst**: {r.args['burst_clients']} clients sending streaming chat requests back to back "
@@ -508,6 +512,16 @@ def _codes(phase: Phase) -> str:
     return ", ".join(f"{k or '200'}: {v}" for k, v in phase.by_code().items())
 
 
+def load_result(var: Path) -> Result:
+    """The last run's result.json as a Result."""
+    data = json.loads((var / "result.json").read_text())
+    for name in ("burst", "cold", "soak"):
+        phase = data[name]
+        phase["answers"] = [Answer(**a) for a in phase["answers"]]
+        data[name] = Phase(**phase)
+    return Result(**data)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -518,9 +532,26 @@ def main() -> None:
     parser.add_argument("--soak-minutes", type=float, default=20)
     parser.add_argument("--soak-rate", type=float, default=2)
     parser.add_argument("--adapters", type=int, default=8)
+    parser.add_argument(
+        "--auto-pins",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the controller's auto-pins, as deployed (--no-auto-pins: off)",
+    )
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument(
+        "--render-only",
+        metavar="COMMAND",
+        help="no measuring: render the last run's result.json, run as COMMAND",
+    )
     args = parser.parse_args()
+    if args.render_only:
+        section = render(load_result(VAR), args.render_only)
+        print(section)
+        if args.write_docs:
+            write_section(SECTION, section)
+        return
     from bench.list_versions import drop_database
 
     shutil.rmtree(VAR, ignore_errors=True)
