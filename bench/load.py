@@ -83,10 +83,12 @@ class Phase:
         return dict(Counter(f"{a.status} {a.code}".strip() for a in self.answers).most_common())
 
     def disallowed(self) -> int:
+        """Answers that are neither served (a 200 stream with a token and no error event) nor a
+        rate or capacity refusal."""
         return sum(
             1
             for a in self.answers
-            if a.status != 200
+            if (a.status, a.code) != (200, "")
             and (a.status, "*") not in ALLOWED
             and (a.status, a.code) not in ALLOWED
         )
@@ -504,6 +506,8 @@ def render(r: Result, command: str) -> str:
             f"PostgreSQL connections to the bench database: {pg[0]} first, {pg[-1]} last, "
             f"at most {max(pg)}.",
         ]
+    for note in r.args.get("note") or []:
+        lines += ["", note]
     lines.append(END)
     return "\n".join(lines) + "\n"
 
@@ -540,6 +544,7 @@ def main() -> None:
     )
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--note", action="append", default=[], help="a paragraph to add")
     parser.add_argument(
         "--render-only",
         metavar="COMMAND",
@@ -547,7 +552,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.render_only:
-        section = render(load_result(VAR), args.render_only)
+        result = load_result(VAR)
+        result.args["note"] = [*(result.args.get("note") or []), *args.note]
+        section = render(result, args.render_only)
         print(section)
         if args.write_docs:
             write_section(SECTION, section)

@@ -58,7 +58,7 @@ def test_an_engine_killed_during_a_load_gets_the_version_back_by_reconcile(
     )
     heal_s = back.elapsed()
     actions = FleetAction.objects.filter(served_name=version.served_name, created_at__gte=asked_at)
-    failed = [a.reason for a in actions.filter(kind="load", ok=False)]
+    failed = [a.error or a.reason for a in actions.filter(kind="load", ok=False)]
     good_loads = actions.filter(kind="load", ok=True).count()
     assert good_loads >= 1
     # The other engine was never touched.
