@@ -3,6 +3,8 @@ and counts of everything that must be neither lost nor doubled."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -106,6 +108,46 @@ def chain_verifies() -> bool:
     from portal.audit_verify import verify_chain
 
     return verify_chain().ok
+
+
+def spawn_worker(
+    queue: str, *, pool: str, concurrency: int, **env: str
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """A Celery worker of the test's own on `queue` (test database and Redis), answering pings;
+    its process group, to be SIGKILLed; and its log."""
+    from portal.celery import app
+    from tests.faults.record import wait_until
+    from tests.fixtures.celery_worker import _service_env, _stop, worker_command
+
+    log = REPO / "var" / "test" / f"faults-worker-{queue}.log"
+    proc = subprocess.Popen(
+        worker_command([queue], name=queue, pool=pool, concurrency=concurrency),
+        cwd=REPO,
+        env={**_service_env(queue), **env},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_until(
+            lambda: app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5),
+            timeout=60,
+            what=f"the worker on {queue}",
+        )
+    except AssertionError:
+        _stop(proc)
+        raise
+    return proc, log
+
+
+def resident_on(handle: Any) -> set[str]:
+    """What an engine holds, as its plugin says; empty while it is away or restarting."""
+    from tests.workers.fleet import residency_report
+
+    try:
+        return set(residency_report(handle)["resident"])
+    except Exception:  # noqa: BLE001 - away or restarting
+        return set()
 
 
 def log_tail(path: Path, chars: int = 3000) -> str:

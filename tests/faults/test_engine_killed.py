@@ -15,20 +15,13 @@ import time
 import pytest
 from django.utils import timezone
 
-from tests.faults.harness import chain_verifies
+from tests.faults.harness import chain_verifies, resident_on
 from tests.faults.record import FaultRecord, Stopwatch, wait_until
-from tests.workers.fleet import residency_report, servable_version
+from tests.workers.fleet import servable_version
 from workers.desired import set_desired
 from workers.models import FleetAction
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
-
-
-def _resident(handle) -> set[str]:
-    try:
-        return set(residency_report(handle)["resident"])
-    except Exception:  # noqa: BLE001 - the engine is away or restarting
-        return set()
 
 
 def test_an_engine_killed_during_a_load_gets_the_version_back_by_reconcile(
@@ -37,8 +30,8 @@ def test_an_engine_killed_during_a_load_gets_the_version_back_by_reconcile(
     fleet = worker_fleet
     other = servable_version(fleet.world.support, tmp_path, seed=71)
     set_desired(version=other, engine=fleet.b, state="registered", reason="t")
-    wait_until(lambda: other.served_name in _resident(fleet.handle_b), timeout=240, what="B")
-    b_before = _resident(fleet.handle_b)
+    wait_until(lambda: other.served_name in resident_on(fleet.handle_b), timeout=240, what="B")
+    b_before = resident_on(fleet.handle_b)
 
     version = servable_version(fleet.world.support, tmp_path, seed=72)
     asked_at = timezone.now()
@@ -52,7 +45,7 @@ def test_an_engine_killed_during_a_load_gets_the_version_back_by_reconcile(
     ready_s = engine_control.start(fleet.handle_a)
     back = Stopwatch()
     wait_until(
-        lambda: version.served_name in _resident(fleet.handle_a),
+        lambda: version.served_name in resident_on(fleet.handle_a),
         timeout=240,
         what="reconcile loads it on the restarted engine",
     )
@@ -62,7 +55,7 @@ def test_an_engine_killed_during_a_load_gets_the_version_back_by_reconcile(
     good_loads = actions.filter(kind="load", ok=True).count()
     assert good_loads >= 1
     # The other engine was never touched.
-    assert b_before <= _resident(fleet.handle_b)
+    assert b_before <= resident_on(fleet.handle_b)
     assert chain_verifies()
     FaultRecord(
         fault="engine-killed-during-load",

@@ -15,40 +15,22 @@ import uuid
 
 import pytest
 
-from tests.faults.harness import chain_verifies
-from tests.faults.record import REPO, FaultRecord, Stopwatch, wait_until
-from tests.fixtures.celery_worker import _service_env, _stop, worker_command
-from tests.workers.fleet import residency_report, servable_version
+from tests.faults.harness import chain_verifies, resident_on, spawn_worker
+from tests.faults.record import FaultRecord, Stopwatch, wait_until
+from tests.fixtures.celery_worker import _stop
+from tests.workers.fleet import servable_version
 from workers.desired import set_desired
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 
 
-def _resident(handle) -> set[str]:
-    try:
-        return set(residency_report(handle)["resident"])
-    except Exception:  # noqa: BLE001 - the engine is away or restarting
-        return set()
-
-
 def _node_worker(prefix: str, engine: str, storage: str) -> subprocess.Popen[bytes]:
-    from portal.celery import app
-
-    queue = f"{prefix}{engine}"
-    log = REPO / "var" / "test" / f"faults-node-{queue}.log"
-    env = {**_service_env(queue), "ENGINE_QUEUE_PREFIX": prefix, "ADAPTER_STORAGE_ROOT": storage}
-    proc = subprocess.Popen(
-        worker_command([queue], name=queue, pool="threads", concurrency=2),
-        cwd=REPO,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    wait_until(
-        lambda: app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5),
-        timeout=60,
-        what=f"the worker of {engine}",
+    proc, _ = spawn_worker(
+        f"{prefix}{engine}",
+        pool="threads",
+        concurrency=2,
+        ENGINE_QUEUE_PREFIX=prefix,
+        ADAPTER_STORAGE_ROOT=storage,
     )
     return proc
 
@@ -63,9 +45,9 @@ def test_one_nodes_worker_gone_leaves_the_other_node_alone(worker_fleet, tmp_pat
         first = servable_version(fleet.world.support, tmp_path, seed=61)
         for engine in (fleet.a, fleet.b):
             set_desired(version=first, engine=engine, state="registered", reason="t")
-        wait_until(lambda: first.served_name in _resident(fleet.handle_a), timeout=240, what="A")
-        wait_until(lambda: first.served_name in _resident(fleet.handle_b), timeout=240, what="B")
-        a_before = _resident(fleet.handle_a)
+        wait_until(lambda: first.served_name in resident_on(fleet.handle_a), timeout=240, what="A")
+        wait_until(lambda: first.served_name in resident_on(fleet.handle_b), timeout=240, what="B")
+        a_before = resident_on(fleet.handle_a)
 
         gone = workers.pop(fleet.a.name)
         os.killpg(gone.pid, signal.SIGKILL)
@@ -75,14 +57,14 @@ def test_one_nodes_worker_gone_leaves_the_other_node_alone(worker_fleet, tmp_pat
             set_desired(version=second, engine=engine, state="registered", reason="t")
         # B's own worker places it on B, whatever A's node is doing.
         b_s = wait_until(
-            lambda: second.served_name in _resident(fleet.handle_b), timeout=240, what="B alone"
+            lambda: second.served_name in resident_on(fleet.handle_b), timeout=240, what="B alone"
         )
         # A's engine keeps what it held: nothing unloaded it, nothing else loaded it.
-        assert _resident(fleet.handle_a) == a_before
+        assert resident_on(fleet.handle_a) == a_before
         back = Stopwatch()
         workers[fleet.a.name] = _node_worker(prefix, fleet.a.name, storage)
         wait_until(
-            lambda: second.served_name in _resident(fleet.handle_a),
+            lambda: second.served_name in resident_on(fleet.handle_a),
             timeout=240,
             what="A's node converges once its worker is back",
         )

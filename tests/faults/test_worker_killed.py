@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -25,9 +24,9 @@ from adapters.services.uploads import IncomingFile, version_upload
 from bench.upload_support import BIG_BASE_MODEL, BIG_HF_CONFIG, GeneratedAdapter
 from core.audit_models import AuditEvent
 from tenants.access import AccessContext, SystemAccess
-from tests.faults.harness import chain_verifies
-from tests.faults.record import REPO, FaultRecord, Stopwatch, wait_until
-from tests.fixtures.celery_worker import _service_env, _stop, worker_command
+from tests.faults.harness import chain_verifies, spawn_worker
+from tests.faults.record import FaultRecord, Stopwatch, wait_until
+from tests.fixtures.celery_worker import _stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL_BYTES = 300 * 1024 * 1024
@@ -41,24 +40,12 @@ def prefork_worker(settings, tmp_path):
     storage = tmp_path / "storage"
     settings.ADAPTER_STORAGE_BACKEND = "local"
     settings.ADAPTER_STORAGE_ROOT = str(storage)
-    log = REPO / "var" / "test" / f"faults-worker-{queue}.log"
-    env = {**_service_env(queue), "ADAPTER_STORAGE_ROOT": str(storage)}
-    proc = subprocess.Popen(
-        worker_command([queue], name=queue, pool="prefork", concurrency=1),
-        cwd=REPO,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+    proc, log = spawn_worker(
+        queue, pool="prefork", concurrency=1, ADAPTER_STORAGE_ROOT=str(storage)
     )
     previous = app.conf.task_default_queue
     app.conf.task_default_queue = queue
     try:
-        wait_until(
-            lambda: app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5),
-            timeout=60,
-            what="the worker answers",
-        )
         yield proc, log
     finally:
         app.conf.task_default_queue = previous
