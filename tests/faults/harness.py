@@ -110,6 +110,18 @@ def chain_verifies() -> bool:
     return verify_chain().ok
 
 
+def forget_other_tests_checkpoint() -> None:
+    """The workers' storage root is shared by the session (tests/fixtures/celery_worker.py) and a
+    beat in an earlier test may have left an audit checkpoint there of that test's chain, which
+    this test's chain cannot reach: each fault test verifies its own chain."""
+    from adapters.storage import get_storage
+    from portal.audit_checkpoint import CHECKPOINT_KEY
+
+    storage = get_storage()
+    if storage.exists(CHECKPOINT_KEY):
+        storage.delete(CHECKPOINT_KEY)
+
+
 def spawn_worker(
     queue: str, *, pool: str, concurrency: int, **env: str
 ) -> tuple[subprocess.Popen[bytes], Path]:

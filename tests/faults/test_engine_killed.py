@@ -15,7 +15,11 @@ import time
 import pytest
 from django.utils import timezone
 
-from tests.faults.harness import chain_verifies, resident_on
+from tests.faults.harness import (
+    chain_verifies,
+    forget_other_tests_checkpoint,
+    resident_on,
+)
 from tests.faults.record import FaultRecord, Stopwatch, wait_until
 from tests.workers.fleet import servable_version
 from workers.desired import set_desired
@@ -28,6 +32,7 @@ def test_an_engine_killed_during_a_load_gets_the_version_back_by_reconcile(
     worker_fleet, tmp_path, engine_control, celery_beat_process, celery_worker_process
 ):
     fleet = worker_fleet
+    forget_other_tests_checkpoint()
     other = servable_version(fleet.world.support, tmp_path, seed=71)
     set_desired(version=other, engine=fleet.b, state="registered", reason="t")
     wait_until(lambda: other.served_name in resident_on(fleet.handle_b), timeout=240, what="B")

@@ -15,7 +15,12 @@ import uuid
 
 import pytest
 
-from tests.faults.harness import chain_verifies, resident_on, spawn_worker
+from tests.faults.harness import (
+    chain_verifies,
+    forget_other_tests_checkpoint,
+    resident_on,
+    spawn_worker,
+)
 from tests.faults.record import FaultRecord, Stopwatch, wait_until
 from tests.fixtures.celery_worker import _stop
 from tests.workers.fleet import servable_version
@@ -37,6 +42,7 @@ def _node_worker(prefix: str, engine: str, storage: str) -> subprocess.Popen[byt
 
 def test_one_nodes_worker_gone_leaves_the_other_node_alone(worker_fleet, tmp_path, settings):
     fleet = worker_fleet
+    forget_other_tests_checkpoint()
     prefix = f"faults-{uuid.uuid4().hex[:6]}.node."
     settings.ENGINE_QUEUE_PREFIX = prefix
     storage = str(settings.ADAPTER_STORAGE_ROOT)
