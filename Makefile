@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live bench-redis-footprint bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: redis run test lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live bench-redis-footprint bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -116,6 +116,18 @@ bench-gateway-routing: venv services engine-venv tiny-model
 # a member's prompt is checked against the gateway's tables, with no database round trip.
 bench-playground: venv services engine-venv tiny-model
 	@$(PY) -m bench.playground_latency --rounds 200 --warmup 20 --max-tokens 4 --write-docs
+
+# Load on two CPU engines through the portal: 200 streaming clients for 60 s (errors by code,
+# TTFT, the pages' p99 meanwhile), 50 requests for one cold adapter (one load), then a 20-minute
+# soak with the demo load's mix (RSS, fds, sockets of every process). ~27 min, ~7 GB of RAM.
+bench-load: venv services engine-venv tiny-model
+	@$(PY) -m bench.load --burst-clients 200 --burst-seconds 60 --cold-clients 50 --soak-minutes 20 --soak-rate 2 --write-docs
+
+# The fault suite (tests/faults: each fault breaks a real part), then docs/reliability.md's table
+# from what it measured (var/faults/*.json).
+reliability-doc: deps services
+	@$(PY) -m pytest -q tests/faults -p no:cacheprovider
+	@$(PY) -m tests.faults.reliability_doc
 
 # Live metrics fan-out: 500 websocket subscribers across 50 tenants on one uvicorn with the Redis
 # channel layer and the real publisher; p99 publish -> receipt and CPU per subscriber, with the

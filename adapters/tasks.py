@@ -22,7 +22,7 @@ from adapters.services.validation import TransientValidationFailure, run_validat
     time_limit=settings.VALIDATION_TIME_LIMIT,
 )
 def validate_version(self, version_id: int) -> str:
-    version = run_validation(version_id=version_id)
+    version = run_validation(version_id=version_id, delivery=self.request.id or "")
     return version.status if version is not None else "skipped"
 
 

@@ -33,7 +33,6 @@ import asyncio
 import json
 import os
 import platform
-import secrets
 import shutil
 import sys
 import time
@@ -266,26 +265,12 @@ class Services:
     gateway: Any = None
 
     def start_engines(self, tiny: Path) -> None:
-        for name in ENGINE_NAMES:
-            self.keys[name] = secrets.token_hex(16)
-            config = gs.engine_config(
-                tiny, VAR, name, self.keys[name], max_loras=MAX_LORAS, max_cpu_loras=MAX_CPU_LORAS
-            )
-            self.engines[name] = EngineProcess(config).start()
+        self.engines, self.keys = gs.start_engines(
+            tiny, VAR, ENGINE_NAMES, max_loras=MAX_LORAS, max_cpu_loras=MAX_CPU_LORAS
+        )
 
     def start_worker(self, env: dict[str, str]) -> None:
-        from portal.celery import app
-
-        queues = [QUEUE, *(f"{QUEUE}.node.{n}" for n in ENGINE_NAMES)]
-        cmd = [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", ",".join(queues)]
-        cmd += ["--pool", "threads", "--concurrency", "4", "-n", f"{QUEUE}@%h"]
-        cmd += ["--loglevel", "INFO", "--without-gossip", "--without-mingle"]
-        log = VAR / "worker.log"
-        self.worker = gs.spawn(cmd, log=log, env={**os.environ, **env})
-        deadline = time.monotonic() + 120
-        while not app.control.ping(destination=[f"{QUEUE}@{os.uname().nodename}"], timeout=0.5):
-            if self.worker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"celery worker did not start: {log.read_text()[-2000:]}")
+        self.worker = gs.start_worker(QUEUE, ENGINE_NAMES, VAR / "worker.log", env)
 
     def stop_all(self) -> None:
         gs.stop_group(self.gateway)
@@ -324,13 +309,28 @@ async def _empty_engine(proc: EngineProcess, key: str) -> None:
             await client.evict(lora_int_id=lora_id)
 
 
+def engine_post_mortem(name: str, proc: EngineProcess) -> str:
+    """Why an engine stopped answering, from what is left: its process's exit (a signal 9 with
+    no error in its log is the kernel's OOM killer; an EngineDeadError in the log is vLLM's
+    engine core dying) and its log's last lines. Session 7's run lost an engine here with no
+    trace of which."""
+    code = proc.process.poll() if proc.process is not None else None
+    state = "still running (not answering)" if code is None else f"exited with {code}"
+    log = Path(proc.config.log_path or "")
+    tail = log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
+    return f"engine {name} did not answer: its process {state}. Last lines of {log}:\n{tail}"
+
+
 def reset_fleet(services: Services, env: dict[str, str]) -> None:
     """Every replay starts from nothing: engines, node disks, Residency rows, Redis, worker."""
     from workers.models import Residency
 
     gs.stop_group(services.worker)
     for name, proc in services.engines.items():
-        asyncio.run(_empty_engine(proc, services.keys[name]))
+        try:
+            asyncio.run(_empty_engine(proc, services.keys[name]))
+        except Exception as exc:
+            raise RuntimeError(engine_post_mortem(name, proc)) from exc
         root = Path(proc.config.adapter_root or "")
         for child in root.iterdir():
             shutil.rmtree(child) if child.is_dir() else child.unlink()

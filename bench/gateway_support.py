@@ -495,6 +495,40 @@ def machine_note(started_load: float, own: Sequence[EngineProcess]) -> str:
     )
 
 
+def start_engines(
+    tiny: Path, var: Path, names: Sequence[str], *, max_loras: int, max_cpu_loras: int
+) -> tuple[dict[str, EngineProcess], dict[str, str]]:
+    """One CPU engine per name, each with a key of its own; started, not yet ready."""
+    import secrets
+
+    engines, keys = {}, {}
+    for name in names:
+        keys[name] = secrets.token_hex(16)
+        config = engine_config(
+            tiny, var, name, keys[name], max_loras=max_loras, max_cpu_loras=max_cpu_loras
+        )
+        engines[name] = EngineProcess(config).start()
+    return engines, keys
+
+
+def start_worker(
+    queue: str, nodes: Sequence[str], log: Path, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """A Celery worker (threads, 4) on the shared queue and each node's queue, answering pings."""
+    from portal.celery import app
+
+    queues = [queue, *(f"{queue}.node.{n}" for n in nodes)]
+    cmd = [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", ",".join(queues)]
+    cmd += ["--pool", "threads", "--concurrency", "4", "-n", f"{queue}@%h"]
+    cmd += ["--loglevel", "INFO", "--without-gossip", "--without-mingle"]
+    worker = spawn(cmd, log=log, env={**os.environ, **env})
+    deadline = time.monotonic() + 120
+    while not app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5):
+        if worker.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"celery worker did not start: {log.read_text()[-2000:]}")
+    return worker
+
+
 # --- Django: the bench's own database and Redis ---
 
 

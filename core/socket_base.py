@@ -1,4 +1,5 @@
-"""A base for the portal's websocket consumers: Channels' dispatch without its per-message hop.
+"""A base for the portal's websocket consumers: Channels' dispatch without its per-message hop,
+a cap on the sockets one user holds open, and the session check every socket repeats.
 
 Channels (4.2+) calls `aclose_old_connections()` before every handler, for handlers that use the
 async ORM: a `sync_to_async` round trip to the one thread that runs all of a process's sync code,
@@ -10,13 +11,51 @@ update behind one thread (bench/live_fanout.py: about a fifth of the event loop'
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+
+CLOSE_TOO_MANY = 4429
+
+# Sockets open per user id in this process. Per process on purpose: the cap protects the
+# process's memory and file descriptors from one user's tabs or scripts, needs no Redis (so it
+# holds when Redis is gone) and cannot leak counts when another process dies.
+_open_per_user: Counter[int] = Counter()
+
+
+def session_alive(session: Any) -> bool:
+    """A socket lives as long as the login it was opened with: after a log-out (the session is
+    deleted) it stops, whatever the user may still see. Runs a query: call it off the loop."""
+    key = getattr(session, "session_key", None)
+    return bool(key) and session.exists(key)
 
 
 class PortalSocket(AsyncJsonWebsocketConsumer):
+    counted_user: int | None = None
+
+    async def accept(self, subprotocol: Any = None, headers: Any = None) -> None:
+        """Accept unless this user holds PORTAL_MAX_SOCKETS_PER_USER open sockets here already
+        (then close with 4429: the page says so instead of retrying at once)."""
+        user_id = getattr(self.scope.get("user"), "pk", None)
+        if user_id is not None:
+            if _open_per_user[user_id] >= settings.PORTAL_MAX_SOCKETS_PER_USER:
+                await self.close(code=CLOSE_TOO_MANY)
+                return
+            _open_per_user[user_id] += 1
+            self.counted_user = user_id
+        await super().accept(subprotocol, headers)
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        if self.counted_user is not None:
+            _open_per_user[self.counted_user] -= 1
+            if _open_per_user[self.counted_user] <= 0:
+                del _open_per_user[self.counted_user]
+            self.counted_user = None
+        await super().websocket_disconnect(message)
+
     async def dispatch(self, message: dict[str, Any]) -> None:
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:

@@ -2,8 +2,9 @@
 
 Refused before accept when the session is anonymous (4401), the tenant out of reach (4404) or the
 playground offers this user nothing there (4403); the origin is checked by the ASGI router. Every
-prompt is checked again (gateway.playground.play): a revoked membership or grant is refused and
-the socket closed.
+prompt is checked again: the session first (after a log-out the socket closes 4401 unanswered,
+as the live sockets do), then access (gateway.playground.play): a revoked membership or grant is
+refused and the socket closed.
 
 In:  {"prompt": "...", "models": ["support@3", "base:tiny-llama"], "max_tokens": 64}
 Out: {"type": "start" | "token" | "done" | "error", "pane": 0 | 1, ...}; errors carry a code.
@@ -20,7 +21,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from core.errors import ApplicationError
-from core.socket_base import PortalSocket
+from core.socket_base import PortalSocket, session_alive
 from gateway.playground import play
 from gateway.playground_choices import playground_tenant
 
@@ -29,6 +30,7 @@ MAX_PANES = 2
 DEFAULT_MAX_TOKENS = 64
 # Refusals that mean the user lost the tenant or the playground: the socket closes after them.
 LOST_ACCESS = {"tenant.not_found": 4404, "playground.denied": 4403}
+CLOSE_LOGGED_OUT = 4401
 
 
 class PlaygroundConsumer(PortalSocket):
@@ -76,6 +78,10 @@ class PlaygroundConsumer(PortalSocket):
             await self.refuse(
                 "playground.bad_models", f"Pick one model, or {MAX_PANES} to compare side by side."
             )
+            return
+        if not await database_sync_to_async(session_alive)(self.scope.get("session")):
+            await self.refuse("auth.logged_out", "The session ended; sign in again.")
+            await self.close(code=CLOSE_LOGGED_OUT)
             return
         prompt, budget = content.get("prompt"), content.get("max_tokens", DEFAULT_MAX_TOKENS)
         self.answering = asyncio.create_task(self.answer(models, prompt, budget, received))

@@ -17,13 +17,12 @@ import orjson
 from channels.db import database_sync_to_async
 
 from core.events import tenant_group
-from core.socket_base import PortalSocket
+from core.socket_base import PortalSocket, session_alive
 from portal.live_access import (
     RECHECK_SECONDS,
     LiveScope,
     access_generation,
     may_watch_fleet,
-    session_alive,
     tenant_scope,
 )
 from portal.live_publisher import (

@@ -1,4 +1,6 @@
-"""/healthz: the state of every part the portal needs, checked live."""
+"""/healthz: the state of every part the portal needs. Operators get it checked live; anyone
+else gets the last result up to HEALTHZ_CACHE_SECONDS old, and concurrent misses share one check,
+so a flood of anonymous probes costs one Celery ping and one probe per engine per period."""
 
 from __future__ import annotations
 
@@ -92,6 +94,35 @@ async def health_report() -> tuple[bool, dict[str, Any]]:
         "celery": celery_state,
         "engines": engines,
     }
+
+
+_last: tuple[float, bool, dict[str, Any]] | None = None
+_running: dict[asyncio.AbstractEventLoop, asyncio.Task[tuple[bool, dict[str, Any]]]] = {}
+
+
+async def _check_and_keep() -> tuple[bool, dict[str, Any]]:
+    global _last
+    healthy, report = await health_report()
+    _last = (time.monotonic(), healthy, report)
+    return healthy, report
+
+
+async def cached_health_report() -> tuple[bool, dict[str, Any]]:
+    """The last report if it is fresh enough, else one check shared by every caller waiting."""
+    if _last is not None and time.monotonic() - _last[0] < settings.HEALTHZ_CACHE_SECONDS:
+        return _last[1], _last[2]
+    loop = asyncio.get_running_loop()
+    task = _running.get(loop)
+    if task is None:
+        task = _running[loop] = loop.create_task(_check_and_keep())
+        task.add_done_callback(lambda _: _running.pop(loop, None))
+    return await asyncio.shield(task)
+
+
+def forget_cached_report() -> None:
+    """For tests and operators' fresh checks: the next anonymous probe checks again."""
+    global _last
+    _last = None
 
 
 def redact_report(report: dict[str, Any]) -> dict[str, Any]:

@@ -73,13 +73,6 @@ def may_watch_fleet(*, user: Any) -> bool:
     return access is not None and access.sees_engines
 
 
-def session_alive(session: Any) -> bool:
-    """A socket lives as long as the login it was opened with: after a log-out (the session is
-    deleted) it stops, whatever the user may still see."""
-    key = getattr(session, "session_key", None)
-    return bool(key) and session.exists(key)
-
-
 # --- the generations ---
 
 TENANT_GENERATIONS_KEY = "lp:live:access-gen:tenant"  # hash: tenant slug -> counter

@@ -370,6 +370,9 @@ CHANNEL_LAYERS = {
     },
 }
 
+# Websockets one user may hold open in one portal process (core.socket_base); more close 4429.
+PORTAL_MAX_SOCKETS_PER_USER = env_int("PORTAL_MAX_SOCKETS_PER_USER", 32, minimum=1)
+
 # --- adapter storage ---
 ADAPTER_STORAGE_BACKEND = env_choice("ADAPTER_STORAGE_BACKEND", "local", ("local", "s3"))
 ADAPTER_STORAGE_ROOT = env_str("ADAPTER_STORAGE_ROOT", str(VAR_DIR / "storage"))
@@ -401,6 +404,9 @@ ENGINE_ADAPTER_ROOT = env_str("ENGINE_ADAPTER_ROOT", str(VAR_DIR / "engine-adapt
 ENGINE_HTTP_TIMEOUT = env_float("ENGINE_HTTP_TIMEOUT", 60.0)
 HEALTHZ_ENGINE_TIMEOUT = env_float("HEALTHZ_ENGINE_TIMEOUT", 2.0)
 HEALTHZ_CELERY_TIMEOUT = env_float("HEALTHZ_CELERY_TIMEOUT", 1.0)
+# Anonymous /healthz answers from a result at most this old (portal.health): a flood of probes
+# costs one check per period, not a Celery ping and an engine probe each. Operators get a fresh one.
+HEALTHZ_CACHE_SECONDS = env_float("HEALTHZ_CACHE_SECONDS", 5.0)
 # Per-engine keys as JSON {"engine-name": "key"}: an engine's key goes only to that engine (as
 # its bearer token and X-Portal-Engine-Key); the portal calls no engine missing here (debug aside).
 PORTAL_ENGINE_KEYS = env_json_object("PORTAL_ENGINE_KEYS", {})

@@ -8,6 +8,9 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from portal import views
 from workers import views_metrics
 
+# JSON under /api/, a 503 with Retry-After while the database is away (portal.views).
+handler500 = "portal.views.server_error"
+
 # Behind login by default: the schema maps every route and parameter of the API.
 docs_permissions = [AllowAny] if settings.API_DOCS_PUBLIC else [IsAuthenticated]
 

@@ -493,6 +493,11 @@ class AccessContext:
                 "disable.not_allowed", "Only an owner of the tenant may disable a version."
             )
 
+    def may_send_upload(self, adapter: Any) -> bool:
+        """Whether the caller may send an adapter-sized body to `adapter`'s upload endpoints: asked
+        before the body is read (portal.body_limits), so it must hold whatever the view decides."""
+        return self.has_scope(TokenScope.WRITE) and self.adapter_can(adapter, "upload_version")
+
     def require_adapter(self, adapter: Any, perm: str) -> None:
         if not self.adapter_can(adapter, perm):
             raise PermissionDenied(

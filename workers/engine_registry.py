@@ -12,10 +12,12 @@ from core.errors import Conflict, PermissionDenied, clean_or_raise
 from tenants.access import AccessContext
 from workers.models import Engine
 
-# Where an engine lives: its URL is where the prober, the controller and the gateway send the
-# engine's key, its adapter root where workers write on the node. Platform admins only, so an
-# operator cannot point the fleet at a host of their own and collect a key.
-ENGINE_LOCATION_FIELDS = ("url", "adapter_root")
+# Where an engine lives and what it is: its URL is where the prober, the controller and the
+# gateway send the engine's key, its adapter root where workers write on the node, its served
+# model name what every request to it names (a wrong one fails all of them). Platform admins
+# only, so an operator cannot point the fleet at a host of their own and collect a key, nor
+# break an engine's serving by renaming its model.
+ENGINE_LOCATION_FIELDS = ("url", "adapter_root", "served_model_name")
 
 ENGINE_AUDIT_FIELDS = (
     "pool",
@@ -71,6 +73,11 @@ def engine_update(
     )
     if moved:
         access.require_platform_change(f"an engine's {' and '.join(moved)}", code="engine.location")
+    if "state" in changes:
+        raise PermissionDenied(
+            "engine.state_owned",
+            "An engine's state is set by the prober's verdict; use drain or undrain instead.",
+        )
     with transaction.atomic():
         locked = Engine.objects.select_for_update().get(pk=engine.pk)
         before = {k: getattr(locked, k) for k in changes}

@@ -18,7 +18,8 @@ class EngineSerializer(serializers.ModelSerializer):
     base_model = serializers.SlugRelatedField(slug_field="name", queryset=BaseModel.objects.all())
     queue = serializers.CharField(read_only=True)
     max_lora_rank = serializers.ChoiceField(choices=VALID_MAX_LORA_RANKS, default=64)
-    state = serializers.ChoiceField(choices=EngineState.choices, required=False)
+    # The prober's verdict (and drain/undrain) moves an engine's state; no client sets it.
+    state = serializers.ChoiceField(choices=EngineState.choices, read_only=True)
 
     class Meta:
         model = Engine
@@ -44,6 +45,10 @@ class EngineSerializer(serializers.ModelSerializer):
         read_only_fields = ["has_plugin", "last_seen_at", "last_error", "created_at"]
 
     def validate(self, attrs):
+        if "state" in getattr(self, "initial_data", {}):
+            raise serializers.ValidationError(
+                {"state": "set by the prober's verdict; use the drain and undrain actions."}
+            )
         max_loras = attrs.get("max_loras", getattr(self.instance, "max_loras", 1))
         max_cpu = attrs.get("max_cpu_loras", getattr(self.instance, "max_cpu_loras", max_loras))
         if max_cpu < max_loras:

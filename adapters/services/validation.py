@@ -18,7 +18,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import DatabaseError, OperationalError
+from django.db import DatabaseError, OperationalError, transaction
 from django.db.models import Min, Q
 from django.utils import timezone
 
@@ -51,14 +51,24 @@ def claim_lease() -> timedelta:
     return timedelta(seconds=settings.VALIDATION_TIME_LIMIT + 60)
 
 
-def version_claim_for_validation(*, version_id: int) -> bool:
+def version_claim_for_validation(*, version_id: int, delivery: str = "") -> bool:
+    """Claim the version for one run: uploaded, or validating under a lapsed lease, or validating
+    under a claim of this same task (`delivery`, the Celery task id). The broker delivers a task
+    again only once its run is gone: its worker process was killed (acks_late with
+    reject_on_worker_lost requeues it at once) or it outlived the visibility timeout, far past
+    the hard time limit. Without the last case, that redelivery found the version claimed and
+    did nothing, and the version stayed `validating` until the lease lapsed and the beat's
+    requeue came (tests/faults/test_worker_killed.py)."""
     stale = timezone.now() - claim_lease()
-    claimed = (
-        AdapterVersion.objects.filter(pk=version_id)
-        .filter(Q(status=S.UPLOADED) | Q(status=S.VALIDATING, updated_at__lt=stale))
-        .update(status=S.VALIDATING, updated_at=timezone.now())
-        == 1
-    )
+    claimable = Q(status=S.UPLOADED) | Q(status=S.VALIDATING, updated_at__lt=stale)
+    if delivery:
+        claimable |= Q(status=S.VALIDATING, validation_report__claimed_by=delivery)
+    with transaction.atomic():  # the claim and its owner together: a kill between them
+        rows = AdapterVersion.objects.filter(pk=version_id)
+        claimed = rows.filter(claimable).update(status=S.VALIDATING, updated_at=timezone.now()) == 1
+        if claimed and delivery:
+            report = rows.values_list("validation_report", flat=True).get() or {}
+            rows.update(validation_report={**report, "claimed_by": delivery})
     if claimed:
         _announce_validating(version_id)
     return claimed
@@ -105,9 +115,10 @@ def max_rank_for(version: AdapterVersion) -> int:
     return engines.aggregate(rank=Min("max_lora_rank"))["rank"] or settings.DEFAULT_MAX_LORA_RANK
 
 
-def run_validation(*, version_id: int) -> AdapterVersion | None:
-    """Validate one version; None when another delivery already has it (or it is done)."""
-    if not version_claim_for_validation(version_id=version_id):
+def run_validation(*, version_id: int, delivery: str = "") -> AdapterVersion | None:
+    """Validate one version; None when another delivery already has it (or it is done).
+    `delivery` names the task delivering it, so that its redelivery may take its claim over."""
+    if not version_claim_for_validation(version_id=version_id, delivery=delivery):
         log.info("validation of version %s already claimed or done", version_id)
         return None
     earlier = 0
@@ -125,9 +136,10 @@ def run_validation(*, version_id: int) -> AdapterVersion | None:
                 "stopped each time: the time limit or lack of memory). Upload the adapter "
                 "again; if this repeats, tell the platform team.",
             )
-        AdapterVersion.objects.filter(pk=version_id).update(
-            validation_report={"attempts": earlier + 1}
-        )
+        report: dict[str, Any] = {"attempts": earlier + 1}
+        if delivery:
+            report["claimed_by"] = delivery
+        AdapterVersion.objects.filter(pk=version_id).update(validation_report=report)
         return _validate_claimed(version)
     except (TransientValidationFailure, OperationalError):
         # Storage or a locked database: the next delivery must be able to claim it at once

@@ -408,8 +408,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             "served_model_name": TINY, "adapter_root": "/srv/adapters"},
       audit="engine.create", then=_exists("workers.Engine", name="cpu-2")),
     E("GET", "engines/{engine}/", 200, "read", "olga", OPERATORS),
-    E("PATCH", "engines/{engine}/", 200, "admin", "olga", OPERATORS, body={"state": "draining"},
-      audit="engine.update", then=_exists("workers.Engine", name="cpu-1", state="draining")),
+    E("PATCH", "engines/{engine}/", 200, "admin", "olga", OPERATORS, body={"max_num_seqs": 7},
+      audit="engine.update", then=_exists("workers.Engine", name="cpu-1", max_num_seqs=7)),
     E("GET", "engines/{engine}/residency/", 200, "read", "olga", OPERATORS),
     # operator actions on one version (support@1 is pinned on cpu-1, support@3 cached there)
     E("POST", "engines/{engine}/pin/", 202, "write", "olga", OPERATORS,

@@ -73,19 +73,74 @@ async def test_a_body_under_the_cap_reaches_the_endpoint(world):
     assert response.json()["error"]["code"] == "auth.invalid_credentials"
 
 
-async def test_uploads_keep_the_adapter_sized_cap(world, settings):
+def _bearer(world, who: str, scopes: list[str]) -> dict[str, str]:
+    from tenants.access import AccessContext
+    from tenants.tokens import token_issue
+
+    issued = token_issue(access=AccessContext.for_user(world.users[who]), scopes=scopes)
+    return {"authorization": f"Bearer {issued.plaintext}"}
+
+
+def _session(world, who: str) -> dict[str, str]:
+    from tests.portal.live_helpers import session_headers
+
+    return {"cookie": dict(session_headers(world.users[who]))[b"cookie"].decode()}
+
+
+THREE_MIB = {"adapter_model.safetensors": ("m.safetensors", b"\0" * (3 * MiB))}
+
+
+async def test_uploads_keep_the_adapter_sized_cap_for_an_uploader(world, settings):
     settings.ADAPTER_MAX_MODEL_BYTES = 4 * MiB
-    files = {"adapter_model.safetensors": ("m.safetensors", b"\0" * (3 * MiB))}
+    bob = await sync_to_async(_bearer)(world, "bob", ["read", "write"])
     async with portal() as client:
-        # Larger than any JSON body may be, within an adapter's size: it reaches the view,
-        # which asks for credentials.
-        within = await client.post(UPLOAD_URL, files=files)
+        # Larger than any JSON body may be, within an adapter's size: it reaches the view.
+        within = await client.post(UPLOAD_URL, files=THREE_MIB, headers=bob)
         over = await client.post(
-            UPLOAD_URL, files={"adapter_model.safetensors": ("m", b"\0" * (6 * MiB))}
+            UPLOAD_URL,
+            files={"adapter_model.safetensors": ("m", b"\0" * (6 * MiB))},
+            headers=bob,
         )
-    assert within.status_code == 401
+    assert within.status_code == 400, within.text  # the view's own verdict on the files
     assert over.status_code == 413
     assert over.json()["error"]["details"]["limit_bytes"] == 4 * MiB + 64 * 1024 + MiB
+
+
+async def test_the_upload_page_takes_an_uploaders_session(world, settings):
+    settings.ADAPTER_MAX_MODEL_BYTES = 4 * MiB
+    bob = await sync_to_async(_session)(world, "bob")
+    async with portal() as client:
+        response = await client.post("/t/acme/a/support/upload/", files=THREE_MIB, headers=bob)
+    assert response.status_code != 413, response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "who"),
+    [
+        (TOKEN_URL, None),  # an anonymous multipart POST to the sign-in endpoint
+        ("/login/", None),
+        (UPLOAD_URL, None),  # the upload endpoint, anonymous
+        ("/t/acme/a/support/upload/", None),
+        (UPLOAD_URL, "vera"),  # signed in, but a viewer: may not upload here
+        (UPLOAD_URL, "charlie"),  # another tenant's owner
+        (UPLOAD_URL, "bob-read-only"),  # an uploader's token without the write scope
+        ("/api/v1/tenants/acme/adapters/", "bob"),  # an uploader, elsewhere
+    ],
+)
+async def test_a_large_multipart_body_needs_an_uploader_on_an_upload_endpoint(
+    world, settings, path, who
+):
+    settings.ADAPTER_MAX_MODEL_BYTES = 4 * MiB
+    headers: dict[str, str] = {}
+    if who == "bob-read-only":
+        headers = await sync_to_async(_bearer)(world, "bob", ["read"])
+    elif who is not None:
+        headers = await sync_to_async(_bearer)(world, who, ["read", "write"])
+    async with portal() as client:
+        response = await client.post(path, files=THREE_MIB, headers=headers)
+    assert response.status_code == 413, response.text
+    assert response.json()["error"]["details"]["limit_bytes"] == MiB
+    assert not await AuditEvent.objects.filter(action="auth.login_failed").aexists()
 
 
 async def test_a_content_length_that_is_not_a_number_is_refused():

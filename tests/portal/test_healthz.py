@@ -10,6 +10,12 @@ from workers.models import Engine
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(autouse=True)
+def fresh_checks(settings):
+    """These tests watch parts go down and up: every probe checks (the cache has its own test)."""
+    settings.HEALTHZ_CACHE_SECONDS = 0
+
+
 @pytest.fixture
 def registered_engines(engines, celery_worker_process, settings):
     base = tiny_base_model()
