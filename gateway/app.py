@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from redis import asyncio as aioredis
 
@@ -30,6 +29,7 @@ from gateway.errors import GatewayError, model_not_found, unauthorized, unavaila
 from gateway.exchange import FAILED, SENT, STALE, Exchange
 from gateway.fairness import FairSlots
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
+from gateway.offloop import off_loop
 from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
 from gateway.request_schema import Checked, check_request
@@ -101,9 +101,9 @@ class Gateway:
             raw = await self.redis.mget(ROUTES_KEY, RESIDENCY_KEY)
             gens = (int(raw[0] or 0), int(raw[1] or 0))
             if gens[0] != self._gens[0] or self.table.generation < 0:
-                self.table = await sync_to_async(build_table, thread_sensitive=False)(gens[0])
+                self.table = await off_loop(build_table)(gens[0])
             elif gens[1] != self._gens[1]:
-                residency, pinned = await sync_to_async(residency_map, thread_sensitive=False)()
+                residency, pinned = await off_loop(residency_map)()
                 self.table.residency, self.table.pinned = residency, pinned
             self._gens = gens
             self._checked = time.monotonic()
@@ -172,7 +172,7 @@ class Gateway:
             table = await self.fresh_table(force_check=True)
             found = table.callers.get(parsed[0])
         if found is None or not found.valid(parsed[1], time.time()):
-            if found is None and await sync_to_async(token_lacks_inference)(*parsed):
+            if found is None and await off_loop(token_lacks_inference)(*parsed):
                 raise GatewayError(
                     403,
                     "This token lacks the 'inference' scope.",
@@ -431,7 +431,7 @@ class Gateway:
             self.loading[key] = future
             try:
                 try:
-                    result = await sync_to_async(load_on_engine, thread_sensitive=False)(
+                    result = await off_loop(load_on_engine)(
                         target.version_id, engine.name, not demand.recorded
                     )
                 except ApplicationError as exc:

@@ -16,8 +16,9 @@ from tenants.tokens import token_issue
 PROMPT = [{"role": "user", "content": "hi"}]
 
 
-@pytest.fixture
-async def gateway(transactional_db, settings) -> AsyncIterator[Gateway]:
+@pytest.fixture(name="gw")
+async def gw_fixture(transactional_db, settings) -> AsyncIterator[Gateway]:
+    """A Gateway of the test's own (its tables, Redis client and engine sessions)."""
     settings.GATEWAY_REFRESH_SECONDS = 0  # tables follow every change at once
     app = Gateway()
     yield app

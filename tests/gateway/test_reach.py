@@ -15,7 +15,7 @@ from adapters.services.aliases import alias_set
 from tenants.access import AccessContext
 from tenants.models import Membership
 from tenants.services import adapter_grant, membership_remove, membership_set
-from tests.gateway.inprocess import PROMPT, code_of, gateway, get, post, token_for  # noqa: F401
+from tests.gateway.inprocess import PROMPT, code_of, get, gw_fixture, post, token_for  # noqa: F401
 from tests.gateway.recording import version
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,10 +96,10 @@ def callers(world):
 
 
 @pytest.mark.parametrize("caller", list(REACH))
-async def test_each_name_form_resolves_only_inside_the_callers_reach(gateway, callers, caller):
+async def test_each_name_form_resolves_only_inside_the_callers_reach(gw, callers, caller):
     answers = {}
     for name in NAMES:
-        reply = await post(gateway, callers[caller], {"model": name, "messages": PROMPT})
+        reply = await post(gw, callers[caller], {"model": name, "messages": PROMPT})
         answers[name] = (reply.status_code, code_of(reply))
     expected = {
         name: (503, "engine_unavailable") if name in REACH[caller] else (404, "model_not_found")
@@ -109,11 +109,11 @@ async def test_each_name_form_resolves_only_inside_the_callers_reach(gateway, ca
 
 
 @pytest.mark.parametrize("caller", ["viewer", "grantee", "removed-member", "no-tenant"])
-async def test_a_caller_who_reaches_no_tenant_lists_no_model(gateway, callers, caller):
-    reply = await get(gateway, callers[caller], "/v1/models")
+async def test_a_caller_who_reaches_no_tenant_lists_no_model(gw, callers, caller):
+    reply = await get(gw, callers[caller], "/v1/models")
     assert reply.status_code == 200 and reply.json()["data"] == []
 
 
-async def test_a_member_lists_the_base_model_and_its_tenants_names_only(gateway, callers):
-    reply = await get(gateway, callers["other-tenant"], "/v1/models")
+async def test_a_member_lists_the_base_model_and_its_tenants_names_only(gw, callers):
+    reply = await get(gw, callers["other-tenant"], "/v1/models")
     assert {m["id"] for m in reply.json()["data"]} == {"tiny-llama", "legal", "legal@1"}
