@@ -73,23 +73,27 @@ if rpm >= 0 then
   if used == weight then redis.call('EXPIRE', KEYS[1], 120) end
   if rpm > 0 and used > rpm and used > weight then return {1, used} end
 end
+-- Count `weight` more in flight under `key`; false (and nothing counted) when over `cap`.
+local function hold(key, cap, weight)
+  local running = redis.call('INCRBY', key, weight)
+  redis.call('EXPIRE', key, CONCURRENCY_TTL)
+  if cap > 0 and running > cap and running > weight then
+    redis.call('DECRBY', key, weight)
+    return false, running - weight
+  end
+  return true, 0
+end
 local tenant_cap = tonumber(ARGV[2])
 if tenant_cap >= 0 then
-  local running = redis.call('INCRBY', KEYS[2], weight)
-  redis.call('EXPIRE', KEYS[2], CONCURRENCY_TTL)
-  if tenant_cap > 0 and running > tenant_cap and running > weight then
-    redis.call('DECRBY', KEYS[2], weight)
-    return {4, running - weight}
-  end
+  local held, running = hold(KEYS[2], tenant_cap, weight)
+  if not held then return {4, running} end
 end
 local cap = tonumber(ARGV[3])
 if cap >= 0 then
-  local running = redis.call('INCRBY', KEYS[3], weight)
-  redis.call('EXPIRE', KEYS[3], CONCURRENCY_TTL)
-  if cap > 0 and running > cap and running > weight then
-    redis.call('DECRBY', KEYS[3], weight)
+  local held, running = hold(KEYS[3], cap, weight)
+  if not held then
     if tenant_cap >= 0 then redis.call('DECRBY', KEYS[2], weight) end
-    return {2, running - weight}
+    return {2, running}
   end
 end
 local limit = tonumber(ARGV[6])
