@@ -37,8 +37,8 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/11"
 VAR = REPO_ROOT / "var" / "bench" / "neighbours"
 ENGINE_NAMES = ("nb-a", "nb-b")
 PHASES = ("alone", "flood", "unread", "overtime", "largest")
-BUDGET_S = 10.0  # the bench gateway's GATEWAY_REQUEST_TIMEOUT_SECONDS
-WRITE_DEADLINE_S = 5.0  # its GATEWAY_WRITE_DEADLINE_SECONDS
+BUDGET_S = 3.0  # the bench gateway's GATEWAY_REQUEST_TIMEOUT_SECONDS
+WRITE_DEADLINE_S = 2.0  # its GATEWAY_WRITE_DEADLINE_SECONDS
 A_RPM = 60
 # Tenant A's plan: what a platform admin gives a tenant on shared engines.
 A_PLAN = {
@@ -46,7 +46,7 @@ A_PLAN = {
     "max_in_flight_requests": 16,
     "max_n": 4,
     "max_prompts": 2,
-    "max_tokens": 256,
+    "max_tokens": 1000,  # the engines' context is 1024
     "max_logprobs": 20,
 }
 B_BODY = {"max_tokens": 8, "temperature": 0, "stream": True}
@@ -163,8 +163,10 @@ def a_load(phase: str, base: str, token: str, seconds: float) -> Any:
         return a_requests(base, token, _body("tiny-llama", max_tokens=4), A_RPM * 10 / 60, seconds)
     if phase == "unread":
         return a_unread(base, token, seconds)
-    if phase == "overtime":  # runs past the budget: max tokens, never stopping early
-        body = _body("tiny-llama", max_tokens=1000, ignore_eos=True, n=A_PLAN["max_n"])
+    if phase == "overtime":  # past the budget: the plan's max tokens, never stopping early
+        body = _body(
+            "tiny-llama", max_tokens=A_PLAN["max_tokens"], ignore_eos=True, n=A_PLAN["max_n"]
+        )
         return a_requests(base, token, body, 0.5, seconds)
     if phase == "largest":  # the largest the plan allows, at its rate limit
         body = orjson.dumps(

@@ -88,3 +88,28 @@ async def test_a_request_takes_as_many_slots_as_sequences_it_runs():
     gates["last"].set()
     await asyncio.gather(huge, last)
     assert order == ["big", "small", "huge", "last"] and slots.waiting("e") == 0
+
+
+async def test_a_tenant_that_holds_its_slots_leaves_a_quarter_to_the_others():
+    """Issue 19: streams nobody reads hold their slots; while another tenant uses the engine,
+    one tenant holds at most three quarters of it, so the other is never queued behind it."""
+    slots = FairSlots()
+    order: list[str] = []
+    hold = asyncio.Event()
+
+    async def request(tenant: int, label: str) -> None:
+        async with slots.slot("e", 8, tenant):
+            order.append(label)
+            await hold.wait()
+
+    async with slots.slot("e", 8, 2):  # tenant 2 has used the engine
+        pass
+    hogs = [asyncio.create_task(request(1, f"a{i}")) for i in range(10)]
+    await asyncio.sleep(0)
+    assert len(order) == 6  # 8 slots, a quarter kept back
+    b = asyncio.create_task(request(2, "b"))
+    await asyncio.sleep(0)
+    assert order[-1] == "b"  # in at once, not behind tenant 1's queue
+    hold.set()
+    await asyncio.gather(*hogs, b)
+    assert slots.waiting("e") == 0
