@@ -269,7 +269,7 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
 # --- the report ----------------------------------------------------------------------------
 
 
-def render(result: Result, command: str) -> str:
+def render(result: Result, command: str, notes: list[str] | None = None) -> str:
     alone = next((p for p in result.phases if p.name == "alone"), None)
     lines = [
         "<!-- neighbours:begin -->",
@@ -309,6 +309,8 @@ def render(result: Result, command: str) -> str:
             f"| {p.name} | {what.get(p.name, '')} | {ms(p.b_ttft_p50_ms)} | "
             f"{ms(p.b_ttft_p99_ms)} | {ratio} | {b} | {a} |"
         )
+    for note in notes or []:
+        lines += ["", note]
     lines += ["", f"Reproduce: `{command}`", "", "<!-- neighbours:end -->"]
     return "\n".join(lines) + "\n"
 
@@ -319,7 +321,21 @@ def main() -> None:
     parser.add_argument("--b-rate", type=float, default=2.0)
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
+    parser.add_argument("--note", action="append", default=[], help="a paragraph to add")
+    parser.add_argument(
+        "--render-only",
+        metavar="COMMAND",
+        help="no measuring: render the last run's result.json, run as COMMAND",
+    )
     args = parser.parse_args()
+    if args.render_only:
+        data = json.loads((VAR / "result.json").read_text())
+        phases = [PhaseResult(**p) for p in data.pop("phases")]
+        section = render(Result(**data, phases=phases), args.render_only, args.note)
+        print(section)
+        if args.write_docs:
+            write_section("neighbours", section)
+        return
     random.seed(1)
     shutil.rmtree(VAR, ignore_errors=True)
     VAR.mkdir(parents=True)
@@ -333,7 +349,8 @@ def main() -> None:
             gs.stop_group(proc)
         stop_engines(list(engines.values()))
     (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2))
-    section = render(result, " ".join([".venv/bin/python -m bench.neighbours", *sys.argv[1:]]))
+    command = " ".join([".venv/bin/python -m bench.neighbours", *sys.argv[1:]])
+    section = render(result, command, args.note)
     print(section)
     if args.write_docs:
         write_section("neighbours", section)
