@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-playground bench-live bench-redis-footprint bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: redis run test lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-live bench-redis-footprint bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -110,6 +110,11 @@ bench-gateway-overhead: venv services engine-venv tiny-model litellm-venv
 
 bench-gateway-routing: venv services engine-venv tiny-model
 	@$(PY) -m bench.gateway_routing --requests 300 --rates 1.5,4 --adapters 16 --zipf 1.1 --seed 1 --write-docs
+
+# Noisy neighbours: tenant B's steady streams while tenant A floods, holds unread streams, runs
+# past the time budget and sends its largest requests (two engines, ~6 min; issue 19).
+bench-neighbours: venv services engine-venv tiny-model
+	@$(PY) -m bench.neighbours --phase-seconds 40 --b-rate 2 --write-docs
 
 # The playground: prompt on its websocket -> first token frame, against the engine's own TTFT
 # and the gateway's API, same prompt (one engine, a few minutes), on the portal's default settings:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from redis import asyncio as aioredis
 
@@ -27,10 +26,13 @@ from core.errors import ApplicationError
 from gateway import limits
 from gateway.conversations import NO_TURN, turn_of
 from gateway.errors import GatewayError, model_not_found, unauthorized, unavailable
+from gateway.exchange import FAILED, SENT, STALE, Exchange
 from gateway.fairness import FairSlots
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
+from gateway.offloop import off_loop
 from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
+from gateway.request_schema import Checked, check_request
 from gateway.routes import (
     Caller,
     EngineInfo,
@@ -38,10 +40,12 @@ from gateway.routes import (
     RouteTable,
     Target,
     build_table,
+    cache_salt,
+    default_plan,
     parse_token,
     residency_map,
 )
-from gateway.upstream import UPSTREAM_ERRORS, EnginePool, StreamWatch, relay, usage_of
+from gateway.upstream import EnginePool
 from workers.cache_policy import EngineChoice, choose_engine
 
 log = logging.getLogger(__name__)
@@ -49,8 +53,6 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
 JSON_HEADERS = [(b"content-type", b"application/json")]
-# What one attempt at an engine came to (Gateway.forward).
-SENT, FAILED, STALE = "sent", "failed", "stale"
 
 
 class Gateway:
@@ -62,7 +64,7 @@ class Gateway:
         )
         self.recorder = Recorder(self.redis)
         self.scripts = limits.Scripts(self.redis)
-        self.engines = EnginePool(settings.ENGINE_HTTP_TIMEOUT)
+        self.engines = EnginePool()
         self.in_flight: dict[str, int] = {}
         self.failed_until: dict[str, float] = {}
         self.loading: dict[tuple[str, str], asyncio.Future[float]] = {}
@@ -99,9 +101,9 @@ class Gateway:
             raw = await self.redis.mget(ROUTES_KEY, RESIDENCY_KEY)
             gens = (int(raw[0] or 0), int(raw[1] or 0))
             if gens[0] != self._gens[0] or self.table.generation < 0:
-                self.table = await sync_to_async(build_table, thread_sensitive=False)(gens[0])
+                self.table = await off_loop(build_table)(gens[0])
             elif gens[1] != self._gens[1]:
-                residency, pinned = await sync_to_async(residency_map, thread_sensitive=False)()
+                residency, pinned = await off_loop(residency_map)()
                 self.table.residency, self.table.pinned = residency, pinned
             self._gens = gens
             self._checked = time.monotonic()
@@ -170,7 +172,7 @@ class Gateway:
             table = await self.fresh_table(force_check=True)
             found = table.callers.get(parsed[0])
         if found is None or not found.valid(parsed[1], time.time()):
-            if found is None and await sync_to_async(token_lacks_inference)(*parsed):
+            if found is None and await off_loop(token_lacks_inference)(*parsed):
                 raise GatewayError(
                     403,
                     "This token lacks the 'inference' scope.",
@@ -198,26 +200,29 @@ class Gateway:
             )
         await respond(send, 200, orjson.dumps({"object": "list", "data": data}))
 
-    def resolve(self, caller: Caller, table: RouteTable, model: object) -> tuple[Route, int | None]:
+    def resolve(self, caller: Caller, table: RouteTable, model: object) -> tuple[Route, int]:
+        """The route a model name means for this caller, and the tenant the request runs as.
+
+        Every form resolves inside the caller's reach: `tenant/name` for a tenant it reaches,
+        else the whole name in its home tenant (bare names, and base-model names that hold a
+        `/`). The base model is served as that tenant too (limited, billed, pooled as it): a
+        caller that reaches no tenant gets nothing, and a name outside reach is not found."""
         if not isinstance(model, str) or not model:
             raise GatewayError(400, "`model` is required.", code="missing_model", param="model")
-        tenant_id: int | None
+        readings: list[tuple[int, str]] = []
         if "/" in model:
             slug, _, name = model.partition("/")
             tenant_id = table.tenant_ids.get(slug)
-        elif caller.bound_tenant_id is not None:
-            tenant_id, name = caller.bound_tenant_id, model
-        elif len(caller.tenant_ids) == 1:
-            tenant_id, name = next(iter(caller.tenant_ids)), model
-        else:
-            tenant_id, name = None, model
-        if tenant_id is not None and tenant_id not in caller.tenant_ids:
-            raise model_not_found(model)
-        route = table.route_for(tenant_id, name) if tenant_id is not None else None
-        route = route or table.base_routes.get(name)
-        if route is None:
-            raise model_not_found(model)
-        return route, tenant_id
+            if tenant_id is not None and tenant_id in caller.tenant_ids:
+                readings.append((tenant_id, name))
+        home = caller.home_tenant_id
+        if home is not None:
+            readings.append((home, model))
+        for tenant_id, name in readings:
+            route = table.route_for(tenant_id, name)
+            if route is not None:
+                return route, tenant_id
+        raise model_not_found(model)
 
     # --- one request ------------------------------------------------------------------------
 
@@ -235,7 +240,7 @@ class Gateway:
             raise GatewayError(400, "The body must be a JSON object.", code="invalid_json")
         route, tenant_id = self.resolve(caller, table, payload.get("model"))
         target = pick(route.targets) if route.targets else None
-        billed_tenant = target.tenant_id if target else (tenant_id or caller.bound_tenant_id or 0)
+        billed_tenant = target.tenant_id if target else tenant_id
         await self.serve_admitted(
             scope, send, kind, payload, route, target, table, billed_tenant, started
         )
@@ -252,29 +257,35 @@ class Gateway:
         tenant_id: int,
         started: float,
     ) -> None:
-        """Admission (rate, concurrency, the engine's in-flight count), serve, release: the path
-        of every request once its caller and model are known, from the API (generate) and from
-        a signed-in user's playground prompt (gateway.playground)."""
+        """The schema check, admission (rate, the tenant's and the version's requests in
+        flight, the engine's in-flight count, all by the request's weight), serve, release: the
+        path of every request once its caller and model are known, from the API (generate) and
+        from a signed-in user's playground prompt (gateway.playground)."""
+        checked = check_request(kind, payload, table.plans.get(tenant_id) or default_plan())
+        # The tenant's own prefix cache: its prompts never hit, nor time, another tenant's.
+        payload["cache_salt"] = table.salts.get(tenant_id) or cache_salt(tenant_id)
         admission = limits.Admission(
             self.scripts,
             tenant_id=tenant_id,
             rpm_limit=table.rpm.get(tenant_id, 0),
+            in_flight_cap=table.in_flight_caps.get(tenant_id, 0),
             target=target,
             requested=payload.get("model"),
+            weight=checked.weight,
         )
         try:
             await self.serve(
-                scope, send, kind, payload, route, target, table, tenant_id, started, admission
+                send, kind, payload, checked, route, target, table, tenant_id, started, admission
             )
         finally:
             await admission.release()
 
     async def serve(
         self,
-        scope: dict[str, Any],
         send: Send,
         kind: str,
         payload: dict[str, Any],
+        checked: Checked,
         route: Route,
         target: Target | None,
         table: RouteTable,
@@ -283,9 +294,8 @@ class Gateway:
         admission: limits.Admission,
     ) -> None:
         tried: set[str] = set()
-        stream = bool(payload.get("stream"))
-        wants_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
-        if stream:
+        stream, wants_usage = checked.stream, checked.wants_usage
+        if stream:  # the gateway counts tokens from the usage chunk, asked for or not
             payload["stream_options"] = {
                 **(payload.get("stream_options") or {}),
                 "include_usage": True,
@@ -297,7 +307,7 @@ class Gateway:
         demand = DemandMark()  # is this request in the demand history through a load it led?
         while True:
             try:
-                engine, where = self.choose(table, route, target, tried)
+                engine, where = self.choose(table, route, target, tried, tenant_id)
             except GatewayError:
                 # Every engine refused for room: slots free up as requests finish, so wait a
                 # little (bounded) and ask again rather than fail at once.
@@ -332,7 +342,7 @@ class Gateway:
                 held=self.pin_guard,
             )
             capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
-            async with self.fair.slot(engine.name, capacity, tenant_id):
+            async with self.fair.slot(engine.name, capacity, tenant_id, checked.weight):
                 self.in_flight[engine.name] = self.in_flight.get(engine.name, 0) + 1
                 try:
                     sent = await self.forward(
@@ -363,17 +373,26 @@ class Gateway:
             tried.add(engine.name)  # failed before the first byte: the next engine
 
     def choose(
-        self, table: RouteTable, route: Route, target: Target | None, tried: set[str]
+        self,
+        table: RouteTable,
+        route: Route,
+        target: Target | None,
+        tried: set[str],
+        tenant_id: int,
     ) -> tuple[EngineInfo, str]:
         now = time.monotonic()
         base = target.base_model_id if target else route.base_model_id
+        # The base model runs in its tenant's pool, as the tenant's adapters do: a tenant's
+        # base-model traffic never lands on another tenant's dedicated pool.
+        pool = target.pool if target else table.pools.get(tenant_id, settings.DEFAULT_POOL)
         candidates = [
             e
             for e in table.engines
             if e.base_model_id == base
             and e.name not in tried
             and self.failed_until.get(e.name, 0) <= now
-            and (target is None or (e.pool == target.pool and e.max_lora_rank >= target.rank))
+            and e.pool == pool
+            and (target is None or e.max_lora_rank >= target.rank)
         ]
         if not candidates:
             raise unavailable("No engine can serve this model right now; try again shortly.")
@@ -412,7 +431,7 @@ class Gateway:
             self.loading[key] = future
             try:
                 try:
-                    result = await sync_to_async(load_on_engine, thread_sensitive=False)(
+                    result = await off_loop(load_on_engine)(
                         target.version_id, engine.name, not demand.recorded
                     )
                 except ApplicationError as exc:
@@ -459,50 +478,33 @@ class Gateway:
         caused_load: bool,
         started: float,
     ) -> str:
-        """Send to one engine: SENT, or FAILED / STALE before anything reached the caller."""
+        """Send to one engine: SENT, or FAILED / STALE before anything reached the caller.
+        Only FAILED (no connection) marks the engine; gateway.exchange says why."""
+        exchange = Exchange(
+            self.engines,
+            send,
+            budget_s=settings.GATEWAY_REQUEST_TIMEOUT_SECONDS,
+            write_deadline_s=settings.GATEWAY_WRITE_DEADLINE_SECONDS,
+            started=started,
+        )
         path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
-        try:
-            response = await self.engines.session(engine).post(path, data=orjson.dumps(payload))
-        except UPSTREAM_ERRORS:
+        outcome = await exchange.run(
+            engine,
+            path,
+            orjson.dumps(payload),
+            stream=stream,
+            wants_usage=wants_usage,
+            adapter_request=target is not None,
+        )
+        if outcome.sent == FAILED:
             self.mark_failed(engine)
             return FAILED
-        try:
-            if response.status >= 500:
-                await response.read()
-                self.mark_failed(engine)
-                return FAILED
-            if response.status == 404 and target is not None:
-                # The engine no longer holds the adapter: our residency was stale.
-                await response.read()
+        if outcome.sent == STALE:
+            if target is not None:  # our residency was stale
                 table.residency.get(target.served_name, {}).pop(engine.name, None)
-                return STALE
-            watch = StreamWatch(started=started, strip_usage=stream and not wants_usage)
-            ok = response.status < 400
-            headers = [
-                (b"content-type", response.headers.get("content-type", "application/json").encode())
-            ]
-            await send(
-                {"type": "http.response.start", "status": response.status, "headers": headers}
-            )
-            if stream and ok:
-                async for piece in relay(response, watch):
-                    await send({"type": "http.response.body", "body": piece, "more_body": True})
-                ok = watch.done and not watch.error
-                prompt, completion = watch.prompt_tokens, watch.completion_tokens
-            else:
-                data = await response.read()
-                if ok:
-                    watch.first_token_at = time.perf_counter()
-                prompt, completion = usage_of(data) if ok else (0, 0)
-                await send({"type": "http.response.body", "body": data, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except UPSTREAM_ERRORS:
-            self.mark_failed(engine)
-            ok, prompt, completion = False, 0, 0
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        finally:
-            response.release()
+            return STALE
         done = time.perf_counter()
+        ok = outcome.ok
         self.recorder.add(
             Measurement(
                 tenant=table.tenants.get(tenant_id, ""),
@@ -515,12 +517,13 @@ class Gateway:
                 engine=engine.name,
                 served_from=served_from,
                 ok=ok,
-                ttft_ms=(watch.first_token_at - started) * 1000
-                if ok and watch.first_token_at
+                caller_fault=outcome.caller_fault,
+                ttft_ms=(outcome.first_token_at - started) * 1000
+                if ok and outcome.first_token_at
                 else None,
                 e2e_ms=(done - started) * 1000,
-                prompt_tokens=prompt,
-                completion_tokens=completion,
+                prompt_tokens=outcome.prompt_tokens,
+                completion_tokens=outcome.completion_tokens,
                 load_ms=load_ms,
                 caused_load=caused_load,
                 at=time.time(),

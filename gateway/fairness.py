@@ -5,26 +5,82 @@ other tenant's requests behind it. The gateway therefore sends an engine at most
 requests at once (its --max-num-seqs, times a setting) and keeps the rest waiting here, one queue
 per tenant, admitted round-robin across tenants as slots free up: a tenant with one request waits
 for at most one request of each other tenant, however many the others have queued.
+
+A request takes as many slots as sequences it will run (its weight: n x prompts), so a request
+with n=8 is not let in as if it were one; a request heavier than the engine still runs, alone.
+While another tenant has used the engine in the last SHARED_WINDOW_S, no tenant holds more than
+three quarters of its slots: slots are held until a reply is delivered, so a tenant whose callers
+stop reading (or whose requests run long) would otherwise hold the whole engine and every other
+tenant would queue behind it (bench/neighbours.py). A tenant alone on an engine uses all of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+
+SHARED_WINDOW_S = 60.0
 
 
 @dataclass
 class _EngineSlots:
     capacity: int
     active: int = 0
-    queues: dict[int, deque[asyncio.Future[None]]] = field(default_factory=dict)
+    queues: dict[int, deque[tuple[asyncio.Future[None], int]]] = field(default_factory=dict)
     turn: deque[int] = field(default_factory=deque)  # tenants with waiters, in admission order
+    held: dict[int, int] = field(default_factory=dict)  # tenant -> slots it holds
+    seen: dict[int, float] = field(default_factory=dict)  # tenant -> when it last asked
 
     def waiting(self) -> int:
         return sum(len(q) for q in self.queues.values())
+
+    def note(self, tenant: int) -> None:
+        now = time.monotonic()
+        self.seen[tenant] = now
+        if len(self.seen) > 64:  # forget tenants gone quiet
+            self.seen = {t: at for t, at in self.seen.items() if now - at < SHARED_WINDOW_S}
+
+    def tenant_share(self, tenant: int) -> int:
+        """The most `tenant` may hold: every slot while no other tenant used the engine
+        lately, else all but a quarter of them (at least one left for the others)."""
+        now = time.monotonic()
+        shared = any(t != tenant and now - at < SHARED_WINDOW_S for t, at in self.seen.items())
+        return max(1, self.capacity - max(1, self.capacity // 4)) if shared else self.capacity
+
+    def fits(self, weight: int, tenant: int) -> bool:
+        if self.active == 0:
+            return True  # alone on the engine, however heavy
+        held = self.held.get(tenant, 0)
+        return self.active + weight <= self.capacity and held + weight <= self.tenant_share(tenant)
+
+    def waiter_first(self) -> bool:
+        """Whether a waiting request goes before a newcomer: one waiting for room does (nobody
+        jumps it); one held back only by its tenant's share does not hold up other tenants."""
+        return any(
+            queue and not self.at_share(tenant, queue[0][1])
+            for tenant, queue in self.queues.items()
+        )
+
+    def at_share(self, tenant: int, weight: int) -> bool:
+        """Held back by its own share: it holds slots already and `weight` more would pass it."""
+        held = self.held.get(tenant, 0)
+        return held > 0 and held + weight > self.tenant_share(tenant)
+
+    def take(self, weight: int, tenant: int) -> None:
+        self.active += weight
+        self.held[tenant] = self.held.get(tenant, 0) + weight
+
+    def give_back(self, weight: int, tenant: int) -> None:
+        self.active -= weight
+        left = self.held.get(tenant, 0) - weight
+        if left > 0:
+            self.held[tenant] = left
+        else:
+            self.held.pop(tenant, None)
 
 
 class FairSlots:
@@ -43,49 +99,67 @@ class FairSlots:
         return slots.waiting() if slots else 0
 
     @asynccontextmanager
-    async def slot(self, engine: str, capacity: int, tenant: int) -> AsyncIterator[None]:
+    async def slot(
+        self, engine: str, capacity: int, tenant: int, weight: int = 1
+    ) -> AsyncIterator[None]:
         slots = self._slots(engine, capacity)
-        if slots.active < slots.capacity and not slots.turn:
-            slots.active += 1
+        slots.note(tenant)
+        if slots.fits(weight, tenant) and not slots.waiter_first():
+            slots.take(weight, tenant)
         else:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             queue = slots.queues.setdefault(tenant, deque())
             if not queue:
                 slots.turn.append(tenant)
-            queue.append(future)
+            queue.append((future, weight))
             try:
-                await future  # a releasing request hands its slot over (active unchanged)
+                await future  # a releasing request let us in (our weight is counted)
             except asyncio.CancelledError:
                 if future.done() and not future.cancelled():
-                    self._release(slots)  # the slot was handed to us as we went away
+                    self._release(slots, weight, tenant)  # let in as we went away
                 else:
                     self._forget(slots, tenant, future)
                 raise
         try:
             yield
         finally:
-            self._release(slots)
+            self._release(slots, weight, tenant)
 
     def _forget(self, slots: _EngineSlots, tenant: int, future: asyncio.Future[None]) -> None:
         queue = slots.queues.get(tenant)
-        if queue and future in queue:
-            queue.remove(future)
+        entry = next((e for e in queue or () if e[0] is future), None)
+        if queue is not None and entry is not None:
+            queue.remove(entry)
             if not queue:
                 del slots.queues[tenant]
                 if tenant in slots.turn:
                     slots.turn.remove(tenant)
 
-    def _release(self, slots: _EngineSlots) -> None:
-        """Hand the slot to the next tenant in turn, or free it."""
-        while slots.turn:
-            tenant = slots.turn.popleft()
-            queue = slots.queues[tenant]
-            future = queue.popleft()
-            if queue:
-                slots.turn.append(tenant)  # its next request waits for everyone else's turn
-            else:
-                del slots.queues[tenant]
-            if not future.done():
-                future.set_result(None)
+    def _release(self, slots: _EngineSlots, weight: int, tenant: int) -> None:
+        """Give the slots back, then let waiters in, tenant by tenant in turn, while they fit.
+        A tenant at its share is passed over (it keeps its turn); one that needs more room
+        than is free stops the round: nobody jumps it."""
+        slots.give_back(weight, tenant)
+        for _ in range(len(slots.turn)):
+            waiter = slots.turn[0]
+            queue = slots.queues[waiter]
+            while queue and queue[0][0].done():  # cancelled while waiting
+                queue.popleft()
+            if not queue:
+                slots.turn.popleft()
+                del slots.queues[waiter]
+                continue
+            future, need = queue[0]
+            if not slots.fits(need, waiter):
+                if slots.at_share(waiter, need):
+                    slots.turn.rotate(-1)  # at its share: the next tenant's turn
+                    continue
                 return
-        slots.active -= 1
+            queue.popleft()
+            slots.take(need, waiter)
+            future.set_result(None)
+            slots.turn.popleft()
+            if queue:
+                slots.turn.append(waiter)  # its next request waits for everyone else's turn
+            else:
+                del slots.queues[waiter]

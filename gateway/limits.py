@@ -55,45 +55,70 @@ local function admit(key, name, limit, argv, first_pinned)
 end
 """
 
-# KEYS: rpm counter, concurrency counter, engine in-flight hash.
-# ARGV: rpm limit (0 none, -1 not counted), concurrency cap (0 none, -1 not counted), served
-# name, engine limit (-1 none, -2 not admitted to an engine yet), pinned names...
-# Returns {0 admitted | 1 over the rate | 2 over concurrency | 3 counted, engine busy, count}.
+# KEYS: rpm counter, tenant in-flight counter, concurrency counter, engine in-flight hash.
+# ARGV: rpm limit (0 none, -1 not counted), tenant in-flight cap (same), concurrency cap (same),
+# the request's weight, served name, engine limit (-1 none, -2 not admitted to an engine yet),
+# pinned names...
+# A request is charged its weight (sequences it will run) against all three counts; one heavier
+# than a cap still runs when it is alone (nothing else counted), or it could never run.
+# Returns {0 admitted | 1 over the rate | 2 over concurrency | 3 counted, engine busy |
+# 4 over the tenant's in-flight cap, count}.
 _ENTER = (
     _ADMIT_FUNCTION
     + """
+local weight = tonumber(ARGV[4])
 local rpm = tonumber(ARGV[1])
 if rpm >= 0 then
-  local used = redis.call('INCR', KEYS[1])
-  if used == 1 then redis.call('EXPIRE', KEYS[1], 120) end
-  if rpm > 0 and used > rpm then return {1, used} end
+  local used = redis.call('INCRBY', KEYS[1], weight)
+  if used == weight then redis.call('EXPIRE', KEYS[1], 120) end
+  if rpm > 0 and used > rpm and used > weight then return {1, used} end
 end
-local cap = tonumber(ARGV[2])
+-- Count `weight` more in flight under `key`; false (and nothing counted) when over `cap`.
+local function hold(key, cap, weight)
+  local running = redis.call('INCRBY', key, weight)
+  redis.call('EXPIRE', key, CONCURRENCY_TTL)
+  if cap > 0 and running > cap and running > weight then
+    redis.call('DECRBY', key, weight)
+    return false, running - weight
+  end
+  return true, 0
+end
+local tenant_cap = tonumber(ARGV[2])
+if tenant_cap >= 0 then
+  local held, running = hold(KEYS[2], tenant_cap, weight)
+  if not held then return {4, running} end
+end
+local cap = tonumber(ARGV[3])
 if cap >= 0 then
-  local running = redis.call('INCR', KEYS[2])
-  redis.call('EXPIRE', KEYS[2], CONCURRENCY_TTL)
-  if cap > 0 and running > cap then
-    redis.call('DECR', KEYS[2])
-    return {2, running - 1}
+  local held, running = hold(KEYS[3], cap, weight)
+  if not held then
+    if tenant_cap >= 0 then redis.call('DECRBY', KEYS[2], weight) end
+    return {2, running}
   end
 end
-local limit = tonumber(ARGV[4])
+local limit = tonumber(ARGV[6])
 if limit == -2 then return {0, 0} end
-if admit(KEYS[3], ARGV[3], limit, ARGV, 5) then return {0, 0} end
+if admit(KEYS[4], ARGV[5], limit, ARGV, 7) then return {0, 0} end
 return {3, 0}
 """
 ).replace("CONCURRENCY_TTL", str(CONCURRENCY_TTL_S))
 
-# KEYS: concurrency counter, engine in-flight hash. ARGV: release concurrency (1/0), served name
-# to lower on the engine ('' for none).
+# KEYS: tenant in-flight counter, concurrency counter, engine in-flight hash. ARGV: weight to
+# give back to the tenant and to the version's concurrency (0: none), served name to lower on
+# the engine ('' for none).
 _LEAVE = """
-if ARGV[1] == '1' then redis.call('DECR', KEYS[1]) end
-if ARGV[2] ~= '' then
-  local left = redis.call('HINCRBY', KEYS[2], ARGV[2], -1)
-  if left <= 0 then redis.call('HDEL', KEYS[2], ARGV[2]) end
+if tonumber(ARGV[1]) > 0 then redis.call('DECRBY', KEYS[1], ARGV[1]) end
+if tonumber(ARGV[2]) > 0 then redis.call('DECRBY', KEYS[2], ARGV[2]) end
+if ARGV[3] ~= '' then
+  local left = redis.call('HINCRBY', KEYS[3], ARGV[3], -1)
+  if left <= 0 then redis.call('HDEL', KEYS[3], ARGV[3]) end
 end
 return 0
 """
+
+
+def _tenant_key(tenant_id: int) -> str:
+    return f"lp:gw:tflight:{tenant_id}"
 
 
 def _rpm_key(tenant_id: int, minute: int) -> str:
@@ -146,9 +171,10 @@ class Scripts:
 class Admission:
     """One request's hold on the shared counts, from admission to its end (`release`).
 
-    `admit` counts the request against the tenant's rate and the version's concurrency and, given
-    an engine, in that engine's in-flight count, in one round trip; a request that moves to
-    another engine (failover, a stale residency) calls `leave_engine` and `admit` again.
+    `admit` counts the request, by its weight, against the tenant's rate and in-flight cap and
+    the version's concurrency and, given an engine (and a target), in that engine's in-flight
+    count, in one round trip; a request that moves to another engine (a stale residency, a
+    connection refused) calls `leave_engine` and `admit` again.
     """
 
     def __init__(
@@ -159,13 +185,17 @@ class Admission:
         rpm_limit: int,
         target: Target | None,
         requested: object,
+        weight: int = 1,
+        in_flight_cap: int = 0,
     ) -> None:
         self.scripts = scripts
         self.tenant_id = tenant_id
         self.rpm_limit = rpm_limit
+        self.in_flight_cap = in_flight_cap
         self.target = target
         self.requested = requested
-        self.counted = False  # rate and concurrency counted
+        self.weight = max(1, weight)
+        self.counted = False  # rate, in-flight and concurrency counted
         self.engine: str | None = None  # in flight on this engine
 
     async def admit(
@@ -184,8 +214,6 @@ class Admission:
         requests held back, and the request goes in as soon as the gateway's tables show it."""
         target = self.target
         on_engine = engine is not None and target is not None and self.engine is None
-        if not self.tenant_id and target is None:
-            self.counted = True  # nothing to count: the platform's base model, no tenant
         if self.counted and not on_engine:
             return
         now = time.time()
@@ -195,14 +223,17 @@ class Admission:
             else -2
         )
         argv: list[str | int] = [
-            SKIP if self.counted or not self.tenant_id else self.rpm_limit,
+            SKIP if self.counted else self.rpm_limit,
+            SKIP if self.counted else self.in_flight_cap,
             SKIP if self.counted or target is None else concurrency_limit(target),
+            self.weight,
             target.served_name if target is not None else "",
             limit,
             *sorted(pinned),
         ]
         keys = [
             _rpm_key(self.tenant_id, int(now // 60)),
+            _tenant_key(self.tenant_id),
             _conc_key(target.served_name if target is not None else ""),
             inflight_key(engine or ""),
         ]
@@ -215,6 +246,13 @@ class Admission:
                     retry_after=60 - int(now % 60),
                     code="rate_limit_exceeded",
                 )
+            if status == 4:
+                raise too_many(
+                    f"This tenant has {count} requests in flight, its limit "
+                    f"({self.in_flight_cap}, max_in_flight_requests); retry shortly.",
+                    retry_after=1,
+                    code="tenant_concurrency_limit_exceeded",
+                )
             if status == 2:
                 raise too_many(
                     f"{self.requested} has {count} requests running, its limit; retry shortly.",
@@ -222,7 +260,7 @@ class Admission:
                     code="concurrency_limit_exceeded",
                 )
             self.counted = True
-            argv[0] = argv[1] = SKIP  # counted once; only the engine part is tried again
+            argv[0] = argv[1] = argv[2] = SKIP  # counted once; only the engine part again
             if status == 0:
                 if on_engine:
                     self.engine = engine
@@ -238,8 +276,8 @@ class Admission:
                     noted_at = waited
                     await held.note(engine, target.served_name)
                 pinned = await held.pins(engine)
-                argv[3] = engine_limit(target.served_name, pinned, max_loras)
-                argv[4:] = sorted(pinned)
+                argv[5] = engine_limit(target.served_name, pinned, max_loras)
+                argv[6:] = sorted(pinned)
             # Each try is a Redis round trip: 10 ms at first (a slot frees within a step),
             # then up to 100 ms for a long wait.
             pause = min(0.1, 0.01 * (1 + waited / 0.1))
@@ -250,24 +288,26 @@ class Admission:
         """The request left its engine (and will try another)."""
         if self.engine is not None and self.target is not None:
             await self.scripts.leave(
-                keys=[_conc_key(self.target.served_name), inflight_key(self.engine)],
-                args=[0, self.target.served_name],
+                keys=[_tenant_key(self.tenant_id), _conc_key(self.target.served_name)]
+                + [inflight_key(self.engine)],
+                args=[0, 0, self.target.served_name],
             )
         self.engine = None
 
     async def release(self) -> None:
         """The request ended: everything it counted is given back, in one round trip."""
         target = self.target
-        release_conc = self.counted and target is not None
         on_engine = self.engine is not None and target is not None
-        if release_conc or on_engine:
+        if self.counted or on_engine:
             await self.scripts.leave(
                 keys=[
+                    _tenant_key(self.tenant_id),
                     _conc_key(target.served_name if target is not None else ""),
                     inflight_key(self.engine or ""),
                 ],
                 args=[
-                    1 if release_conc else 0,
+                    self.weight if self.counted else 0,
+                    self.weight if self.counted and target is not None else 0,
                     target.served_name if on_engine and target is not None else "",
                 ],
             )

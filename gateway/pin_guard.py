@@ -15,10 +15,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
-from asgiref.sync import sync_to_async
 from redis import asyncio as aioredis
 
 from gateway.limits import HELD_NOTE_S
+from gateway.offloop import off_loop
 from gateway.routes import RouteTable
 from workers.shared_state import HELD_WINDOW_S, held_claim_key, held_key
 
@@ -42,7 +42,7 @@ class PinGuardLink:
         pipe.set(held_claim_key(engine), "1", nx=True, px=int(HELD_NOTE_S * 1000))
         *_, first = await pipe.execute()
         if first:
-            await sync_to_async(ask_for_converge, thread_sensitive=False)(engine)
+            await off_loop(ask_for_converge)(engine)
 
     async def pins(self, engine: str) -> frozenset[str]:
         return (await self.tables()).pinned.get(engine, frozenset())

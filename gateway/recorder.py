@@ -58,6 +58,9 @@ class Measurement:
     caused_load: bool = False
     at: float = 0.0
     turn: Turn = NO_TURN  # a chat request's conversation keys (gateway/conversations.py)
+    # A request that failed through its caller (a 4xx, a caller who stopped reading): not the
+    # version's error, so the canary's automatic rollback never counts it (counted apart).
+    caller_fault: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,9 @@ class Recorder:
             # the slot time it held (the cost view's GPU-slot-seconds)
             (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|e2e_ms_sum", m.e2e_ms),
         ]
-        if not m.ok:
+        if m.caller_fault:
+            rows += [("lp:gwm:counters", f"{key}|rejected", 1)]
+        elif not m.ok:
             rows += [
                 ("lp:gwm:counters", f"{key}|errors", 1),
                 (f"lp:gwm:min:{minute}", f"{key}|errors", 1),

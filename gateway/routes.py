@@ -13,9 +13,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.utils import timezone
 
 from adapters.models import AdapterVersion, Alias, BaseModel, VersionStatus
+from gateway.request_schema import Plan
 from tenants.access import AccessContext
 from tenants.models import ApiToken, Membership, Tenant, TokenScope
 from tenants.tokens import TOKEN_PREFIX
@@ -69,6 +71,17 @@ class Caller:
     tenant_ids: frozenset[int]
     token_id: int
 
+    @property
+    def home_tenant_id(self) -> int | None:
+        """The tenant a bare model name means: the token's binding, or the caller's only tenant.
+        None when the caller reaches no tenant, or several with no binding (names then need
+        `tenant/`)."""
+        if self.bound_tenant_id is not None:
+            return self.bound_tenant_id if self.bound_tenant_id in self.tenant_ids else None
+        if len(self.tenant_ids) == 1:
+            return next(iter(self.tenant_ids))
+        return None
+
     def valid(self, secret: str, now: float) -> bool:
         digest = hashlib.sha256(secret.encode()).hexdigest()
         return hmac.compare_digest(self.secret_hash, digest) and (
@@ -103,6 +116,10 @@ class RouteTable:
     routes: dict[int, dict[str, Route]] = field(default_factory=dict)  # tenant -> name -> route
     base_routes: dict[str, Route] = field(default_factory=dict)
     rpm: dict[int, int] = field(default_factory=dict)  # tenant -> requests per minute
+    pools: dict[int, str] = field(default_factory=dict)  # tenant -> pool its base-model calls use
+    plans: dict[int, Plan] = field(default_factory=dict)  # tenant -> per-request bounds
+    in_flight_caps: dict[int, int] = field(default_factory=dict)  # tenant -> requests at once
+    salts: dict[int, str] = field(default_factory=dict)  # tenant -> its prefix-cache salt
     engines: tuple[EngineInfo, ...] = ()
     # served name -> {engine: "gpu" | "cpu"} as the controller last observed
     residency: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -114,10 +131,12 @@ class RouteTable:
         return self.routes.get(tenant_id, {}).get(name) or self.base_routes.get(name)
 
     def names_for(self, tenant_ids: Iterable[int]) -> list[tuple[str, Route, int | None]]:
+        tenant_ids = sorted(tenant_ids)
+        # The base model is served as one of the caller's tenants: no tenant, no base model.
         out: list[tuple[str, Route, int | None]] = [
-            (n, r, None) for n, r in sorted(self.base_routes.items())
+            (n, r, None) for n, r in sorted(self.base_routes.items()) if tenant_ids
         ]
-        for tid in sorted(tenant_ids):
+        for tid in tenant_ids:
             out += [(n, r, tid) for n, r in sorted(self.routes.get(tid, {}).items())]
         return out
 
@@ -257,12 +276,31 @@ def residency_map() -> tuple[dict[str, dict[str, str]], dict[str, frozenset[str]
     return out, {engine: frozenset(names) for engine, names in pinned.items()}
 
 
+PLAN_FIELDS = tuple(Plan.__dataclass_fields__)
+
+
+def default_plan() -> Plan:
+    """The platform's defaults (a tenant created since the tables were built)."""
+    return Plan(**{name: int(settings.GATEWAY_PLAN_DEFAULTS[name]) for name in PLAN_FIELDS})
+
+
+def cache_salt(tenant_id: int) -> str:
+    """The tenant's prefix-cache salt: vLLM keys cached blocks by it, so one tenant's prompts
+    never hit (and so cannot be timed through) another's cache. Derived, never stored."""
+    key = hashlib.sha256(b"lp-cache-salt:" + settings.SECRET_KEY.encode()).digest()
+    return hmac.new(key, str(tenant_id).encode(), hashlib.sha256).hexdigest()[:32]
+
+
 def build_table(generation: int) -> RouteTable:
     """The whole picture from the database, in a handful of queries."""
     now = time.time()
     tenants = dict(Tenant.objects.values_list("id", "slug"))
     residency, pinned = residency_map()
     roles = _member_roles()
+    plans = {
+        row["id"]: Plan(**{name: row[name] for name in PLAN_FIELDS})
+        for row in Tenant.objects.values("id", *PLAN_FIELDS)
+    }
     return RouteTable(
         generation=generation,
         callers=_callers(now, roles),
@@ -272,6 +310,13 @@ def build_table(generation: int) -> RouteTable:
         routes=_routes(),
         base_routes={b.name: Route(b.name, base_model_id=b.pk) for b in BaseModel.objects.all()},
         rpm=dict(Tenant.objects.values_list("id", "quota_requests_per_minute")),
+        pools={
+            tid: pool or settings.DEFAULT_POOL
+            for tid, pool in Tenant.objects.values_list("id", "pool")
+        },
+        plans=plans,
+        in_flight_caps=dict(Tenant.objects.values_list("id", "max_in_flight_requests")),
+        salts={tid: cache_salt(tid) for tid in tenants},
         engines=_engines(),
         residency=residency,
         pinned=pinned,

@@ -8,10 +8,10 @@ gateway's per-request CPU), and that CPU sits on every request's latency.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import orjson
@@ -19,41 +19,56 @@ import orjson
 from gateway.routes import EngineInfo
 from workers.vllm_client import ENGINE_KEY_HEADER
 
-# What an engine that went away looks like: refused or reset connections, a reply cut short,
-# no answer in time.
-UPSTREAM_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
-
 
 class EnginePool:
-    """One aiohttp session per engine URL and key, reused by every request (keep-alive)."""
+    """One aiohttp session per engine URL and key, reused by every request (keep-alive).
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = aiohttp.ClientTimeout(total=None, connect=2.0, sock_read=timeout)
+    Only connecting is timed here: how long a request may run is its budget
+    (gateway.exchange), which aborts it at the engine without blaming the engine."""
+
+    def __init__(self, connect_timeout: float = 2.0) -> None:
+        self.timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout)
         self._sessions: dict[tuple[str, str | None], aiohttp.ClientSession] = {}
+        self._fresh: dict[tuple[str, str | None], aiohttp.ClientSession] = {}
+
+    def _new_session(self, engine: EngineInfo, **connector: Any) -> aiohttp.ClientSession:
+        headers = {"content-type": "application/json"}
+        if engine.key:
+            headers[ENGINE_KEY_HEADER] = engine.key
+            headers["authorization"] = f"Bearer {engine.key}"
+        return aiohttp.ClientSession(
+            base_url=engine.url,
+            headers=headers,
+            timeout=self.timeout,
+            connector=aiohttp.TCPConnector(**connector),
+            auto_decompress=False,  # the bytes pass through as the engine sent them
+            skip_auto_headers=("User-Agent",),
+        )
 
     def session(self, engine: EngineInfo) -> aiohttp.ClientSession:
         key = (engine.url, engine.key)
         session = self._sessions.get(key)
         if session is None or session.closed:
-            headers = {"content-type": "application/json"}
-            if engine.key:
-                headers[ENGINE_KEY_HEADER] = engine.key
-                headers["authorization"] = f"Bearer {engine.key}"
-            session = aiohttp.ClientSession(
-                base_url=engine.url,
-                headers=headers,
-                timeout=self.timeout,
-                connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=30),
-                auto_decompress=False,  # the bytes pass through as the engine sent them
-                skip_auto_headers=("User-Agent",),
-            )
+            session = self._new_session(engine, limit=256, keepalive_timeout=30)
             self._sessions[key] = session
         return session
 
+    async def fresh_post(
+        self, engine: EngineInfo, path: str, body: bytes
+    ) -> aiohttp.ClientResponse:
+        """POST on a new connection, never a pooled one (the retry after a pooled connection
+        was found dead): a session per engine whose connections close after each response."""
+        key = (engine.url, engine.key)
+        session = self._fresh.get(key)
+        if session is None or session.closed:
+            session = self._fresh[key] = self._new_session(engine, force_close=True)
+        return await session.post(path, data=body)
+
     async def aclose(self) -> None:
-        for session in self._sessions.values():
+        for session in [*self._sessions.values(), *self._fresh.values()]:
             await session.close()
         self._sessions.clear()
+        self._fresh.clear()
 
 
 @dataclass

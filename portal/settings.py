@@ -448,6 +448,23 @@ GATEWAY_ENGINE_SLOTS_FACTOR = env_float("GATEWAY_ENGINE_SLOTS_FACTOR", 1.0)
 # "policy": the cache policy's choose_engine (hot, then warm, then least loaded); "round_robin"
 # exists only as the routing benchmark's baseline.
 GATEWAY_ENGINE_CHOICE = env_choice("GATEWAY_ENGINE_CHOICE", "policy", ("policy", "round_robin"))
+# A request that runs longer than this at its engine is aborted there (the connection is closed)
+# and answered 504; the engine is not blamed (issue 19).
+GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float("GATEWAY_REQUEST_TIMEOUT_SECONDS", 120.0)
+# A stream whose caller takes no bytes for this long is aborted at the engine, its slots freed.
+GATEWAY_WRITE_DEADLINE_SECONDS = env_float("GATEWAY_WRITE_DEADLINE_SECONDS", 10.0)
+# The per-request bounds a new tenant's plan starts with (tenants.plan): platform admins set these
+# defaults here and each tenant's own values on its plan (API, pages).
+GATEWAY_PLAN_DEFAULTS = {
+    "max_in_flight_requests": env_int("GATEWAY_PLAN_MAX_IN_FLIGHT", 64, minimum=1),
+    "max_n": env_int("GATEWAY_PLAN_MAX_N", 8, minimum=1),
+    "max_prompts": env_int("GATEWAY_PLAN_MAX_PROMPTS", 16, minimum=1),
+    "max_tokens": env_int("GATEWAY_PLAN_MAX_TOKENS", 4096, minimum=1),
+    "max_logprobs": env_int("GATEWAY_PLAN_MAX_LOGPROBS", 20, minimum=1),
+    "max_prompt_logprobs": env_int("GATEWAY_PLAN_MAX_PROMPT_LOGPROBS", 5, minimum=1),
+    "max_prompt_bytes": env_int("GATEWAY_PLAN_MAX_PROMPT_BYTES", 256 * 1024, minimum=1),
+    "max_structured_output_bytes": env_int("GATEWAY_PLAN_MAX_STRUCTURED_BYTES", 16384, minimum=1),
+}
 
 LOGGING = {
     "version": 1,

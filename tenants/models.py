@@ -7,6 +7,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from tenants import plan
+
 # Single hyphens only: "--" separates tenant, adapter and version in served names
 # (acme--support--v3-1f2e3d4c), so a slug holding it could pass for another tenant's.
 SLUG_VALIDATOR = RegexValidator(
@@ -50,7 +52,30 @@ class Tenant(models.Model):
     # always-warm and business-hours adapters may hold (one per active version, like pins),
     # and the highest max_concurrent_requests one of its adapters may ask for.
     quota_warm_slots = models.PositiveIntegerField(default=2)
-    max_adapter_concurrency = models.PositiveIntegerField(default=64)
+    max_adapter_concurrency = models.PositiveIntegerField(default=64, validators=plan.AT_LEAST_ONE)
+    # Per-request bounds at the gateway (tenants/plan.py says what each bounds).
+    max_in_flight_requests = models.PositiveIntegerField(
+        default=plan.default_max_in_flight_requests, validators=plan.AT_LEAST_ONE
+    )
+    max_n = models.PositiveIntegerField(default=plan.default_max_n, validators=plan.AT_LEAST_ONE)
+    max_prompts = models.PositiveIntegerField(
+        default=plan.default_max_prompts, validators=plan.AT_LEAST_ONE
+    )
+    max_tokens = models.PositiveIntegerField(
+        default=plan.default_max_tokens, validators=plan.AT_LEAST_ONE
+    )
+    max_logprobs = models.PositiveIntegerField(
+        default=plan.default_max_logprobs, validators=plan.AT_LEAST_ONE
+    )
+    max_prompt_logprobs = models.PositiveIntegerField(
+        default=plan.default_max_prompt_logprobs, validators=plan.AT_LEAST_ONE
+    )
+    max_prompt_bytes = models.PositiveIntegerField(
+        default=plan.default_max_prompt_bytes, validators=plan.AT_LEAST_ONE
+    )
+    max_structured_output_bytes = models.PositiveIntegerField(
+        default=plan.default_max_structured_output_bytes, validators=plan.AT_LEAST_ONE
+    )
     require_signatures = models.BooleanField(default=False)
     pool = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)

@@ -17,6 +17,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, NotFound, clean_or_raise
 from tenants.models import Membership, PlatformRole, SloClass, Tenant, TenantRole
+from tenants.plan import REQUEST_BOUNDS
 
 User = get_user_model()
 
@@ -31,6 +32,7 @@ TENANT_FIELDS = (
     "pool",
     "quota_warm_slots",
     "max_adapter_concurrency",
+    *REQUEST_BOUNDS,
 )
 GRANTABLE_ADAPTER_PERMS = ("view_adapter", "change_adapter", "upload_version")
 

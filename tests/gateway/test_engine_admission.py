@@ -149,3 +149,29 @@ async def test_the_rate_limit_counts_once_per_request_and_refuses_over_it(script
     await second.release()
     assert int(await scripts.redis.get(limits._conc_key(name))) == 0
     await scripts.redis.delete(limits._conc_key(name))
+
+
+async def test_the_tenants_in_flight_cap_counts_weights_and_gives_them_back(scripts):
+    """Issue 19: max_in_flight_requests counts sequences across replicas (one Redis key); a
+    request heavier than the cap still runs when the tenant has nothing else in flight."""
+    tenant = int(uuid.uuid4().int % 1_000_000) + 1_000_000
+    engine = f"e-{uuid.uuid4().hex[:6]}"
+
+    def admission(weight: int) -> limits.Admission:
+        return _admission(
+            scripts, f"v-{uuid.uuid4().hex[:6]}", tenant_id=tenant, in_flight_cap=3, weight=weight
+        )
+
+    first = admission(2)
+    await first.admit(engine)
+    second = admission(2)
+    with pytest.raises(GatewayError) as refused:
+        await second.admit(engine)
+    assert refused.value.code == "tenant_concurrency_limit_exceeded"
+    await first.release()
+    await second.admit(engine)  # room again
+    await second.release()
+    alone = admission(5)  # heavier than the cap, nothing else in flight: it runs
+    await alone.admit(engine)
+    await alone.release()
+    assert int(await scripts.redis.get(f"lp:gw:tflight:{tenant}") or 0) == 0

@@ -53,3 +53,63 @@ async def test_never_more_than_capacity_in_flight_and_cancelled_waiters_leave_no
     assert peak == 3
     # Everything released: a new request gets a slot at once.
     await asyncio.wait_for(request(9), timeout=1)
+
+
+async def test_a_request_takes_as_many_slots_as_sequences_it_runs():
+    """Issue 19: n=4 on an engine of 4 slots fills it; a heavier one still runs, alone."""
+    slots = FairSlots()
+    order: list[str] = []
+    gates = {label: asyncio.Event() for label in ("big", "small", "huge", "last")}
+
+    async def request(tenant: int, label: str, weight: int) -> None:
+        async with slots.slot("e", 4, tenant, weight):
+            order.append(label)
+            await gates[label].wait()
+
+    big = asyncio.create_task(request(1, "big", 4))
+    await asyncio.sleep(0)
+    small = asyncio.create_task(request(2, "small", 1))
+    await asyncio.sleep(0)
+    assert order == ["big"]  # the engine is full: the small one waits
+    gates["big"].set()
+    await big
+    await asyncio.sleep(0)
+    assert order == ["big", "small"]
+    huge = asyncio.create_task(request(1, "huge", 9))  # heavier than the engine: waits for room
+    await asyncio.sleep(0)
+    last = asyncio.create_task(request(2, "last", 1))  # behind it in turn: no jumping
+    await asyncio.sleep(0)
+    assert order == ["big", "small"]
+    gates["small"].set()
+    await small
+    await asyncio.sleep(0)
+    assert order == ["big", "small", "huge"]  # alone on the engine
+    gates["huge"].set()
+    gates["last"].set()
+    await asyncio.gather(huge, last)
+    assert order == ["big", "small", "huge", "last"] and slots.waiting("e") == 0
+
+
+async def test_a_tenant_that_holds_its_slots_leaves_a_quarter_to_the_others():
+    """Issue 19: streams nobody reads hold their slots; while another tenant uses the engine,
+    one tenant holds at most three quarters of it, so the other is never queued behind it."""
+    slots = FairSlots()
+    order: list[str] = []
+    hold = asyncio.Event()
+
+    async def request(tenant: int, label: str) -> None:
+        async with slots.slot("e", 8, tenant):
+            order.append(label)
+            await hold.wait()
+
+    async with slots.slot("e", 8, 2):  # tenant 2 has used the engine
+        pass
+    hogs = [asyncio.create_task(request(1, f"a{i}")) for i in range(10)]
+    await asyncio.sleep(0)
+    assert len(order) == 6  # 8 slots, a quarter kept back
+    b = asyncio.create_task(request(2, "b"))
+    await asyncio.sleep(0)
+    assert order[-1] == "b"  # in at once, not behind tenant 1's queue
+    hold.set()
+    await asyncio.gather(*hogs, b)
+    assert slots.waiting("e") == 0

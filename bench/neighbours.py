@@ -1,0 +1,360 @@
+"""Noisy neighbours (issue 19, item 8): tenant B sends steady streaming traffic through the
+gateway while tenant A, in turn, (a) floods at 10x its requests per minute, (b) holds 32 streams
+it never reads, (c) sends requests that outlive the gateway's time budget, (d) sends the largest
+requests its plan allows. B's time to first token (p50, p99) and its answers by status in each
+phase, against B alone in the same run. Goal: B's p99 within 1.25x of alone, no non-2xx for B.
+
+Two real CPU engines (tiny model), one gateway (uvicorn, portal.asgi) on a database and Redis
+of the bench's own; both tenants call the base model, so no adapter load is in the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import secrets
+import shutil
+import socket
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench import gateway_support as gs
+from bench.docs_section import DOCS, write_section
+from engine.launcher import REPO_ROOT, EngineProcess, stop_engines
+
+DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_neighbours"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/11"
+VAR = REPO_ROOT / "var" / "bench" / "neighbours"
+ENGINE_NAMES = ("nb-a", "nb-b")
+PHASES = ("alone", "flood", "unread", "overtime", "largest")
+BUDGET_S = 3.0  # the bench gateway's GATEWAY_REQUEST_TIMEOUT_SECONDS
+WRITE_DEADLINE_S = 2.0  # its GATEWAY_WRITE_DEADLINE_SECONDS
+A_RPM = 60
+# Tenant A's plan: what a platform admin gives a tenant on shared engines.
+A_PLAN = {
+    "quota_requests_per_minute": A_RPM,
+    "max_in_flight_requests": 16,
+    "max_n": 4,
+    "max_prompts": 2,
+    "max_tokens": 1000,  # the engines' context is 1024
+    "max_logprobs": 20,
+}
+B_BODY = {"max_tokens": 8, "temperature": 0, "stream": True}
+PROMPT = "Tell me about tea."
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    b_ttft_p50_ms: float | None
+    b_ttft_p99_ms: float | None
+    b_requests: int
+    b_status: dict[str, int]
+    a_status: dict[str, int]
+
+
+@dataclass
+class Result:
+    started_at: str
+    machine: str
+    phase_seconds: float
+    b_rate: float
+    phases: list[PhaseResult] = field(default_factory=list)
+
+
+# --- the traffic ---------------------------------------------------------------------------
+
+
+def _body(model: str, **extra: Any) -> bytes:
+    return orjson.dumps(
+        {"model": model, "messages": [{"role": "user", "content": PROMPT}], **extra}
+    )
+
+
+async def steady_b(
+    base: str, token: str, rate: float, seconds: float, seed: int
+) -> list[gs.Sample]:
+    """B: Poisson arrivals at `rate` per second, each a short stream."""
+    target = gs.Target("gateway", base, "tiny-llama", {"authorization": f"Bearer {token}"})
+    body = _body("tiny-llama", **B_BODY)
+    arrivals = gs.poisson_arrivals(int(rate * seconds * 2) + 10, rate, seed)
+    started = time.perf_counter()
+    tasks = []
+    async with gs.new_client(256) as client:
+        for at in arrivals:
+            if at >= seconds:
+                break
+            await asyncio.sleep(max(0.0, started + at - time.perf_counter()))
+            tasks.append(
+                asyncio.create_task(gs.send_one(client, target, chat=True, stream=True, body=body))
+            )
+        return list(await asyncio.gather(*tasks))
+
+
+async def a_requests(
+    base: str, token: str, body: bytes, rate: float, seconds: float, chat: bool = True
+) -> Counter:
+    """A at a fixed rate, not waiting for answers; its answers by status."""
+    target = gs.Target("gateway", base, "tiny-llama", {"authorization": f"Bearer {token}"})
+    statuses: Counter = Counter()
+    started = time.perf_counter()
+    tasks = []
+    async with gs.new_client(512, timeout=BUDGET_S * 3) as client:
+        i = 0
+        while time.perf_counter() - started < seconds:
+            i += 1
+            await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
+            tasks.append(
+                asyncio.create_task(gs.send_one(client, target, chat=chat, stream=False, body=body))
+            )
+        for sample in await asyncio.gather(*tasks):
+            statuses[str(sample.status)] += 1
+    return statuses
+
+
+async def a_unread(base: str, token: str, seconds: float, count: int = 32) -> Counter:
+    """A opens `count` streams and reads none of them (a tiny receive window), reopening any
+    the gateway closed, for the whole phase."""
+    host, port = base.removeprefix("http://").split(":")
+    body = _body(
+        "tiny-llama", stream=True, max_tokens=256, ignore_eos=True, logprobs=True, top_logprobs=20
+    )
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    opened = 0
+
+    def open_one() -> socket.socket:
+        nonlocal opened
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+        sock.connect((host, int(port)))
+        sock.sendall(head + body)
+        opened += 1
+        return sock
+
+    socks = [open_one() for _ in range(count)]
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        await asyncio.sleep(1.0)
+        for i, sock in enumerate(socks):
+            with contextlib.suppress(BlockingIOError, OSError):
+                if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":  # closed by peer
+                    sock.close()
+                    socks[i] = open_one()
+    for sock in socks:
+        sock.close()
+    return Counter({"opened": opened})
+
+
+def a_load(phase: str, base: str, token: str, seconds: float) -> Any:
+    if phase == "flood":  # 10x the rate limit, small requests
+        return a_requests(base, token, _body("tiny-llama", max_tokens=4), A_RPM * 10 / 60, seconds)
+    if phase == "unread":
+        return a_unread(base, token, seconds)
+    if phase == "overtime":  # past the budget: the plan's max tokens, never stopping early
+        body = _body(
+            "tiny-llama", max_tokens=A_PLAN["max_tokens"], ignore_eos=True, n=A_PLAN["max_n"]
+        )
+        return a_requests(base, token, body, 0.5, seconds)
+    if phase == "largest":  # the largest the plan allows, at its rate limit
+        body = orjson.dumps(
+            {
+                "model": "tiny-llama",
+                "prompt": [PROMPT] * A_PLAN["max_prompts"],
+                "n": A_PLAN["max_n"],
+                "max_tokens": A_PLAN["max_tokens"],
+                "ignore_eos": True,
+                "logprobs": 5,
+            }
+        )
+        return a_requests(base, token, body, A_RPM / 60, seconds, chat=False)
+    return None
+
+
+async def run_phase(
+    phase: str, base: str, tokens: dict[str, str], seconds: float, rate: float, seed: int
+) -> PhaseResult:
+    load = a_load(phase, base, tokens["a"], seconds)
+    b_task = asyncio.create_task(steady_b(base, tokens["b"], rate, seconds, seed))
+    a_status = await load if load is not None else Counter()
+    samples = await b_task
+    ttfts = [s.ttft_ms for s in samples if s.ok and s.ttft_ms is not None]
+    return PhaseResult(
+        name=phase,
+        b_ttft_p50_ms=gs.percentile(ttfts, 0.5) if ttfts else None,
+        b_ttft_p99_ms=gs.percentile(ttfts, 0.99) if ttfts else None,
+        b_requests=len(samples),
+        b_status=dict(Counter(str(s.status) for s in samples)),
+        a_status=dict(a_status),
+    )
+
+
+# --- the world -----------------------------------------------------------------------------
+
+
+def seed(engines: dict[str, EngineProcess], tiny: Path) -> dict[str, str]:
+    """Tenants A and B (A on its plan), both engines in the shared pool; their tokens."""
+    from django.contrib.auth import get_user_model
+
+    from adapters.services.registry import base_model_register_from_dir
+    from engine.sample_adapters import TINY_BASE_MODEL_NAME
+    from tenants.access import AccessContext, SystemAccess
+    from tenants.models import Membership, Tenant
+    from tenants.tokens import token_issue
+
+    base = base_model_register_from_dir(
+        access=SystemAccess(), name=TINY_BASE_MODEL_NAME, model_dir=tiny / "base"
+    )
+    for name, proc in engines.items():
+        gs.engine_row(name, proc, base)
+    tokens = {}
+    for slug, plan in (("a", A_PLAN), ("b", {"quota_requests_per_minute": 100_000})):
+        tenant = Tenant.objects.create(slug=f"tenant-{slug}", name=slug.upper(), **plan)
+        owner = get_user_model().objects.create_user(username=f"owner-{slug}")
+        Membership.objects.create(user=owner, tenant=tenant, role="owner")
+        access = AccessContext.for_user(owner)
+        tokens[slug] = token_issue(access=access, scopes=["inference"], tenant=tenant).plaintext
+    return tokens
+
+
+def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: list) -> Result:
+    tiny = gs.tiny_model()
+    keys = {name: secrets.token_hex(16) for name in ENGINE_NAMES}
+    for name in ENGINE_NAMES:
+        config = gs.engine_config(tiny, VAR, name, keys[name], max_loras=2, max_cpu_loras=2)
+        engines[name] = EngineProcess(config).start()
+    db_url = os.environ.get("BENCH_NEIGHBOURS_DATABASE_URL", DEFAULT_DB_URL)
+    redis_url = os.environ.get("BENCH_NEIGHBOURS_REDIS_URL", DEFAULT_REDIS_URL)
+    env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys=keys)
+    gs.django_setup(env, db_url)
+    for proc in engines.values():
+        proc.wait_ready(timeout=gs.READY_TIMEOUT_S)
+    tokens = seed(engines, tiny)
+    extra = {
+        "GATEWAY_REQUEST_TIMEOUT_SECONDS": str(BUDGET_S),
+        "GATEWAY_WRITE_DEADLINE_SECONDS": str(WRITE_DEADLINE_S),
+    }
+    gateway, base = gs.start_gateway(env, VAR / "gateway.log", cpus=None, extra=extra)
+    procs.append(gateway)
+    started_load = os.getloadavg()[0]
+    result = Result(
+        started_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        machine=gs.machine_note(started_load, list(engines.values())),
+        phase_seconds=args.phase_seconds,
+        b_rate=args.b_rate,
+    )
+    # Warm both engines and the gateway's tables.
+    asyncio.run(steady_b(base, tokens["b"], 2.0, 5.0, 0))
+    for i, phase in enumerate(args.phases.split(",")):
+        result.phases.append(
+            asyncio.run(run_phase(phase, base, tokens, args.phase_seconds, args.b_rate, i + 1))
+        )
+        print(json.dumps(asdict(result.phases[-1])), flush=True)
+        time.sleep(BUDGET_S)  # what A left running ends before the next phase
+    return result
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+def render(result: Result, command: str, notes: list[str] | None = None) -> str:
+    alone = next((p for p in result.phases if p.name == "alone"), None)
+    lines = [
+        "<!-- neighbours:begin -->",
+        "## Noisy neighbours: tenant B while tenant A misbehaves (`make bench-neighbours`)",
+        "",
+        f"Run {result.started_at}; {result.machine}. Two CPU engines (tiny model, 8 sequences "
+        f"each), one gateway; both tenants call the base model. B: Poisson {result.b_rate}/s "
+        f"short streams (max_tokens {B_BODY['max_tokens']}). A's plan: {A_RPM} requests/min, "
+        f"{A_PLAN['max_in_flight_requests']} in flight, n <= {A_PLAN['max_n']}, "
+        f"{A_PLAN['max_prompts']} prompts, max_tokens <= {A_PLAN['max_tokens']}. Gateway budget "
+        f"{BUDGET_S:g} s, write deadline {WRITE_DEADLINE_S:g} s. {result.phase_seconds:g} s per "
+        "phase.",
+        "",
+        "| phase | A does | B TTFT p50 | B TTFT p99 | p99 / alone | B answers | A answers |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    what = {
+        "alone": "nothing",
+        "flood": f"{A_RPM * 10}/min (10x its limit)",
+        "unread": "32 streams it never reads",
+        "overtime": "requests past the budget",
+        "largest": "the largest its plan allows",
+    }
+    for p in result.phases:
+        ratio = (
+            f"{p.b_ttft_p99_ms / alone.b_ttft_p99_ms:.2f}x"
+            if alone and alone.b_ttft_p99_ms and p.b_ttft_p99_ms
+            else "-"
+        )
+
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v:.0f} ms"
+
+        b = ", ".join(f"{k}: {v}" for k, v in sorted(p.b_status.items()))
+        a = ", ".join(f"{k}: {v}" for k, v in sorted(p.a_status.items())) or "-"
+        lines.append(
+            f"| {p.name} | {what.get(p.name, '')} | {ms(p.b_ttft_p50_ms)} | "
+            f"{ms(p.b_ttft_p99_ms)} | {ratio} | {b} | {a} |"
+        )
+    for note in notes or []:
+        lines += ["", note]
+    lines += ["", f"Reproduce: `{command}`", "", "<!-- neighbours:end -->"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--phase-seconds", type=float, default=40.0)
+    parser.add_argument("--b-rate", type=float, default=2.0)
+    parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
+    parser.add_argument("--note", action="append", default=[], help="a paragraph to add")
+    parser.add_argument(
+        "--render-only",
+        metavar="COMMAND",
+        help="no measuring: render the last run's result.json, run as COMMAND",
+    )
+    args = parser.parse_args()
+    if args.render_only:
+        data = json.loads((VAR / "result.json").read_text())
+        phases = [PhaseResult(**p) for p in data.pop("phases")]
+        section = render(Result(**data, phases=phases), args.render_only, args.note)
+        print(section)
+        if args.write_docs:
+            write_section("neighbours", section)
+        return
+    random.seed(1)
+    shutil.rmtree(VAR, ignore_errors=True)
+    VAR.mkdir(parents=True)
+    engines: dict[str, EngineProcess] = {}
+    procs: list = []
+    try:
+        with gs.sigterm_runs_cleanup():
+            result = measure(args, engines, procs)
+    finally:
+        for proc in procs:
+            gs.stop_group(proc)
+        stop_engines(list(engines.values()))
+    (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2))
+    command = " ".join([".venv/bin/python -m bench.neighbours", *sys.argv[1:]])
+    section = render(result, command, args.note)
+    print(section)
+    if args.write_docs:
+        write_section("neighbours", section)
+
+
+if __name__ == "__main__":
+    main()

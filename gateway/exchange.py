@@ -1,0 +1,208 @@
+"""One request's exchange with one engine, and whose fault it was when it went wrong.
+
+Only a connection-level failure before any reply byte (refused, reset, closed) says the engine
+is gone: the request may move and the engine is marked. Everything else is the request's own
+outcome and moves nothing: an engine's 4xx or 5xx goes back to the caller as it is; a request
+over its time budget is aborted at the engine (its connection closed: vLLM cancels a request
+whose client went away) and answered 504; a caller that stops reading a stream for longer than
+the write deadline has its request aborted the same way, and its slots come back at once.
+A pooled connection found dead (an engine restarted since it was opened) is tried once more
+on a fresh connection before the engine is blamed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from gateway.errors import GatewayError
+from gateway.routes import EngineInfo
+from gateway.upstream import EnginePool, StreamWatch, relay, usage_of
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+SENT, FAILED, STALE = "sent", "failed", "stale"
+# Before any reply byte, these mean the engine (or the connection to it) is gone.
+CONNECTION_ERRORS = (aiohttp.ClientConnectionError, ConnectionError)
+# While a reply passes through, these mean it was cut short.
+STREAM_ERRORS = (aiohttp.ClientError, ConnectionError)
+
+
+@dataclass
+class Outcome:
+    sent: str  # SENT, or FAILED / STALE before anything reached the caller
+    ok: bool = False
+    caller_fault: bool = False  # a 4xx, a slow reader: nothing the engine did
+    status: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    first_token_at: float | None = None
+
+
+class SlowReader(Exception):
+    """The caller took no bytes for the write deadline."""
+
+
+def timed_out(budget_s: float) -> GatewayError:
+    return GatewayError(
+        504,
+        f"The request ran past its time budget ({budget_s:g} s) and was stopped. "
+        "Ask for fewer tokens or sequences.",
+        code="request_timeout",
+        err_type="server_error",
+    )
+
+
+class Exchange:
+    """Sends one request body to one engine and passes the reply to the caller."""
+
+    def __init__(
+        self,
+        engines: EnginePool,
+        send: Send,
+        *,
+        budget_s: float,
+        write_deadline_s: float,
+        started: float,
+    ) -> None:
+        self.engines = engines
+        self.send = send
+        self.budget_s = budget_s
+        self.write_deadline_s = write_deadline_s
+        self.started = started
+        self.begun = False  # the caller has the response's start: no other engine now
+
+    async def run(
+        self,
+        engine: EngineInfo,
+        path: str,
+        body: bytes,
+        *,
+        stream: bool,
+        wants_usage: bool,
+        adapter_request: bool,
+    ) -> Outcome:
+        left = self.budget_s - (time.perf_counter() - self.started)
+        budget = asyncio.timeout(max(0.0, left))
+        try:
+            async with budget:
+                response = await self._post(engine, path, body)
+                if response is None:
+                    return Outcome(FAILED)
+                try:
+                    return await self._reply(response, stream, wants_usage, adapter_request)
+                finally:
+                    if response.content.at_eof():
+                        response.release()  # read to the end: the connection is kept
+                    else:
+                        response.close()  # aborted or cut short: the engine stops the request
+        except TimeoutError:
+            if not budget.expired():
+                raise
+            await self._abort(timed_out(self.budget_s), stream)
+            return Outcome(SENT, status=504)
+        except SlowReader:
+            return Outcome(SENT, caller_fault=True, status=499)
+
+    async def _post(
+        self, engine: EngineInfo, path: str, body: bytes
+    ) -> aiohttp.ClientResponse | None:
+        try:
+            return await self.engines.session(engine).post(path, data=body)
+        except CONNECTION_ERRORS:
+            pass
+        # Once more on a fresh connection: a pooled one may have outlived an engine restart.
+        try:
+            return await self.engines.fresh_post(engine, path, body)
+        except CONNECTION_ERRORS:
+            return None
+
+    async def _reply(
+        self,
+        response: aiohttp.ClientResponse,
+        stream: bool,
+        wants_usage: bool,
+        adapter_request: bool,
+    ) -> Outcome:
+        status = response.status
+        if status == 404 and adapter_request:
+            await response.read()  # the engine no longer holds the adapter
+            return Outcome(STALE, status=status)
+        watch = StreamWatch(started=self.started, strip_usage=stream and not wants_usage)
+        ok = status < 400
+        content_type = response.headers.get("content-type", "application/json").encode()
+        await self._deliver(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", content_type)],
+            }
+        )
+        self.begun = True
+        outcome = Outcome(SENT, ok=ok, caller_fault=400 <= status < 500, status=status)
+        try:
+            if stream and ok:
+                async for piece in relay(response, watch):
+                    await self._deliver(
+                        {"type": "http.response.body", "body": piece, "more_body": True}
+                    )
+                outcome.ok = watch.done and not watch.error
+                if not watch.done:  # the engine's stream ended without its [DONE]
+                    await self._deliver(_error_event("The engine ended the stream early."))
+            else:
+                data = await response.read()
+                if ok:
+                    watch.first_token_at = time.perf_counter()
+                    watch.prompt_tokens, watch.completion_tokens = usage_of(data)
+                await self._deliver({"type": "http.response.body", "body": data, "more_body": True})
+        except STREAM_ERRORS:
+            outcome.ok = False
+            await self._deliver(_error_event("The engine went away during the reply."))
+        await self._deliver({"type": "http.response.body", "body": b"", "more_body": False})
+        outcome.prompt_tokens, outcome.completion_tokens = (
+            watch.prompt_tokens,
+            watch.completion_tokens,
+        )
+        outcome.first_token_at = watch.first_token_at
+        return outcome
+
+    async def _deliver(self, message: dict[str, Any]) -> None:
+        """Hand a message to the caller's connection, within the write deadline."""
+        deadline = asyncio.timeout(self.write_deadline_s)
+        try:
+            async with deadline:
+                await self.send(message)
+        except TimeoutError:
+            if deadline.expired():
+                raise SlowReader from None
+            raise
+
+    async def _abort(self, error: GatewayError, stream: bool) -> None:
+        """Tell the caller, as far as the response allows: the whole answer if nothing was
+        sent yet, an error event at the end of a stream already under way."""
+        try:
+            if not self.begun:
+                await self._deliver(
+                    {
+                        "type": "http.response.start",
+                        "status": error.status,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await self._deliver({"type": "http.response.body", "body": error.body()})
+                return
+            if stream:
+                await self._deliver(_error_event(error.message, error.code))
+            await self._deliver({"type": "http.response.body", "body": b"", "more_body": False})
+        except SlowReader:
+            pass  # the caller does not read: nothing more to tell it
+
+
+def _error_event(message: str, code: str = "engine_error") -> dict[str, Any]:
+    event = orjson.dumps({"error": {"message": message, "type": "server_error", "code": code}})
+    return {"type": "http.response.body", "body": b"data: " + event + b"\n\n", "more_body": True}

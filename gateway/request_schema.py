@@ -1,0 +1,215 @@
+"""The one request schema at the gateway's edge: the OpenAI subset it serves, checked before any
+engine sees a request, and the bounds of the caller's plan (tenants/plan.py).
+
+Pydantic (already a dependency through the `openai` client; its Rust core validates a chat
+request in microseconds: docs/benchmarks.md, gateway overhead). Strict: `"stream": "false"` is a
+string, not a boolean, and is refused instead of being read two ways. Unknown fields are refused:
+a field reaches an engine only if it is listed here. The allow-list is everything OpenAI's API
+takes for chat and completions (so the official client passes whatever it is given), plus the
+vLLM sampling extras named under "vLLM extras" (docs/security.md, "request schema").
+Fields the gateway sets itself (`cache_salt`) or that steer the engine (`priority`,
+`kv_transfer_params`, `lora_request`, ...) are not in the list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.errors import GatewayError
+
+Count = Annotated[int, Field(ge=1)]
+NonNegative = Annotated[int, Field(ge=0)]
+Stop = str | list[str]
+Json = dict[str, Any]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class StreamOptions(_Strict):
+    include_usage: bool | None = None
+    include_obfuscation: bool | None = None
+    continuous_usage_stats: bool | None = None  # vLLM extra
+
+
+class _Sampling(_Strict):
+    """What both endpoints take."""
+
+    model: str
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    n: Count | None = None
+    max_tokens: Count | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    seed: int | None = None
+    stop: Stop | None = None
+    logit_bias: dict[str, float] | None = None
+    user: str | None = None
+    # vLLM extras (the allow-list): sampling only, nothing that steers the engine itself.
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    min_tokens: NonNegative | None = None
+    ignore_eos: bool | None = None
+    skip_special_tokens: bool | None = None
+    spaces_between_special_tokens: bool | None = None
+    include_stop_str_in_output: bool | None = None
+    stop_token_ids: list[int] | None = None
+    prompt_logprobs: NonNegative | None = None
+    structured_outputs: Json | None = None
+    response_format: Json | None = None
+
+
+class ChatRequest(_Sampling):
+    messages: Annotated[list[Json], Field(min_length=1)]
+    max_completion_tokens: Count | None = None
+    logprobs: bool | None = None
+    top_logprobs: NonNegative | None = None
+    tools: list[Json] | None = None
+    tool_choice: str | Json | None = None
+    parallel_tool_calls: bool | None = None
+    functions: list[Json] | None = None
+    function_call: str | Json | None = None
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
+    reasoning_effort: str | None = None
+    verbosity: str | None = None
+    modalities: list[str] | None = None
+    audio: Json | None = None
+    prediction: Json | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    web_search_options: Json | None = None
+    # vLLM extras for chat templates.
+    chat_template_kwargs: Json | None = None
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
+    echo: bool | None = None
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    best_of: Count | None = None
+    echo: bool | None = None
+    logprobs: NonNegative | None = None
+    suffix: str | None = None
+
+
+SCHEMAS: dict[str, type[_Sampling]] = {"chat": ChatRequest, "completion": CompletionRequest}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A tenant's per-request bounds, as the gateway's tables hold them (tenants/plan.py)."""
+
+    max_n: int
+    max_prompts: int
+    max_tokens: int
+    max_logprobs: int
+    max_prompt_logprobs: int
+    max_prompt_bytes: int
+    max_structured_output_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What the gateway needs to know about a valid request."""
+
+    stream: bool
+    wants_usage: bool
+    weight: int  # sequences the engine will run: prompts x max(n, best_of)
+
+
+def check_request(kind: str, payload: dict[str, Any], plan: Plan) -> Checked:
+    """Validate `payload` (a JSON object) for `kind`; 400 naming the field, or its weight."""
+    try:
+        request = SCHEMAS[kind].model_validate(payload)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    sequences = max(request.n or 1, getattr(request, "best_of", None) or 1)
+    prompts = _prompt_count(request)
+    _bound("n", sequences, plan.max_n, "sequences per prompt (n, best_of)")
+    _bound("prompt", prompts, plan.max_prompts, "prompts per request")
+    limit_tokens = plan.max_tokens
+    for name in ("max_tokens", "max_completion_tokens", "min_tokens"):
+        _bound(name, getattr(request, name, None), limit_tokens, "tokens")
+    for name in ("logprobs", "top_logprobs"):
+        value = getattr(request, name, None)
+        if not isinstance(value, bool):
+            _bound(name, value, plan.max_logprobs, "log probabilities")
+    _bound("prompt_logprobs", request.prompt_logprobs, plan.max_prompt_logprobs, "prompt logprobs")
+    _bound("prompt", _prompt_bytes(request), plan.max_prompt_bytes, "bytes of prompt")
+    for name in ("structured_outputs", "response_format"):
+        value = getattr(request, name)
+        if value is not None:
+            size = len(orjson.dumps(value))
+            _bound(name, size, plan.max_structured_output_bytes, "bytes of structured output")
+    options = request.stream_options
+    return Checked(
+        stream=bool(request.stream),
+        wants_usage=bool(options and options.include_usage),
+        weight=prompts * sequences,
+    )
+
+
+def _prompt_count(request: _Sampling) -> int:
+    if not isinstance(request, CompletionRequest):
+        return 1
+    prompt = request.prompt
+    if isinstance(prompt, str) or not prompt or isinstance(prompt[0], int):
+        return 1
+    return len(prompt)
+
+
+def _prompt_bytes(request: _Sampling) -> int:
+    """The prompt's size (text as UTF-8, token ids at 4 bytes), without serialising it again."""
+    if isinstance(request, CompletionRequest):
+        parts: list[Any] = [request.prompt]
+    else:
+        parts = [m.get("content") for m in request.messages]  # type: ignore[attr-defined]
+    size = 0
+    while parts:
+        part = parts.pop()
+        if isinstance(part, str):
+            size += len(part.encode())
+        elif isinstance(part, int):
+            size += 4
+        elif isinstance(part, list):
+            parts.extend(part)
+        elif isinstance(part, dict):
+            parts.extend(v for k, v in part.items() if k in ("text", "content"))
+    return size
+
+
+def _bound(field: str, value: int | None, limit: int, what: str) -> None:
+    if value is not None and value > limit:
+        raise GatewayError(
+            400,
+            f"`{field}` asks for {value} {what}; this tenant's plan allows at most {limit}. "
+            "Ask a platform admin to raise the plan, or send smaller requests.",
+            code="over_plan_limit",
+            param=field,
+        )
+
+
+def _invalid(exc: ValidationError) -> GatewayError:
+    error = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in error["loc"])
+    field = str(error["loc"][0]) if error["loc"] else None  # the top-level field
+    if error["type"] == "extra_forbidden":
+        message = (
+            f"Unknown field `{field}`: the gateway does not pass it on "
+            "(docs/security.md lists the fields it takes)."
+        )
+    else:
+        message = f"`{where}`: {error['msg']}."
+    return GatewayError(400, message, code="invalid_request", param=field)

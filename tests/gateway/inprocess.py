@@ -1,0 +1,50 @@
+"""The gateway's ASGI app driven in process (httpx's ASGI transport): the whole request path up
+to the choice of an engine, on the test database and Redis, with no engine started. A request
+that resolves and passes the schema ends at `engine_unavailable` (503) when no engine is up."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from gateway.app import Gateway
+from tenants.access import AccessContext
+from tenants.tokens import token_issue
+
+PROMPT = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(name="gw")
+async def gw_fixture(transactional_db, settings) -> AsyncIterator[Gateway]:
+    """A Gateway of the test's own (its tables, Redis client and engine sessions)."""
+    settings.GATEWAY_REFRESH_SECONDS = 0  # tables follow every change at once
+    app = Gateway()
+    yield app
+    for task in (app._flusher, app._listener):
+        if task is not None:
+            task.cancel()
+    await app.engines.aclose()
+    await app.redis.aclose()
+
+
+def token_for(user, tenant=None, scopes=("inference",)) -> str:
+    issued = token_issue(access=AccessContext.for_user(user), scopes=list(scopes), tenant=tenant)
+    return issued.plaintext
+
+
+async def post(app: Gateway, token: str, body: dict, path: str = "/v1/chat/completions"):
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        return await client.post(path, json=body, headers={"authorization": f"Bearer {token}"})
+
+
+async def get(app: Gateway, token: str, path: str):
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        return await client.get(path, headers={"authorization": f"Bearer {token}"})
+
+
+def code_of(response: httpx.Response) -> str:
+    return response.json()["error"]["code"]
