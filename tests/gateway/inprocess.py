@@ -35,13 +35,13 @@ def token_for(user, tenant=None, scopes=("inference",)) -> str:
 
 
 async def post(app: Gateway, token: str, body: dict, path: str = "/v1/chat/completions"):
-    transport = httpx.ASGITransport(app=app)
+    transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]  # an ASGI callable
     async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
         return await client.post(path, json=body, headers={"authorization": f"Bearer {token}"})
 
 
 async def get(app: Gateway, token: str, path: str):
-    transport = httpx.ASGITransport(app=app)
+    transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]  # an ASGI callable
     async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
         return await client.get(path, headers={"authorization": f"Bearer {token}"})
 

@@ -7,6 +7,8 @@ Through the gateway's ASGI app with no engine up: a request that passes ends at
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import openai
 import pytest
@@ -137,10 +139,10 @@ async def test_what_the_official_client_sends_passes(gw, token):
         base_url="http://gw/v1",
         api_key=token,
         max_retries=0,
-        http_client=httpx.AsyncClient(transport=httpx.ASGITransport(app=gw)),
+        http_client=httpx.AsyncClient(transport=httpx.ASGITransport(app=gw)),  # type: ignore[arg-type]
     )
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    chat_kwargs = dict(
+    chat_kwargs: dict[str, Any] = dict(
         model="tiny-llama",
         messages=[
             {"role": "system", "content": "be brief"},
@@ -186,7 +188,7 @@ async def test_what_the_official_client_sends_passes(gw, token):
             best_of=2,
             echo=False,
             frequency_penalty=0.0,
-            logit_bias={"5": 1.0},
+            logit_bias={"5": 1},
             logprobs=2,
             max_tokens=5,
             n=2,
@@ -201,4 +203,4 @@ async def test_what_the_official_client_sends_passes(gw, token):
         )
     for refusal in (chat_refusal, stream_refusal, completion_refusal):
         assert refusal.value.status_code == 503
-        assert refusal.value.body["code"] == "engine_unavailable"
+        assert refusal.value.body["code"] == "engine_unavailable"  # type: ignore[index]
