@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -23,3 +24,17 @@ def write_section(name: str, section: str, *, doc: Path = DOCS) -> None:
         text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text, encoding="utf-8")
+
+
+def add_report_arguments(parser: argparse.ArgumentParser, *, keep_db: bool = True) -> None:
+    """The options every engine benchmark's report takes: write the section, keep the bench
+    database, add a paragraph, or render the last run's result.json without measuring."""
+    parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
+    if keep_db:
+        parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
+    parser.add_argument("--note", action="append", default=[], help="a paragraph to add")
+    parser.add_argument(
+        "--render-only",
+        metavar="COMMAND",
+        help="no measuring: render the last run's result.json, run as COMMAND",
+    )

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import gateway_support as gs
-from bench.docs_section import DOCS, markers, write_section
+from bench.docs_section import add_report_arguments, markers, write_section
 from engine.launcher import REPO_ROOT, EngineProcess, stop_engines
 
 BEGIN, END = markers("gateway-routing")
@@ -525,14 +525,7 @@ def main() -> None:
         default=True,
         help="the controller's auto-pins, as deployed (--no-auto-pins: off)",
     )
-    parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
-    parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
-    parser.add_argument("--note", action="append", default=[], help="a paragraph to add")
-    parser.add_argument(
-        "--render-only",
-        metavar="COMMAND",
-        help="no measuring: render the last run's result.json, run as COMMAND",
-    )
+    add_report_arguments(parser)
     args = parser.parse_args()
     if args.render_only:
         result = load_result(VAR)

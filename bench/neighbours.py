@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from bench import gateway_support as gs
-from bench.docs_section import DOCS, write_section
+from bench.docs_section import add_report_arguments, write_section
 from engine.launcher import REPO_ROOT, EngineProcess, stop_engines
 
 DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_neighbours"
@@ -320,13 +320,7 @@ def main() -> None:
     parser.add_argument("--phase-seconds", type=float, default=40.0)
     parser.add_argument("--b-rate", type=float, default=2.0)
     parser.add_argument("--phases", default=",".join(PHASES))
-    parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
-    parser.add_argument("--note", action="append", default=[], help="a paragraph to add")
-    parser.add_argument(
-        "--render-only",
-        metavar="COMMAND",
-        help="no measuring: render the last run's result.json, run as COMMAND",
-    )
+    add_report_arguments(parser, keep_db=False)
     args = parser.parse_args()
     if args.render_only:
         data = json.loads((VAR / "result.json").read_text())
