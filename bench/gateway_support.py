@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,11 +21,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -37,6 +38,7 @@ from engine.launcher import (
     ensure_tiny_model,
 )
 
+T = TypeVar("T")
 READY_TIMEOUT_S = 600.0  # bounds a broken start only; nothing is judged by it
 
 
@@ -791,3 +793,24 @@ if __name__ == "__main__":
         serve_stub(int(sys.argv[2]))
     elif sys.argv[1:2] == ["gateway-profiled"]:
         serve_gateway_profiled(int(sys.argv[2]), sys.argv[3])
+
+
+def measure_and_clean_up(
+    var: Path, db_url: str, *, keep_db: bool, measure: Callable[[], T], stop_all: Callable[[], None]
+) -> T:
+    """Run one engine benchmark's `measure` in a fresh `var` folder, then stop its processes
+    (`stop_all`) and, once it got as far as its own database (DATABASE_URL set to `db_url`),
+    empty its Redis database and drop the database unless `keep_db`."""
+    from bench.list_versions import drop_database
+
+    shutil.rmtree(var, ignore_errors=True)
+    var.mkdir(parents=True)
+    try:
+        with sigterm_runs_cleanup():
+            return measure()
+    finally:
+        stop_all()
+        if os.environ.get("DATABASE_URL") == db_url:
+            flush_redis(os.environ["REDIS_URL"])
+            if not keep_db:
+                drop_database(db_url)

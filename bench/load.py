@@ -34,7 +34,6 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import sys
 import time
 from collections import Counter
@@ -552,21 +551,15 @@ def main() -> None:
         if args.write_docs:
             write_section(SECTION, section)
         return
-    from bench.list_versions import drop_database
-
-    shutil.rmtree(VAR, ignore_errors=True)
-    VAR.mkdir(parents=True)
     db_url = os.environ.get("BENCH_LOAD_DATABASE_URL", DEFAULT_DB_URL)
     services = Services()
-    try:
-        with gs.sigterm_runs_cleanup():
-            result = measure(args, services, db_url)
-    finally:
-        services.stop_all()
-        if os.environ.get("DATABASE_URL") == db_url:
-            gs.flush_redis(os.environ["REDIS_URL"])
-            if not args.keep_db:
-                drop_database(db_url)
+    result = gs.measure_and_clean_up(
+        VAR,
+        db_url,
+        keep_db=args.keep_db,
+        measure=lambda: measure(args, services, db_url),
+        stop_all=services.stop_all,
+    )
     (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
     section = render(result, " ".join([".venv/bin/python -m bench.load", *sys.argv[1:]]))
     print(section)
