@@ -15,6 +15,8 @@ NOT_ON_PAGES = {
     "the browser streams files through the upload page instead",
     ("direct-upload-detail", "get"): "fresh presigned part URLs for an API client resuming",
     ("direct-upload-complete", "post"): "the API client's last call after sending the parts",
+    ("user-me", "get"): "who a token belongs to, for the CLI's whoami; pages show the signed-in "
+    "user and their tenants in the navigation",
 }
 
 PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
