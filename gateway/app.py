@@ -21,11 +21,18 @@ from typing import Any
 import orjson
 from django.conf import settings
 from redis import asyncio as aioredis
+from redis.exceptions import RedisError
 
 from core.errors import ApplicationError
 from gateway import limits
 from gateway.conversations import NO_TURN, turn_of
-from gateway.errors import GatewayError, model_not_found, unauthorized, unavailable
+from gateway.errors import (
+    GatewayError,
+    limits_unavailable,
+    model_not_found,
+    unauthorized,
+    unavailable,
+)
 from gateway.exchange import FAILED, SENT, STALE, Exchange
 from gateway.fairness import FairSlots
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
@@ -59,8 +66,12 @@ class Gateway:
     def __init__(self) -> None:
         self.table = RouteTable()
         # Named, so that an operator (and a test) can tell a replica's connections apart.
+        # Bounded waits: a stalled Redis must become a 503 within seconds, not hold requests.
         self.redis = aioredis.Redis.from_url(
-            settings.REDIS_URL, client_name=f"lp-gateway-{os.getpid()}"
+            settings.REDIS_URL,
+            client_name=f"lp-gateway-{os.getpid()}",
+            socket_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
+            socket_connect_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
         )
         self.recorder = Recorder(self.redis)
         self.scripts = limits.Scripts(self.redis)
@@ -148,18 +159,24 @@ class Gateway:
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        reply = ReplyState(send)
         try:
             path, method = scope["path"], scope["method"]
             if path == "/v1/models" and method == "GET":
-                await self.models(scope, send)
+                await self.models(scope, reply.send)
             elif path in PATHS and method == "POST":
-                await self.generate(scope, receive, send, PATHS[path])
+                await self.generate(scope, receive, reply.send, PATHS[path])
             elif path in PATHS or path == "/v1/models":
                 raise GatewayError(405, f"{method} is not allowed here.", code="method_not_allowed")
             else:
                 raise GatewayError(404, f"No route {path}.", code="not_found")
         except GatewayError as err:
             await respond(send, err.status, err.body(), err.headers)
+        except RedisError:
+            # Limits, fair slots and the tables' freshness live in Redis: without it no tenant's
+            # share can be enforced, so the gateway fails closed (docs/reliability.md).
+            log.warning("gateway: Redis unavailable", exc_info=True)
+            await reply.fail(limits_unavailable())
 
     async def caller(self, scope: dict[str, Any]) -> tuple[Caller, RouteTable]:
         header = header_of(scope, b"authorization")
@@ -541,6 +558,28 @@ class Gateway:
     def mark_failed(self, engine: EngineInfo) -> None:
         """Send nothing more to this engine for a while; the prober decides its state."""
         self.failed_until[engine.name] = time.monotonic() + settings.GATEWAY_ENGINE_COOLDOWN_SECONDS
+
+
+class ReplyState:
+    """Whether the reply has started: an error after that can only end it, not replace it."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.ended = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.ended = True
+        await self._send(message)
+
+    async def fail(self, err: GatewayError) -> None:
+        if not self.started:
+            await respond(self._send, err.status, err.body(), err.headers)
+        elif not self.ended:
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def pick(targets: tuple[Target, ...]) -> Target:

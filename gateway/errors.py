@@ -73,3 +73,12 @@ def unavailable(
 ) -> GatewayError:
     headers = {"retry-after": str(max(1, retry_after))} if retry_after is not None else None
     return GatewayError(503, message, code=code, err_type="server_error", headers=headers)
+
+
+def limits_unavailable() -> GatewayError:
+    """Redis is away: limits cannot be checked, so nothing is admitted (fail closed)."""
+    return unavailable(
+        "The gateway cannot check rate and concurrency limits right now; try again shortly.",
+        code="limits_unavailable",
+        retry_after=2,
+    )

@@ -453,6 +453,9 @@ GATEWAY_ENGINE_CHOICE = env_choice("GATEWAY_ENGINE_CHOICE", "policy", ("policy",
 GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float("GATEWAY_REQUEST_TIMEOUT_SECONDS", 120.0)
 # A stream whose caller takes no bytes for this long is aborted at the engine, its slots freed.
 GATEWAY_WRITE_DEADLINE_SECONDS = env_float("GATEWAY_WRITE_DEADLINE_SECONDS", 10.0)
+# The gateway waits at most this long for one Redis command; when Redis is away (stalled,
+# restarting) a request is answered 503 `limits_unavailable` rather than admitted unchecked.
+GATEWAY_REDIS_TIMEOUT_SECONDS = env_float("GATEWAY_REDIS_TIMEOUT_SECONDS", 2.0)
 # The per-request bounds a new tenant's plan starts with (tenants.plan): platform admins set these
 # defaults here and each tenant's own values on its plan (API, pages).
 GATEWAY_PLAN_DEFAULTS = {
