@@ -206,7 +206,9 @@ def test_the_tenants_in_flight_cap_holds_across_replicas(one_engine, replicas):
     _save(world.acme, max_in_flight_requests=2, quota_requests_per_minute=100_000)
     alice = token(world, "alice", world.acme)
     body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    body |= {"n": 2, "max_tokens": 200, "ignore_eos": True}
+    # Long enough (2 x 900 tokens) that it still runs when the second request comes, even on a
+    # quiet machine where the tiny engine makes hundreds of tokens a second.
+    body |= {"n": 2, "max_tokens": 900, "ignore_eos": True}
     with httpx.stream(
         "POST",
         replicas[0] + "/v1/chat/completions",
