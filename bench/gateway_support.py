@@ -459,9 +459,17 @@ def tiny_model() -> Path:
 
 
 def engine_config(
-    tiny: Path, var: Path, name: str, key: str, *, max_loras: int, max_cpu_loras: int
+    tiny: Path,
+    var: Path,
+    name: str,
+    key: str,
+    *,
+    max_loras: int,
+    max_cpu_loras: int,
+    cpu_cores: str | None = None,
 ) -> EngineConfig:
     return EngineConfig(
+        cpu_cores=cpu_cores,
         model=tiny / "base",
         port=free_port(),
         max_loras=max_loras,

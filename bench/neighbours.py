@@ -232,8 +232,13 @@ def seed(engines: dict[str, EngineProcess], tiny: Path) -> dict[str, str]:
 def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: list) -> Result:
     tiny = gs.tiny_model()
     keys = {name: secrets.token_hex(16) for name in ENGINE_NAMES}
-    for name in ENGINE_NAMES:
-        config = gs.engine_config(tiny, VAR, name, keys[name], max_loras=2, max_cpu_loras=2)
+    cores = os.cpu_count() or 1
+    for i, name in enumerate(ENGINE_NAMES):
+        # A core each, as each engine has its own accelerator in production: unbound, vLLM
+        # puts both on core 0 and B's TTFT measures two engines time-slicing one core.
+        config = gs.engine_config(
+            tiny, VAR, name, keys[name], max_loras=2, max_cpu_loras=2, cpu_cores=str(i % cores)
+        )
         engines[name] = EngineProcess(config).start()
     db_url = os.environ.get("BENCH_NEIGHBOURS_DATABASE_URL", DEFAULT_DB_URL)
     redis_url = os.environ.get("BENCH_NEIGHBOURS_REDIS_URL", DEFAULT_REDIS_URL)

@@ -88,6 +88,10 @@ class EngineConfig:
     # test session killed hard leaves no engines behind. Start from the main thread: the
     # signal fires when the starting *thread* exits.
     die_with_parent: bool = False
+    # The CPU cores the engine's compute threads run on (VLLM_CPU_OMP_THREADS_BIND, e.g. "1" or
+    # "0-1"). Unset, vLLM's `auto` binds every engine on a 2-core box to core 0 (it keeps one
+    # core for the API server), so two busy engines share one core and each runs at half speed.
+    cpu_cores: str | None = None
     extra_args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -133,6 +137,8 @@ class EngineConfig:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if self.cpu_cores:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_cores
         env.pop("VIRTUAL_ENV", None)  # the caller's venv (the portal's) must not leak in
         if self.engine_key:
             # One key, two guards: the plugin's (every route but liveness, see the plugin's

@@ -30,11 +30,12 @@ from gateway.errors import (
     GatewayError,
     limits_unavailable,
     model_not_found,
+    no_slot,
     unauthorized,
     unavailable,
 )
 from gateway.exchange import FAILED, SENT, STALE, Exchange
-from gateway.fairness import FairSlots
+from gateway.fairness import FairSlots, NoSlot
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
 from gateway.offloop import off_loop
 from gateway.pin_guard import PinGuardLink
@@ -359,26 +360,35 @@ class Gateway:
                 held=self.pin_guard,
             )
             capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
-            async with self.fair.slot(engine.name, capacity, tenant_id, checked.weight):
-                self.in_flight[engine.name] = self.in_flight.get(engine.name, 0) + 1
-                try:
-                    sent = await self.forward(
-                        send,
-                        engine,
-                        kind,
-                        payload,
-                        stream,
-                        wants_usage,
-                        target,
-                        table,
-                        tenant_id,
-                        where if target else "base",
-                        load_ms,
-                        demand.recorded,
-                        started,
-                    )
-                finally:
-                    self.in_flight[engine.name] -= 1
+            # The wait for a slot is spent from the request's time budget.
+            wait_s = settings.GATEWAY_REQUEST_TIMEOUT_SECONDS - (time.perf_counter() - started)
+            try:
+                async with self.fair.slot(
+                    engine.name, capacity, tenant_id, checked.weight, max(0.0, wait_s)
+                ):
+                    self.in_flight[engine.name] = self.in_flight.get(engine.name, 0) + 1
+                    try:
+                        sent = await self.forward(
+                            send,
+                            engine,
+                            kind,
+                            payload,
+                            stream,
+                            wants_usage,
+                            target,
+                            table,
+                            tenant_id,
+                            where if target else "base",
+                            load_ms,
+                            demand.recorded,
+                            started,
+                        )
+                    finally:
+                        self.in_flight[engine.name] -= 1
+            except NoSlot as refused:  # only the wait for a slot raises it
+                raise no_slot(
+                    engine.name, refused.weight, refused.share, refused.capacity
+                ) from None
             if sent == SENT:
                 return
             await admission.leave_engine()

@@ -75,6 +75,23 @@ def unavailable(
     return GatewayError(503, message, code=code, err_type="server_error", headers=headers)
 
 
+def no_slot(engine: str, weight: int, share: int, capacity: int) -> GatewayError:
+    """No slot on the engine within the request's time budget (gateway.fairness)."""
+    if weight > share:
+        return too_many(
+            f"This request runs {weight} sequences (n x prompts); while other tenants use "
+            f"this pool's engines, one tenant may hold at most {share} of an engine's "
+            f"{capacity}. Ask for fewer sequences, or retry later.",
+            retry_after=5,
+            code="fair_share_exceeded",
+        )
+    return unavailable(
+        f"Engine '{engine}' stayed full for this request's time budget; try again shortly.",
+        code="engine_busy",
+        retry_after=1,
+    )
+
+
 def limits_unavailable() -> GatewayError:
     """Redis is away: limits cannot be checked, so nothing is admitted (fail closed)."""
     return unavailable(

@@ -7,11 +7,18 @@ per tenant, admitted round-robin across tenants as slots free up: a tenant with 
 for at most one request of each other tenant, however many the others have queued.
 
 A request takes as many slots as sequences it will run (its weight: n x prompts), so a request
-with n=8 is not let in as if it were one; a request heavier than the engine still runs, alone.
-While another tenant has used the engine in the last SHARED_WINDOW_S, no tenant holds more than
-three quarters of its slots: slots are held until a reply is delivered, so a tenant whose callers
-stop reading (or whose requests run long) would otherwise hold the whole engine and every other
-tenant would queue behind it (bench/neighbours.py). A tenant alone on an engine uses all of it.
+with n=8 is not let in as if it were one. While another tenant has used the engine in the last
+SHARED_WINDOW_S, no tenant holds more than three quarters of its slots: slots are held until a
+reply is delivered, so a tenant whose callers stop reading (or whose requests run long) would
+otherwise hold the whole engine and every other tenant would queue behind it
+(bench/neighbours.py). That share bounds a single request too: one heavier than its tenant's
+share waits (passed over, holding up nobody) until the engine is the tenant's alone, and a tenant
+alone on an engine uses all of it, a request heavier than the engine included (it runs alone).
+Before the share bound a single request, the largest one a plan allowed (2 prompts x n=4 on an
+8-slot engine) took a whole engine the moment it was idle, and the other tenant's requests then
+queued behind it for its whole run (B: p99 9x alone, 4 of 70 answered 504).
+A wait for a slot is bounded (`wait_s`, the rest of the request's time budget): past it,
+`NoSlot`, which the gateway answers as a capacity refusal.
 """
 
 from __future__ import annotations
@@ -24,6 +31,19 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 SHARED_WINDOW_S = 60.0
+
+
+class NoSlot(Exception):
+    """No slot within the wait: the engine stayed full, or the request is heavier than its
+    tenant's share while another tenant uses the engine."""
+
+    def __init__(self, weight: int, share: int, capacity: int) -> None:
+        super().__init__(f"no slot for {weight} of {capacity} (share {share})")
+        self.weight, self.share, self.capacity = weight, share, capacity
+
+    @property
+    def over_share(self) -> bool:
+        return self.weight > self.share
 
 
 @dataclass
@@ -52,10 +72,12 @@ class _EngineSlots:
         return max(1, self.capacity - max(1, self.capacity // 4)) if shared else self.capacity
 
     def fits(self, weight: int, tenant: int) -> bool:
+        share = self.tenant_share(tenant)
         if self.active == 0:
-            return True  # alone on the engine, however heavy
+            # Idle: in it goes, however heavy, unless that would pass a shared engine's share.
+            return weight <= share or share == self.capacity
         held = self.held.get(tenant, 0)
-        return self.active + weight <= self.capacity and held + weight <= self.tenant_share(tenant)
+        return self.active + weight <= self.capacity and held + weight <= share
 
     def waiter_first(self) -> bool:
         """Whether a waiting request goes before a newcomer: one waiting for room does (nobody
@@ -66,9 +88,10 @@ class _EngineSlots:
         )
 
     def at_share(self, tenant: int, weight: int) -> bool:
-        """Held back by its own share: it holds slots already and `weight` more would pass it."""
-        held = self.held.get(tenant, 0)
-        return held > 0 and held + weight > self.tenant_share(tenant)
+        """Held back by its own share: `weight` more than it holds would pass it (a request
+        heavier than a shared engine's share alone does)."""
+        share = self.tenant_share(tenant)
+        return share < self.capacity and self.held.get(tenant, 0) + weight > share
 
     def take(self, weight: int, tenant: int) -> None:
         self.active += weight
@@ -100,8 +123,10 @@ class FairSlots:
 
     @asynccontextmanager
     async def slot(
-        self, engine: str, capacity: int, tenant: int, weight: int = 1
+        self, engine: str, capacity: int, tenant: int, weight: int = 1, wait_s: float | None = None
     ) -> AsyncIterator[None]:
+        """Hold `weight` of the engine's slots while the block runs; wait at most `wait_s` for
+        them (NoSlot after it)."""
         slots = self._slots(engine, capacity)
         slots.note(tenant)
         if slots.fits(weight, tenant) and not slots.waiter_first():
@@ -113,11 +138,20 @@ class FairSlots:
                 slots.turn.append(tenant)
             queue.append((future, weight))
             try:
-                await future  # a releasing request let us in (our weight is counted)
+                # A releasing request lets us in (our weight is counted). Shielded: a timeout
+                # must not cancel the future under a release that is setting it.
+                await asyncio.wait_for(asyncio.shield(future), wait_s)
+            except TimeoutError:
+                if not future.done():
+                    future.cancel()
+                    self._forget(slots, tenant, future)
+                    raise NoSlot(weight, slots.tenant_share(tenant), slots.capacity) from None
+                # let in just as the wait ran out: go on
             except asyncio.CancelledError:
                 if future.done() and not future.cancelled():
                     self._release(slots, weight, tenant)  # let in as we went away
                 else:
+                    future.cancel()
                     self._forget(slots, tenant, future)
                 raise
         try:
