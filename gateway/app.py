@@ -77,7 +77,6 @@ class Gateway:
         self.recorder = Recorder(self.redis)
         self.scripts = limits.Scripts(self.redis)
         self.engines = EnginePool()
-        self.in_flight: dict[str, int] = {}
         self.failed_until: dict[str, float] = {}
         self.loading: dict[tuple[str, str], asyncio.Future[float]] = {}
         self._gens = (-1, -1)
@@ -366,25 +365,21 @@ class Gateway:
                 async with self.fair.slot(
                     engine.name, capacity, tenant_id, checked.weight, max(0.0, wait_s)
                 ):
-                    self.in_flight[engine.name] = self.in_flight.get(engine.name, 0) + 1
-                    try:
-                        sent = await self.forward(
-                            send,
-                            engine,
-                            kind,
-                            payload,
-                            stream,
-                            wants_usage,
-                            target,
-                            table,
-                            tenant_id,
-                            where if target else "base",
-                            load_ms,
-                            demand.recorded,
-                            started,
-                        )
-                    finally:
-                        self.in_flight[engine.name] -= 1
+                    sent = await self.forward(
+                        send,
+                        engine,
+                        kind,
+                        payload,
+                        stream,
+                        wants_usage,
+                        target,
+                        table,
+                        tenant_id,
+                        where if target else "base",
+                        load_ms,
+                        demand.recorded,
+                        started,
+                    )
             except NoSlot as refused:  # only the wait for a slot raises it
                 raise no_slot(
                     engine.name, refused.weight, refused.share, refused.capacity
@@ -437,7 +432,7 @@ class Gateway:
                 engine=e.name,
                 where=held.get(e.name, "none"),  # type: ignore[arg-type]
                 free_cpu_slots=max(0, e.max_cpu_loras - counts.get(e.name, 0)),
-                in_flight=self.in_flight.get(e.name, 0) + self.fair.waiting(e.name),
+                in_flight=self.fair.load(e.name),
                 capacity=e.capacity,
             )
             for e in candidates
@@ -562,8 +557,7 @@ class Gateway:
         return SENT
 
     def load_of(self, engine: EngineInfo) -> float:
-        running = self.in_flight.get(engine.name, 0) + self.fair.waiting(engine.name)
-        return running / max(1, engine.capacity)
+        return self.fair.load(engine.name) / max(1, engine.capacity)
 
     def mark_failed(self, engine: EngineInfo) -> None:
         """Send nothing more to this engine for a while; the prober decides its state."""

@@ -121,6 +121,14 @@ class FairSlots:
         slots = self._engines.get(engine)
         return slots.waiting() if slots else 0
 
+    def load(self, engine: str) -> int:
+        """Sequences running on the engine and waiting for it: what engine choice compares (a
+        request with n=4 weighs four, not one)."""
+        slots = self._engines.get(engine)
+        if slots is None:
+            return 0
+        return slots.active + sum(w for queue in slots.queues.values() for _, w in queue)
+
     @asynccontextmanager
     async def slot(
         self, engine: str, capacity: int, tenant: int, weight: int = 1, wait_s: float | None = None

@@ -167,3 +167,23 @@ async def test_a_tenant_that_holds_its_slots_leaves_a_quarter_to_the_others():
     hold.set()
     await asyncio.gather(*hogs, b)
     assert slots.waiting("e") == 0
+
+
+async def test_an_engines_load_counts_sequences_running_and_waiting():
+    """Engine choice compares loads: a request with n=4 weighs four (before, one)."""
+    slots = FairSlots()
+    hold = asyncio.Event()
+
+    async def request(weight: int) -> None:
+        async with slots.slot("e", 8, 1, weight):
+            await hold.wait()
+
+    tasks = [asyncio.create_task(request(4)), asyncio.create_task(request(1))]
+    await asyncio.sleep(0)
+    assert slots.load("e") == 5 and slots.load("other") == 0
+    tasks.append(asyncio.create_task(request(6)))  # no room: waits, and counts
+    await asyncio.sleep(0)
+    assert slots.waiting("e") == 1 and slots.load("e") == 11
+    hold.set()
+    await asyncio.gather(*tasks)
+    assert slots.load("e") == 0
