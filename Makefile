@@ -112,9 +112,10 @@ bench-gateway-routing: venv services engine-venv tiny-model
 	@$(PY) -m bench.gateway_routing --requests 300 --rates 1.5,4 --adapters 16 --zipf 1.1 --seed 1 --write-docs
 
 # Noisy neighbours: tenant B's steady streams while tenant A floods, holds unread streams, runs
-# past the time budget and sends its largest requests (two engines, ~6 min; issue 19).
+# past the time budget and sends its largest requests (two engines, ~8 min; issue 19), then the
+# alone and overtime phases again with both tenants straight at the engines (the reference).
 bench-neighbours: venv services engine-venv tiny-model
-	@$(PY) -m bench.neighbours --phase-seconds 40 --b-rate 2 --write-docs
+	@$(PY) -m bench.neighbours --phase-seconds 40 --b-rate 4 --write-docs
 
 # The playground: prompt on its websocket -> first token frame, against the engine's own TTFT
 # and the gateway's API, same prompt (one engine, a few minutes), on the portal's default settings:

@@ -61,6 +61,7 @@ class PhaseResult:
     b_requests: int
     b_status: dict[str, int]
     a_status: dict[str, int]
+    via: str = "gateway"  # or "direct": both tenants straight to the engines (the reference)
 
 
 @dataclass
@@ -81,31 +82,42 @@ def _body(model: str, **extra: Any) -> bytes:
     )
 
 
+def via_gateway(base: str, token: str) -> list[gs.Target]:
+    return [gs.Target("gateway", base, "tiny-llama", {"authorization": f"Bearer {token}"})]
+
+
 async def steady_b(
-    base: str, token: str, rate: float, seconds: float, seed: int
+    targets: list[gs.Target], rate: float, seconds: float, seed: int
 ) -> list[gs.Sample]:
-    """B: Poisson arrivals at `rate` per second, each a short stream."""
-    target = gs.Target("gateway", base, "tiny-llama", {"authorization": f"Bearer {token}"})
+    """B: Poisson arrivals at `rate` per second, each a short stream (to the targets in turn)."""
     body = _body("tiny-llama", **B_BODY)
     arrivals = gs.poisson_arrivals(int(rate * seconds * 2) + 10, rate, seed)
     started = time.perf_counter()
-    tasks = []
+    tasks: list[asyncio.Task[gs.Sample]] = []
     async with gs.new_client(256) as client:
         for at in arrivals:
             if at >= seconds:
                 break
             await asyncio.sleep(max(0.0, started + at - time.perf_counter()))
             tasks.append(
-                asyncio.create_task(gs.send_one(client, target, chat=True, stream=True, body=body))
+                asyncio.create_task(
+                    gs.send_one(
+                        client,
+                        targets[len(tasks) % len(targets)],
+                        chat=True,
+                        stream=True,
+                        body=body,
+                    )
+                )
             )
         return list(await asyncio.gather(*tasks))
 
 
 async def a_requests(
-    base: str, token: str, body: bytes, rate: float, seconds: float, chat: bool = True
+    targets: list[gs.Target], body: bytes, rate: float, seconds: float, chat: bool = True
 ) -> Counter:
-    """A at a fixed rate, not waiting for answers; its answers by status."""
-    target = gs.Target("gateway", base, "tiny-llama", {"authorization": f"Bearer {token}"})
+    """A at a fixed rate (to the targets in turn), not waiting for answers; its answers by
+    status."""
     statuses: Counter = Counter()
     started = time.perf_counter()
     tasks = []
@@ -114,6 +126,7 @@ async def a_requests(
         while time.perf_counter() - started < seconds:
             i += 1
             await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
+            target = targets[i % len(targets)]
             tasks.append(
                 asyncio.create_task(gs.send_one(client, target, chat=chat, stream=False, body=body))
             )
@@ -158,16 +171,18 @@ async def a_unread(base: str, token: str, seconds: float, count: int = 32) -> Co
     return Counter({"opened": opened})
 
 
-def a_load(phase: str, base: str, token: str, seconds: float) -> Any:
+def a_load(phase: str, targets: list[gs.Target], seconds: float) -> Any:
     if phase == "flood":  # 10x the rate limit, small requests
-        return a_requests(base, token, _body("tiny-llama", max_tokens=4), A_RPM * 10 / 60, seconds)
+        return a_requests(targets, _body("tiny-llama", max_tokens=4), A_RPM * 10 / 60, seconds)
     if phase == "unread":
-        return a_unread(base, token, seconds)
+        (target,) = targets  # through the gateway only
+        token = target.headers["authorization"].removeprefix("Bearer ")
+        return a_unread(target.base_url, token, seconds)
     if phase == "overtime":  # past the budget: the plan's max tokens, never stopping early
         body = _body(
             "tiny-llama", max_tokens=A_PLAN["max_tokens"], ignore_eos=True, n=A_PLAN["max_n"]
         )
-        return a_requests(base, token, body, 0.5, seconds)
+        return a_requests(targets, body, 0.5, seconds)
     if phase == "largest":  # the largest the plan allows, at its rate limit
         body = orjson.dumps(
             {
@@ -179,15 +194,21 @@ def a_load(phase: str, base: str, token: str, seconds: float) -> Any:
                 "logprobs": 5,
             }
         )
-        return a_requests(base, token, body, A_RPM / 60, seconds, chat=False)
+        return a_requests(targets, body, A_RPM / 60, seconds, chat=False)
     return None
 
 
 async def run_phase(
-    phase: str, base: str, tokens: dict[str, str], seconds: float, rate: float, seed: int
+    phase: str,
+    a: list[gs.Target],
+    b: list[gs.Target],
+    seconds: float,
+    rate: float,
+    seed: int,
+    via: str = "gateway",
 ) -> PhaseResult:
-    load = a_load(phase, base, tokens["a"], seconds)
-    b_task = asyncio.create_task(steady_b(base, tokens["b"], rate, seconds, seed))
+    load = a_load(phase, a, seconds)
+    b_task = asyncio.create_task(steady_b(b, rate, seconds, seed))
     a_status = await load if load is not None else Counter()
     samples = await b_task
     ttfts = [s.ttft_ms for s in samples if s.ok and s.ttft_ms is not None]
@@ -198,6 +219,7 @@ async def run_phase(
         b_requests=len(samples),
         b_status=dict(Counter(str(s.status) for s in samples)),
         a_status=dict(a_status),
+        via=via,
     )
 
 
@@ -261,10 +283,21 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         b_rate=args.b_rate,
     )
     # Warm both engines and the gateway's tables.
-    asyncio.run(steady_b(base, tokens["b"], 2.0, 5.0, 0))
-    for i, phase in enumerate(args.phases.split(",")):
+    a, b = via_gateway(base, tokens["a"]), via_gateway(base, tokens["b"])
+    asyncio.run(steady_b(b, 2.0, 5.0, 0))
+    # The reference: the same traffic straight at the engines, in turn (no gateway, no limits):
+    # what the engines themselves do to B under A's load.
+    direct = [
+        gs.Target(name, proc.base_url, "tiny-llama", {"authorization": f"Bearer {keys[name]}"})
+        for name, proc in engines.items()
+    ]
+    runs = [(p, a, b, "gateway") for p in args.phases.split(",") if p]
+    runs += [(p, direct, direct, "direct") for p in args.direct_phases.split(",") if p]
+    for i, (phase, a_targets, b_targets, via) in enumerate(runs):
         result.phases.append(
-            asyncio.run(run_phase(phase, base, tokens, args.phase_seconds, args.b_rate, i + 1))
+            asyncio.run(
+                run_phase(phase, a_targets, b_targets, args.phase_seconds, args.b_rate, i + 1, via)
+            )
         )
         print(json.dumps(asdict(result.phases[-1])), flush=True)
         time.sleep(BUDGET_S)  # what A left running ends before the next phase
@@ -274,16 +307,32 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
 # --- the report ----------------------------------------------------------------------------
 
 
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f} ms"
+
+
+def _ratio(p: PhaseResult, base: PhaseResult | None) -> str:
+    if base and base.b_ttft_p99_ms and p.b_ttft_p99_ms:
+        return f"{p.b_ttft_p99_ms / base.b_ttft_p99_ms:.2f}x"
+    return "-"
+
+
+def _answers(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "-"
+
+
 def render(result: Result, command: str, notes: list[str] | None = None) -> str:
-    alone = next((p for p in result.phases if p.name == "alone"), None)
+    gateway = [p for p in result.phases if p.via == "gateway"]
+    direct = [p for p in result.phases if p.via == "direct"]
+    alone = next((p for p in gateway if p.name == "alone"), None)
     lines = [
         "<!-- neighbours:begin -->",
         "## Noisy neighbours: tenant B while tenant A misbehaves (`make bench-neighbours`)",
         "",
         f"Run {result.started_at}; {result.machine}. Two CPU engines (tiny model, 8 sequences "
-        f"each), one gateway; both tenants call the base model. B: Poisson {result.b_rate}/s "
-        f"short streams (max_tokens {B_BODY['max_tokens']}). A's plan: {A_RPM} requests/min, "
-        f"{A_PLAN['max_in_flight_requests']} in flight, n <= {A_PLAN['max_n']}, "
+        f"each, a core each), one gateway; both tenants call the base model. B: Poisson "
+        f"{result.b_rate}/s short streams (max_tokens {B_BODY['max_tokens']}). A's plan: {A_RPM} "
+        f"requests/min, {A_PLAN['max_in_flight_requests']} in flight, n <= {A_PLAN['max_n']}, "
         f"{A_PLAN['max_prompts']} prompts, max_tokens <= {A_PLAN['max_tokens']}. Gateway budget "
         f"{BUDGET_S:g} s, write deadline {WRITE_DEADLINE_S:g} s. {result.phase_seconds:g} s per "
         "phase.",
@@ -298,22 +347,31 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         "overtime": "requests past the budget",
         "largest": "the largest its plan allows",
     }
-    for p in result.phases:
-        ratio = (
-            f"{p.b_ttft_p99_ms / alone.b_ttft_p99_ms:.2f}x"
-            if alone and alone.b_ttft_p99_ms and p.b_ttft_p99_ms
-            else "-"
-        )
-
-        def ms(v: float | None) -> str:
-            return "-" if v is None else f"{v:.0f} ms"
-
-        b = ", ".join(f"{k}: {v}" for k, v in sorted(p.b_status.items()))
-        a = ", ".join(f"{k}: {v}" for k, v in sorted(p.a_status.items())) or "-"
+    for p in gateway:
         lines.append(
-            f"| {p.name} | {what.get(p.name, '')} | {ms(p.b_ttft_p50_ms)} | "
-            f"{ms(p.b_ttft_p99_ms)} | {ratio} | {b} | {a} |"
+            f"| {p.name} | {what.get(p.name, '')} | {_ms(p.b_ttft_p50_ms)} | "
+            f"{_ms(p.b_ttft_p99_ms)} | {_ratio(p, alone)} | {_answers(p.b_status)} | "
+            f"{_answers(p.a_status)} |"
         )
+    if direct:
+        direct_alone = next((p for p in direct if p.name == "alone"), None)
+        lines += [
+            "",
+            "The reference: the same phases with both tenants' traffic sent straight to the "
+            "engines in turn (no gateway, no limits): what the engines themselves do to B under "
+            "A's load, the floor for any gateway that lets A's requests run.",
+            "",
+            "| phase, no gateway | B TTFT p50 | B TTFT p99 | p99 / alone | B answers | A answers "
+            "| B p99 via the gateway / here |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for p in direct:
+            same = next((g for g in gateway if g.name == p.name), None)
+            lines.append(
+                f"| {p.name} | {_ms(p.b_ttft_p50_ms)} | {_ms(p.b_ttft_p99_ms)} | "
+                f"{_ratio(p, direct_alone)} | {_answers(p.b_status)} | {_answers(p.a_status)} | "
+                f"{_ratio(same, p) if same else '-'} |"
+            )
     for note in notes or []:
         lines += ["", note]
     lines += ["", f"Reproduce: `{command}`", "", "<!-- neighbours:end -->"]
@@ -325,6 +383,11 @@ def main() -> None:
     parser.add_argument("--phase-seconds", type=float, default=40.0)
     parser.add_argument("--b-rate", type=float, default=2.0)
     parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument(
+        "--direct-phases",
+        default="alone,overtime",
+        help="phases run again with both tenants straight at the engines (the reference)",
+    )
     add_report_arguments(parser, keep_db=False)
     args = parser.parse_args()
     if args.render_only:
