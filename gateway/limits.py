@@ -127,7 +127,7 @@ local ledger, request = string.match(KEYS[#KEYS], '^(.*)#([^#]*)$')
 """
 _LEDGER_ENTER = (
     _LEDGER
-    + """
+    + r"""
 local function enter()
 ENTER_BODY
 end
@@ -157,7 +157,7 @@ return result
 # ledger entries hold.
 _LEAVE = (
     _LEDGER
-    + """
+    + r"""
 local function take(field, wanted)
   field = request .. '\n' .. field
   local held = tonumber(redis.call('HGET', ledger, field) or '0')
@@ -182,7 +182,7 @@ return 0
 # A dead replica's holds given back. KEYS: the replicas' set. ARGV: the lease key prefix, the
 # ledger key prefix, the reaping replica's own id. Counter keys come from the ledgers' fields (so
 # not declared: one Redis server, as every script here). Never lowers a count below zero.
-REAP = """
+REAP = r"""
 local reaped = 0
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if id ~= ARGV[3] and redis.call('EXISTS', ARGV[1] .. id) == 0 then
