@@ -86,6 +86,17 @@ def _partials(root: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
 
 
+def _downloading_model(root: Path) -> bool:
+    """The model file's download under way (its temp file, or the file whole, not yet moved)."""
+    for path in _partials(root):
+        try:
+            if path.name != "adapter_config.json" and path.stat().st_size > 0:
+                return True
+        except FileNotFoundError:  # renamed meanwhile
+            continue
+    return False
+
+
 def test_a_staging_whose_process_is_killed_runs_again_and_leaves_one_verified_copy(
     world, node_worker, tmp_path
 ):
@@ -102,10 +113,8 @@ def test_a_staging_whose_process_is_killed_runs_again_and_leaves_one_verified_co
     )
     audit_before = AuditEvent.objects.count()
     stage_version_task.apply_async(args=[engine.pk, version.pk], queue=queue)
-    wait_until(  # the model file's download under way (its temp file, or it whole)
-        lambda: any(
-            p.name != "adapter_config.json" and p.stat().st_size > 0 for p in _partials(root)
-        ),
+    wait_until(
+        lambda: _downloading_model(root),
         timeout=120,
         interval=0.01,
         what="the download under way",
