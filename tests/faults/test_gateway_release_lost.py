@@ -24,13 +24,15 @@ from tests.gateway.hostile_support import (
 from tests.gateway.test_hostile_engines import _save, token
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
-PAUSE_S = 8.0
+# The stall outlasts the stream's end by this much: the release's Redis command times out
+# (GATEWAY_REDIS_TIMEOUT_SECONDS, 1 s) on every one of redis-py's retries before Redis answers.
+AFTER_END_S = 8.0
 LEASE_S = 4.0  # beats (and kept releases' flushes) every second
 STREAM = {
     "model": "tiny-llama",
     "messages": [{"role": "user", "content": "Tell me about tea."}],
     "stream": True,
-    "max_tokens": 64,  # ends well inside the pause
+    "max_tokens": 600,  # still running when the stall begins
     "ignore_eos": True,
 }
 
@@ -80,19 +82,23 @@ def test_a_release_lost_in_a_redis_outage_is_sent_when_redis_answers(
         GATEWAY_REDIS_TIMEOUT_SECONDS="1",
         GATEWAY_REPLICA_LEASE_SECONDS=str(LEASE_S),
     ) as base:
-        assert chat(base, alice, {"model": "tiny-llama", "max_tokens": 2}).status_code == 200
+        # How long a whole stream takes here, to stall Redis past the next one's end.
+        timed = time.monotonic()
+        assert _stream_to_end(base, alice, lambda: None) == "data: [DONE]"
+        pause_s = 1.5 * (time.monotonic() - timed) + AFTER_END_S
         # Stalled: the stream ends (its release) while Redis takes no command.
         paused_until: list[float] = []
 
         def pause() -> None:
             assert _in_flight(own_redis, tenant) == 1  # admitted and counted
-            own_redis.pause(int(PAUSE_S * 1000))
-            paused_until.append(time.monotonic() + PAUSE_S)
+            own_redis.pause(int(pause_s * 1000))
+            paused_until.append(time.monotonic() + pause_s)
 
         last = _stream_to_end(base, alice, pause)
         assert last == "data: [DONE]"  # the caller lost nothing
-        ended_in_pause = time.monotonic() < paused_until[0]
-        assert ended_in_pause  # the stream ended, and gave its counts back, while Redis stalled
+        # The stream ended while Redis stalled, long enough before the stall's end that its
+        # release (with redis-py's retries) failed.
+        assert time.monotonic() < paused_until[0] - 5
         time.sleep(max(0.0, paused_until[0] - time.monotonic()))
         back = Stopwatch()
         wait_until(
@@ -120,7 +126,7 @@ def test_a_release_lost_in_a_redis_outage_is_sent_when_redis_answers(
 
     FaultRecord(
         fault="gateway-release-lost",
-        title=f"Redis stalled {PAUSE_S:.0f} s (CLIENT PAUSE) while a stream through the gateway "
+        title=f"Redis stalled {pause_s:.0f} s (CLIENT PAUSE) while a stream through the gateway "
         "ends (its counts' release), then killed and restarted empty at another's end",
         part="gateway",
         caller_saw="nothing: both streams whole ([DONE]); the tenant's cap (1) free again "

@@ -96,7 +96,7 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
 ):
     fleet = one_engine
     world = fleet.world
-    _save(world.acme, max_in_flight_requests=2, quota_requests_per_minute=100_000)
+    _save(world.acme, max_in_flight_requests=4, quota_requests_per_minute=100_000)
     alice = token(world, "alice", world.acme)
     cold = servable_version(world.support, tmp_path, seed=821)
     env = {"GATEWAY_REFRESH_SECONDS": "0", "GATEWAY_REPLICA_LEASE_SECONDS": str(LEASE_S)}
@@ -125,6 +125,7 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
         assert loads == 1
 
         # Two streams on replica 1 fill the tenant's cap; replica 2 refuses a third.
+        _save(world.acme, max_in_flight_requests=2)  # a save: both replicas' tables follow
         callers = [Caller([one, two], alice) for _ in range(2)]
         threads = [threading.Thread(target=c.run) for c in callers]
         for t in threads:
