@@ -36,12 +36,17 @@ from workers.models import FleetAction
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 LEASE_S = 10.0  # the default GATEWAY_REPLICA_LEASE_SECONDS
 RETRY_FOR_S = 90.0  # a caller's patience; well past a lease, far short of the old 1 h TTL
+# Big events (20 top logprobs each) read slowly: the socket's buffers fill and each stream runs
+# as long as its caller reads (seconds), however fast the engine is.
 STREAM = {
     "messages": [{"role": "user", "content": "Tell me about tea."}],
     "stream": True,
-    "max_tokens": 900,  # still running when the next request comes
+    "max_tokens": 900,
     "ignore_eos": True,
+    "logprobs": True,
+    "top_logprobs": 20,
 }
+READ_PAUSE_S = 0.005  # per event
 
 
 class Caller:
@@ -80,6 +85,7 @@ class Caller:
                         if line.startswith("data:") and '"content":"' in line:
                             tokens += 1
                             self.started.set()
+                            time.sleep(READ_PAUSE_S)
                         if line.strip() == "data: [DONE]":
                             self.tokens, self.done = tokens, True
                             self.ok_at = time.monotonic()
