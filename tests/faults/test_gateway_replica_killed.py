@@ -137,7 +137,7 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
         for t in threads:
             t.start()
         for c in callers:
-            assert c.started.wait(60)
+            assert c.started.wait(120), c.seen
         refused = chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
         assert refused.status_code == 429
         assert refused.json()["error"]["code"] == "tenant_concurrency_limit_exceeded"
@@ -157,7 +157,7 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
         for t in runners:
             t.start()
         for c in holders:
-            assert c.started.wait(60)
+            assert c.started.wait(120), c.seen
         over = chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
         assert over.status_code == 429, over.text
         for t in runners:
