@@ -40,6 +40,7 @@ from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
 from gateway.offloop import off_loop
 from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
+from gateway.replicas import ReplicaLease
 from gateway.request_schema import Checked, check_request
 from gateway.routes import (
     Caller,
@@ -76,6 +77,7 @@ class Gateway:
         )
         self.recorder = Recorder(self.redis)
         self.scripts = limits.Scripts(self.redis)
+        self.lease = ReplicaLease(self.redis, self.scripts)
         self.engines = EnginePool()
         self.failed_until: dict[str, float] = {}
         self.loading: dict[tuple[str, str], asyncio.Future[float]] = {}
@@ -84,6 +86,7 @@ class Gateway:
         self._refresh = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._leaser: asyncio.Task[None] | None = None
         self._listening = False  # subscribed to change messages (CHANGED_CHANNEL)
         self._stale = True
         self._rr = 0
@@ -122,6 +125,8 @@ class Gateway:
             self._flusher = asyncio.create_task(self._flush_forever())
         if self._listener is None or self._listener.done():
             self._listener = asyncio.create_task(self._listen_forever())
+        if self._leaser is None or self._leaser.done():
+            self._leaser = asyncio.create_task(self.lease.run_forever())
         return self.table
 
     async def _listen_forever(self) -> None:

@@ -34,6 +34,10 @@ CLOSE_LOGGED_OUT = 4401
 
 
 class PlaygroundConsumer(PortalSocket):
+    # No channel layer: nothing is ever sent to this socket through one, and listening on the
+    # Redis layer would end the socket whenever Redis goes away (the prompt's own Redis needs,
+    # the gateway's limits, answer with an error frame instead: gateway.playground.play).
+    channel_layer_alias = "no-layer"
     answering: asyncio.Task[None] | None = None
     closing_code: int | None = None
 

@@ -166,7 +166,8 @@ class Exchange:
         await self._deliver({"type": "http.response.body", "body": b"", "more_body": False})
         outcome.prompt_tokens, outcome.completion_tokens = (
             watch.prompt_tokens,
-            watch.completion_tokens,
+            # A stream cut before its usage chunk (the engine died) is billed what it delivered.
+            watch.completion_tokens or watch.streamed,
         )
         outcome.first_token_at = watch.first_token_at
         return outcome

@@ -14,14 +14,21 @@ evicts a version with requests in flight or queued.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import socket
 import time
+import uuid
 from typing import Protocol
 
 from redis import asyncio as aioredis
+from redis.exceptions import RedisError
 
 from gateway.errors import too_many, unavailable
 from gateway.routes import Target
 from workers.shared_state import inflight_key
+
+log = logging.getLogger(__name__)
 
 CONCURRENCY_TTL_S = 3600  # a replica that died mid-request cannot block an adapter forever
 ADMIT_WAIT_S = 60.0
@@ -103,18 +110,116 @@ return {3, 0}
 """
 ).replace("CONCURRENCY_TTL", str(CONCURRENCY_TTL_S))
 
-# KEYS: tenant in-flight counter, concurrency counter, engine in-flight hash. ARGV: weight to
-# give back to the tenant and to the version's concurrency (0: none), served name to lower on
-# the engine ('' for none).
-_LEAVE = """
-if tonumber(ARGV[1]) > 0 then redis.call('DECRBY', KEYS[1], ARGV[1]) end
-if tonumber(ARGV[2]) > 0 then redis.call('DECRBY', KEYS[2], ARGV[2]) end
-if ARGV[3] ~= '' then
+# Every count a request holds is also written in its replica's ledger (`lp:gw:held:<replica>`, a
+# hash; field `<request>\n<counter key>`, or `<request>\n<hash key>\n<field>` for the engine's
+# in-flight hash), in the same script as the count itself. What the ledger holds is what is given
+# back: by the request's release, by a release retried after a Redis outage (gateway.replicas),
+# or, once the replica's lease lapsed, by another replica's reaper. A release is capped by the
+# request's own ledger entries, so none of them gives back twice, even a retried release that
+# Redis had run before its answer was lost.
+#
+# The ledger's key is the last KEYS entry, with `#<request>` appended (one key per replica, the
+# request named in it; the ledger is only ever read by these scripts, on one Redis server).
+# _ENTER is wrapped, not edited: its counts before and after say what it held (KEYS[2] tenant,
+# KEYS[3] version, KEYS[4] engine hash with field ARGV[5]).
+_LEDGER = """
+local ledger, request = string.match(KEYS[#KEYS], '^(.*)#([^#]*)$')
+"""
+_LEDGER_ENTER = (
+    _LEDGER
+    + r"""
+local function enter()
+ENTER_BODY
+end
+local function count(key, field)
+  if field then return tonumber(redis.call('HGET', key, field) or '0') end
+  return tonumber(redis.call('GET', key) or '0')
+end
+local tenant0, conc0 = count(KEYS[2]), count(KEYS[3])
+local engine0 = count(KEYS[4], ARGV[5])
+local result = enter()
+local held = {
+  {KEYS[2], count(KEYS[2]) - tenant0},
+  {KEYS[3], count(KEYS[3]) - conc0},
+  {KEYS[4] .. '\n' .. ARGV[5], count(KEYS[4], ARGV[5]) - engine0},
+}
+for _, entry in ipairs(held) do
+  if entry[2] > 0 then redis.call('HINCRBY', ledger, request .. '\n' .. entry[1], entry[2]) end
+end
+redis.call('EXPIRE', ledger, CONCURRENCY_TTL)
+return result
+"""
+)
+
+# KEYS: tenant in-flight counter, concurrency counter, engine in-flight hash, the ledger (with
+# the request). ARGV: weight to give back to the tenant and to the version's concurrency (0:
+# none), served name to lower on the engine ('' for none). Gives back at most what the request's
+# ledger entries hold.
+_LEAVE = (
+    _LEDGER
+    + r"""
+local function take(field, wanted)
+  field = request .. '\n' .. field
+  local held = tonumber(redis.call('HGET', ledger, field) or '0')
+  local n = math.min(wanted, held)
+  if n <= 0 then return 0 end
+  if held - n <= 0 then redis.call('HDEL', ledger, field)
+  else redis.call('HINCRBY', ledger, field, -n) end
+  return n
+end
+for i = 1, 2 do
+  local n = take(KEYS[i], tonumber(ARGV[i]))
+  if n > 0 then redis.call('DECRBY', KEYS[i], n) end
+end
+if ARGV[3] ~= '' and take(KEYS[3] .. '\n' .. ARGV[3], 1) > 0 then
   local left = redis.call('HINCRBY', KEYS[3], ARGV[3], -1)
   if left <= 0 then redis.call('HDEL', KEYS[3], ARGV[3]) end
 end
 return 0
 """
+)
+
+# A dead replica's holds given back. KEYS: the replicas' set. ARGV: the lease key prefix, the
+# ledger key prefix, the reaping replica's own id. Counter keys come from the ledgers' fields (so
+# not declared: one Redis server, as every script here). Never lowers a count below zero.
+REAP = r"""
+local reaped = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if id ~= ARGV[3] and redis.call('EXISTS', ARGV[1] .. id) == 0 then
+    local ledger = ARGV[2] .. id
+    local fields = redis.call('HGETALL', ledger)
+    for i = 1, #fields, 2 do
+      local rest = string.sub(fields[i], string.find(fields[i], '\n', 1, true) + 1)
+      local n = tonumber(fields[i + 1])
+      local cut = string.find(rest, '\n', 1, true)
+      if cut then
+        local key, field = string.sub(rest, 1, cut - 1), string.sub(rest, cut + 1)
+        local have = tonumber(redis.call('HGET', key, field) or '0')
+        if have - n <= 0 then redis.call('HDEL', key, field)
+        else redis.call('HINCRBY', key, field, -n) end
+      else
+        local have = tonumber(redis.call('GET', rest) or '0')
+        if math.min(n, have) > 0 then redis.call('DECRBY', rest, math.min(n, have)) end
+      end
+    end
+    redis.call('DEL', ledger)
+    redis.call('SREM', KEYS[1], id)
+    reaped = reaped + 1
+  end
+end
+return reaped
+"""
+
+
+def _leased_enter(enter: str) -> str:
+    return _LEDGER_ENTER.replace("ENTER_BODY", enter).replace(
+        "CONCURRENCY_TTL", str(CONCURRENCY_TTL_S)
+    )
+
+
+def ledger_key(replica: str) -> str:
+    """What one gateway replica holds in the shared counts (see _LEDGER_ENTER)."""
+    return f"lp:gw:held:{replica}"
 
 
 def _tenant_key(tenant_id: int) -> str:
@@ -160,12 +265,42 @@ class Held(Protocol):
 
 
 class Scripts:
-    """The admission scripts, registered once per Redis client (EVALSHA afterwards)."""
+    """The admission scripts, registered once per Redis client (EVALSHA afterwards), for one
+    replica: what its requests hold goes into its ledger; releases that Redis did not take (an
+    outage) wait in `pending` until it answers again (gateway.replicas flushes them)."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, replica: str | None = None) -> None:
         self.redis = redis
-        self.enter = redis.register_script(_ENTER)
+        self.replica = replica or new_replica_id()
+        self.ledger = ledger_key(self.replica)
+        self.enter = redis.register_script(_leased_enter(_ENTER))
         self.leave = redis.register_script(_LEAVE)
+        self.pending: list[tuple[list[str], list[str | int]]] = []
+
+    async def give_back(self, keys: list[str], args: list[str | int]) -> None:
+        """Release counts (`keys` end with the request's ledger key); when Redis cannot take
+        it now, keep it for the next flush."""
+        try:
+            await self.leave(keys=keys, args=args)
+        except RedisError:
+            self.pending.append((keys, args))
+            log.warning("gateway: a release waits for Redis (%d pending)", len(self.pending))
+
+    async def flush_pending(self) -> int:
+        """Send the releases an outage kept back, oldest first; how many went through.
+        Safe whenever Redis answers: each is capped by the ledger (a Redis that restarted
+        empty has none, so nothing is lowered twice or below zero)."""
+        done = 0
+        while self.pending:
+            keys, args = self.pending[0]
+            await self.leave(keys=keys, args=args)  # RedisError: later
+            self.pending.pop(0)
+            done += 1
+        return done
+
+
+def new_replica_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 class Admission:
@@ -197,6 +332,8 @@ class Admission:
         self.weight = max(1, weight)
         self.counted = False  # rate, in-flight and concurrency counted
         self.engine: str | None = None  # in flight on this engine
+        self.ledger = f"{scripts.ledger}#{uuid.uuid4().hex[:16]}"  # this request's entries
+        self.unsure: str | None = None  # an admission whose answer Redis lost (its engine or "")
 
     async def admit(
         self,
@@ -236,10 +373,17 @@ class Admission:
             _tenant_key(self.tenant_id),
             _conc_key(target.served_name if target is not None else ""),
             inflight_key(engine or ""),
+            self.ledger,  # last: _LEDGER_ENTER finds it there
         ]
         waited, noted_at = 0.0, -HELD_NOTE_S
         while True:
-            status, count = await self.scripts.enter(keys=keys, args=argv)
+            try:
+                status, count = await self.scripts.enter(keys=keys, args=argv)
+            except RedisError:
+                # Redis may have run it and lost only the answer: the release gives back
+                # whatever the ledger shows this request holds (nothing, if it did not run).
+                self.unsure = engine if on_engine else ""
+                raise
             if status == 1:
                 raise too_many(
                     f"Rate limit reached: {self.rpm_limit} requests per minute for this tenant.",
@@ -287,29 +431,38 @@ class Admission:
     async def leave_engine(self) -> None:
         """The request left its engine (and will try another)."""
         if self.engine is not None and self.target is not None:
-            await self.scripts.leave(
-                keys=[_tenant_key(self.tenant_id), _conc_key(self.target.served_name)]
-                + [inflight_key(self.engine)],
-                args=[0, 0, self.target.served_name],
+            await self.scripts.give_back(
+                [
+                    _tenant_key(self.tenant_id),
+                    _conc_key(self.target.served_name),
+                    inflight_key(self.engine),
+                    self.ledger,
+                ],
+                [0, 0, self.target.served_name],
             )
         self.engine = None
 
     async def release(self) -> None:
-        """The request ended: everything it counted is given back, in one round trip."""
+        """The request ended: everything it counted is given back, in one round trip (capped
+        by what its ledger entries hold, so an unsure admission gives back only what it took)."""
         target = self.target
-        on_engine = self.engine is not None and target is not None
-        if self.counted or on_engine:
-            await self.scripts.leave(
-                keys=[
+        engine = self.engine or self.unsure
+        on_engine = bool(engine) and target is not None
+        if self.counted or on_engine or self.unsure is not None:
+            counted = self.counted or self.unsure is not None
+            await self.scripts.give_back(
+                [
                     _tenant_key(self.tenant_id),
                     _conc_key(target.served_name if target is not None else ""),
-                    inflight_key(self.engine or ""),
+                    inflight_key(engine or ""),
+                    self.ledger,
                 ],
-                args=[
-                    self.weight if self.counted else 0,
-                    self.weight if self.counted and target is not None else 0,
+                [
+                    self.weight if counted else 0,
+                    self.weight if counted and target is not None else 0,
                     target.served_name if on_engine and target is not None else "",
                 ],
             )
         self.counted = False
         self.engine = None
+        self.unsure = None

@@ -15,10 +15,11 @@ from typing import Any
 
 import orjson
 from channels.db import database_sync_to_async
+from redis.exceptions import RedisError
 
 from core.errors import ApplicationError
 from gateway.app import Gateway, gateway_app
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, limits_unavailable
 from gateway.playground_choices import resolve_choice, table_choice
 
 OnToken = Callable[[str], Awaitable[None]]
@@ -163,6 +164,24 @@ async def play(
     started = time.perf_counter() if started is None else started
     messages, budget = clean_prompt(prompt, max_tokens)
     gateway = gateway or gateway_app
+    try:
+        return await _play(gateway, user, tenant_slug, key, messages, budget, on_token, started)
+    except RedisError:
+        # The same policy as /v1/ (fail closed: no tenant's limits can be checked).
+        err = limits_unavailable()
+        raise ApplicationError(f"gateway.{err.code}", err.message, status=err.status) from None
+
+
+async def _play(
+    gateway: Gateway,
+    user: Any,
+    tenant_slug: str,
+    key: object,
+    messages: list[dict[str, str]],
+    budget: int,
+    on_token: OnToken,
+    started: float,
+) -> PlayResult:
     table = await gateway.fresh_table()
     resolved = table_choice(table, user=user, tenant_slug=tenant_slug, key=key)
     if resolved is None:

@@ -81,6 +81,7 @@ class StreamWatch:
     completion_tokens: int = 0
     error: str = ""
     done: bool = False
+    streamed: int = 0  # tokens passed on so far (one per choice delta that carries one)
     strip_usage: bool = False  # the caller did not ask for the usage chunk: drop it
     _buffer: bytes = b""
     _events: list[bytes] = field(default_factory=list)
@@ -122,8 +123,11 @@ class StreamWatch:
             self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
             self.completion_tokens = int(usage.get("completion_tokens") or 0)
         choices = parsed.get("choices") or []
-        if self.first_token_at is None and any(_has_token(c) for c in choices):
-            self.first_token_at = time.perf_counter()
+        tokens = sum(1 for c in choices if _has_token(c))
+        if tokens:
+            self.streamed += tokens
+            if self.first_token_at is None:
+                self.first_token_at = time.perf_counter()
         return not (self.strip_usage and usage and not choices)
 
 

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -43,6 +44,45 @@ CLOSE_NOT_FOUND = 4404
 
 def _watch(member: str) -> None:
     shared_state.client().zadd(WATCHED_KEY, {member: time.time() + WATCH_LEASE_SECONDS})
+
+
+def _watch_all(members: list[str]) -> None:
+    expiry = time.time() + WATCH_LEASE_SECONDS
+    shared_state.client().zadd(WATCHED_KEY, dict.fromkeys(members, expiry))
+
+
+class WatchKeeper:
+    """Renews, for the whole process, the publisher's leases on the groups its live sockets
+    listen to, every WATCH_RENEW_SECONDS, whether messages come or not. The sockets' own renewal
+    rides on the messages they receive; a Redis that restarted empty has lost every lease, so
+    the publisher sends nothing and no message would ever come to renew it: the page would stay
+    open and silent until reloaded (tests/faults/test_live_sockets_redis.py)."""
+
+    def __init__(self) -> None:
+        self.members: Counter[str] = Counter()
+        self.task: asyncio.Task[None] | None = None
+
+    def add(self, member: str) -> None:
+        self.members[member] += 1
+        loop = asyncio.get_running_loop()
+        if self.task is None or self.task.done() or self.task.get_loop() is not loop:
+            self.task = loop.create_task(self.run())
+
+    def discard(self, member: str) -> None:
+        self.members[member] -= 1
+        if self.members[member] <= 0:
+            del self.members[member]
+
+    async def run(self) -> None:
+        while self.members:
+            await asyncio.sleep(WATCH_RENEW_SECONDS)
+            try:
+                await asyncio.to_thread(_watch_all, list(self.members))
+            except Exception as exc:  # noqa: BLE001 - Redis away: the next round tries again
+                log.warning("live sockets: could not renew the publisher's leases: %s", exc)
+
+
+watch_keeper = WatchKeeper()
 
 
 class ReadOnlySocket(PortalSocket):
@@ -121,6 +161,7 @@ class LiveNumbersSocket(ReadOnlySocket):
     recheck_at: float = 0.0
     rechecking: asyncio.Task[bool] | None = None
     watched_at: float = 0.0
+    kept_member: str | None = None  # renewed by watch_keeper while this socket is open
 
     def decide(self, user: Any) -> Any:
         raise NotImplementedError
@@ -158,7 +199,11 @@ class LiveNumbersSocket(ReadOnlySocket):
             return
         self.watched_at = time.monotonic()
         self._schedule_recheck(self.watched_at, first=True)
-        await self.join(self.group_for(self.decision)[0])
+        group, member = self.group_for(self.decision)
+        await self.join(group)
+        if self.counted_user is not None:  # accepted (not refused over the per-user cap)
+            self.kept_member = member
+            watch_keeper.add(member)
 
     async def live_metrics(self, message: dict) -> None:
         if self.group is None:
@@ -200,6 +245,9 @@ class LiveNumbersSocket(ReadOnlySocket):
         # Not when the re-check itself found access gone and is closing the socket.
         if self.rechecking is not None and self.rechecking is not asyncio.current_task():
             self.rechecking.cancel()
+        if self.kept_member is not None:
+            watch_keeper.discard(self.kept_member)
+            self.kept_member = None
         await super().disconnect(code)
 
     def shape_text(self, text: str) -> str:

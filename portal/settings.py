@@ -456,6 +456,9 @@ GATEWAY_WRITE_DEADLINE_SECONDS = env_float("GATEWAY_WRITE_DEADLINE_SECONDS", 10.
 # The gateway waits at most this long for one Redis command; when Redis is away (stalled,
 # restarting) a request is answered 503 `limits_unavailable` rather than admitted unchecked.
 GATEWAY_REDIS_TIMEOUT_SECONDS = env_float("GATEWAY_REDIS_TIMEOUT_SECONDS", 2.0)
+# Each replica renews a lease this long (every quarter of it); a replica whose lease lapsed (it
+# died) has what its requests held in the shared counts given back by the others (gateway.replicas).
+GATEWAY_REPLICA_LEASE_SECONDS = env_float("GATEWAY_REPLICA_LEASE_SECONDS", 10.0)
 # The per-request bounds a new tenant's plan starts with (tenants.plan): platform admins set these
 # defaults here and each tenant's own values on its plan (API, pages).
 GATEWAY_PLAN_DEFAULTS = {

@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Iterable
@@ -115,7 +116,8 @@ def stage_on_node(*, adapter_root: str, version: AdapterVersion) -> StageResult:
         raise ApplicationError(
             "fleet.not_promoted", f"{version.served_name} has no files in the serving store yet."
         )
-    incoming = Path(adapter_root) / INCOMING / f"{version.served_name}-{uuid.uuid4().hex[:8]}"
+    drop_abandoned_downloads(adapter_root, version.served_name)
+    incoming = Path(adapter_root) / INCOMING / _download_name(version.served_name)
     incoming.mkdir(parents=True)
     storage = get_storage()
     try:
@@ -146,6 +148,41 @@ def stage_on_node(*, adapter_root: str, version: AdapterVersion) -> StageResult:
     return StageResult(path, True, (time.monotonic() - started) * 1000)
 
 
+def _download_name(served_name: str) -> str:
+    """`<served name>~<host>~<pid>~<random>`: whose download it is, so that a download whose
+    process was killed (its `finally` never ran) is told apart from one under way."""
+    return f"{served_name}~{socket.gethostname()}~{os.getpid()}~{uuid.uuid4().hex[:8]}"
+
+
+def _abandoned(name: str) -> bool:
+    """A download of this host's whose process is gone (a worker killed in the middle)."""
+    parts = name.split("~")
+    if len(parts) != 4 or parts[1] != socket.gethostname() or not parts[2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
+
+
+def drop_abandoned_downloads(adapter_root: str, served_name: str | None = None) -> list[str]:
+    """Remove the half downloads (of `served_name`, or of any version) whose process died."""
+    folder = Path(adapter_root) / INCOMING
+    if not folder.is_dir():
+        return []
+    dropped = []
+    for partial in folder.iterdir():
+        if served_name is not None and not partial.name.startswith(served_name + "~"):
+            continue
+        if _abandoned(partial.name):
+            shutil.rmtree(partial, ignore_errors=True)
+            dropped.append(partial.name)
+    return dropped
+
+
 def cleanup_node(*, adapter_root: str, keep: Iterable[str], grace_s: float) -> list[str]:
     """Delete staged copies not in `keep` that are older than the grace period; return their names.
 
@@ -168,6 +205,7 @@ def cleanup_node(*, adapter_root: str, keep: Iterable[str], grace_s: float) -> l
         except FileNotFoundError:
             continue
         if entry.name == INCOMING:
+            drop_abandoned_downloads(adapter_root)
             for partial in entry.iterdir():
                 if now - partial.stat().st_mtime > grace_s:
                     shutil.rmtree(partial, ignore_errors=True)
