@@ -71,8 +71,10 @@ def test_the_controller_skips_a_pin_while_the_requests_in_flight_leave_no_room(f
     is then skipped with its code, the engine is not asked, and the next pass pins."""
     (hot,) = versions(fleet.world, tmp_path, 1, seed=900)
     want(fleet.a, hot, "pinned")
-    late = {"acme--late--v1-00000001": 1, "acme--late--v1-00000002": 1}
-    shared_state.client().hset(shared_state.inflight_key(fleet.a.name), mapping=late)
+    shared_state.client().hset(
+        shared_state.inflight_key(fleet.a.name),
+        mapping={"acme--late--v1-00000001": 1, "acme--late--v1-00000002": 1},
+    )
     report = converge_engine(fleet.a)
 
     skipped = [(s["action"], s["version"], s["code"]) for s in report.skipped]
