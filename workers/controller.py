@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -27,7 +28,7 @@ from core.errors import ApplicationError
 from workers import engine_slots, shared_state
 from workers.alarms import alarm_clear
 from workers.cache_policy import Action, Evict, Load, Pin, Unpin, Warm
-from workers.controller_plan import EnginePlan, plan_converge
+from workers.controller_plan import POLICY_REASON, EnginePlan, plan_converge
 from workers.engine_view import (
     Observed,
     World,
@@ -191,13 +192,30 @@ def _drop_policy_evictions(engine: Engine, plan: EnginePlan, world: World) -> No
 
 
 def _pinned_at(engine: Engine, observed: Observed) -> dict[str, float]:
-    """When each of the engine's pins was placed (the pinned set's times; the anti-thrash hold
-    counts from them). Without Redis: every pin counts as just placed (none is moved)."""
+    """When each pin the cache policy placed on the engine was placed (the pinned set's times;
+    the anti-thrash hold counts from them). Explicit pins (an operator's, a schedule's) are left
+    out: while wished they are protected anyway, and when the wish goes they go at once.
+    Without Redis every pin counts as just placed (none is moved)."""
+    now = time.time()
     try:
-        return engine_slots.pinned_since(engine.name)
+        since = engine_slots.pinned_since(engine.name)
     except RedisError:
-        now = time.time()
-        return dict.fromkeys(observed.pinned, now)
+        since = dict.fromkeys(observed.pinned, now)
+    recent = {n: t for n, t in since.items() if now - t < settings.FLEET_PIN_MIN_HOLD_SECONDS}
+    if not recent:
+        return {}
+    last_reason: dict[str, str] = {}
+    rows = FleetAction.objects.filter(
+        engine=engine,
+        kind="pin",
+        ok=True,
+        served_name__in=list(recent),
+        created_at__gte=timezone.now()
+        - timedelta(seconds=settings.FLEET_PIN_MIN_HOLD_SECONDS + 60),
+    ).order_by("created_at")
+    for name, reason in rows.values_list("served_name", "reason"):
+        last_reason[name] = reason
+    return {n: t for n, t in recent.items() if last_reason.get(n, "").startswith(POLICY_REASON)}
 
 
 def _slot_refusal(engine: Engine, action: Action) -> dict[str, str] | None:

@@ -36,6 +36,7 @@ WANT_ON_DEMAND = "registered"
 WANT_WARM = "resident_gpu"
 WANT_PINNED = "pinned"
 _WANT_ORDER = {WANT_PINNED: 0, WANT_WARM: 1, WANT_ON_DEMAND: 2}
+POLICY_REASON = "cache policy: "  # the reason of every action the cache policy chose itself
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,9 @@ def plan_converge(
     explicit pins are pinned, keep-warm versions warmed; then the policy's own pins. A draining
     engine only sheds. Each action is kept only if the plan so far still passes `check_plan`.
 
-    Anti-thrash: a pin placed less than `pin_min_hold_s` ago (`pinned_at`: {served name: when})
-    is not moved by the policy: its unpin waits, and so do the policy's new pins of that pass.
+    Anti-thrash: a pin the policy placed less than `pin_min_hold_s` ago (`pinned_at`: {served
+    name: when}, the policy's own pins) is not moved by the policy: its unpin waits, and so do
+    the policy's new pins of that pass.
     A version no longer wanted here (disabled, unreleased, its desire dropped) is unpinned and
     evicted whatever its pin's age.
     """
@@ -220,7 +222,7 @@ class _Builder:
                 self.snap.versions[n], self.state[n], demand, self.snap.now, self.p.weights
             ),
         )
-        if self.add(Evict(victim, f"cache policy: least valuable, room for {incoming}")):
+        if self.add(Evict(victim, f"{POLICY_REASON}least valuable, room for {incoming}")):
             self.plan.evicted_by_policy.append(victim)
 
     def policy_pins(
@@ -242,4 +244,4 @@ class _Builder:
             if isinstance(action, Pin) and moving_held:
                 self.skip(action, "pin-hold", "a pin it would replace is within its minimum hold")
                 continue
-            self.add(type(action)(action.version, f"cache policy: {action.reason}"))
+            self.add(type(action)(action.version, f"{POLICY_REASON}{action.reason}"))

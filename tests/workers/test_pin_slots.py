@@ -122,7 +122,10 @@ def test_the_pinned_set_follows_the_engine_after_redis_lost_it_and_after_a_resta
 
 @pytest.mark.engine
 @pytest.mark.django_db
-def test_an_unpin_leaves_the_set_only_after_the_engine_unpinned(fleet, tmp_path):
+def test_an_unpin_leaves_the_set_only_after_the_engine_unpinned(fleet, tmp_path, settings):
+    """An operator's pin, no longer wished, goes at once: the anti-thrash hold is for the
+    policy's own pins."""
+    settings.FLEET_PIN_MIN_HOLD_SECONDS = 30
     (hot,) = versions(fleet.world, tmp_path, 1, seed=920)
     want(fleet.a, hot, "pinned")
     converge_engine(fleet.a)
