@@ -63,6 +63,28 @@ def test_a_pin_claim_needs_room_among_the_versions_in_flight():
         shared_state.client().delete(engine_slots.pinned_key(engine))
 
 
+@pytest.mark.django_db
+def test_a_warm_up_request_of_the_controller_is_admitted_as_the_gateways_are():
+    """The controller's own one-token warm-ups go through the same admission: counted in the
+    engine's in-flight hash, refused when their version would be one unpinned adapter too many."""
+    engine = "e-warm"
+    client = shared_state.client()
+    client.delete(engine_slots.pinned_key(engine))
+    client.zadd(engine_slots.pinned_key(engine), {"p": 1.0})
+    client.hset(engine_slots.inflight_key(engine), mapping={"a": 1})
+    try:
+        assert not engine_slots.slot_enter(engine, "b", max_loras=2)  # a and b, one slot
+        assert engine_slots.slot_enter(engine, "a", max_loras=2)  # already in flight
+        assert engine_slots.slot_enter(engine, "p", max_loras=2)  # pinned: its own slot
+        assert shared_state.inflight_counts(engine) == {"a": 2, "p": 1}
+        engine_slots.slot_leave(engine, "p")
+        engine_slots.slot_leave(engine, "a")
+        assert shared_state.inflight_counts(engine) == {"a": 1}
+    finally:
+        shared_state.inflight_clear(engine)
+        client.delete(engine_slots.pinned_key(engine))
+
+
 @pytest.mark.engine
 @pytest.mark.django_db
 def test_the_controller_skips_a_pin_while_the_requests_in_flight_leave_no_room(fleet, tmp_path):
