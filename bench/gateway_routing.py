@@ -250,7 +250,10 @@ PIN_NOTE = [
     "max_loras distinct adapters per batch without counting pinned ones; activating the "
     "batch's second adapter evicts its first from the only unpinned GPU slot. The gateway "
     "now admits at most max_loras - pins distinct unpinned adapters on an engine with pins at "
-    "once (gateway.limits, atomic in Redis across replicas); the others wait at the gateway.",
+    "once (gateway.limits, atomic in Redis across replicas); the others wait at the gateway. "
+    "Since issue 20's fix it reads the pins from the engine's pinned set in Redis, which the "
+    "controller fills before the engine pins, only when the requests in flight leave room "
+    "(workers.engine_slots), not from its tables, which lagged the controller.",
 ]
 
 

@@ -107,6 +107,10 @@ class Result:
     machine: str
     args: dict[str, Any]
     seconds: float
+    # The controller's pins and unpins on each engine during the burst ({"load-a pin": n}),
+    # and whether each engine's process still ran after it (issue 20: pin churn killed one).
+    burst_pins: dict[str, int] = field(default_factory=dict)
+    alive_after_burst: dict[str, bool] = field(default_factory=dict)
 
 
 # --- the clients ---
@@ -380,6 +384,27 @@ def cold_loads(served_model: str, since: float) -> int:
     ).count()
 
 
+def pin_actions(since: float, until: float) -> dict[str, int]:
+    """Pins and unpins the controller carried out per engine between two times."""
+    from datetime import UTC, datetime
+
+    from django.db.models import Count
+
+    from workers.models import FleetAction
+
+    rows = (
+        FleetAction.objects.filter(
+            kind__in=("pin", "unpin"),
+            ok=True,
+            created_at__gte=datetime.fromtimestamp(since, UTC),
+            created_at__lt=datetime.fromtimestamp(until, UTC),
+        )
+        .values("engine__name", "kind")
+        .annotate(n=Count("id"))
+    )
+    return {f"{r['engine__name']} {r['kind']}": r["n"] for r in rows}
+
+
 def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result:
     started, load_before = time.time(), os.getloadavg()[0]
     tiny = gs.tiny_model()
@@ -398,8 +423,12 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result
     services.portal, base = gs.start_gateway(env, VAR / "portal.log", cpus=None)
     print(f"services up after {time.time() - started:.0f} s", flush=True)
     models = [*names, tenancy.base.name]
+    burst_started = time.time()
     burst_phase = asyncio.run(burst(base, tenancy.token, cookie, read_token, models, args))
-    print(f"burst: {burst_phase.by_code()}", flush=True)
+    time.sleep(2)  # a pass that was running when the burst ended records its actions
+    burst_pins = pin_actions(burst_started, time.time())
+    alive = {name: proc.is_running() for name, proc in services.engines.items()}
+    print(f"burst: {burst_phase.by_code()}; pins {burst_pins}; alive {alive}", flush=True)
     cold_started = time.time()
     cold_phase = asyncio.run(cold(base, tenancy.token, cold_name, args.cold_clients))
     time.sleep(2)
@@ -420,6 +449,8 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result
         machine=gs.machine_note(load_before, list(services.engines.values())),
         args=vars(args),
         seconds=time.time() - started,
+        burst_pins=burst_pins,
+        alive_after_burst=alive,
     )
 
 
@@ -475,6 +506,19 @@ def render(r: Result, command: str) -> str:
         f"{b.ttft().p99:.0f} | {gs.percentile(b.page_ms, 0.99) if b.page_ms else 0:.0f} "
         f"({len(b.page_ms)}, {b.page_errors}) |",
         "",
+    ]
+    if r.alive_after_burst:
+        pins = ", ".join(f"{k}: {v}" for k, v in sorted(r.burst_pins.items())) or "none"
+        alive = ", ".join(
+            f"{name} {'running' if up else '**gone**'}"
+            for name, up in sorted(r.alive_after_burst.items())
+        )
+        lines += [
+            f"Pins and unpins the controller made during the burst (FleetAction): {pins}. "
+            f"Engines after the burst: {alive}.",
+            "",
+        ]
+    lines += [
         f"**Cold adapter**: {r.args['cold_clients']} concurrent requests for an adapter never "
         f"requested before: **{r.cold_loads} load(s)** (FleetAction rows); answers {_codes(c)}; "
         f"TTFT p50 {c.ttft().p50:.0f} ms, p99 {c.ttft().p99:.0f} ms.",

@@ -91,7 +91,7 @@ class Gateway:
         self._stale = True
         self._rr = 0
         self.fair = FairSlots()
-        self.pin_guard = PinGuardLink(self.redis, self.fresh_table)
+        self.pin_guard = PinGuardLink(self.redis)
 
     # --- tables ---------------------------------------------------------------------------
 
@@ -117,8 +117,7 @@ class Gateway:
             if gens[0] != self._gens[0] or self.table.generation < 0:
                 self.table = await off_loop(build_table)(gens[0])
             elif gens[1] != self._gens[1]:
-                residency, pinned = await off_loop(residency_map)()
-                self.table.residency, self.table.pinned = residency, pinned
+                self.table.residency = await off_loop(residency_map)()
             self._gens = gens
             self._checked = time.monotonic()
         if self._flusher is None or self._flusher.done():
@@ -359,7 +358,6 @@ class Gateway:
             # Queued requests count in flight for the controller too: no eviction under them.
             await admission.admit(
                 engine.name,
-                pinned=table.pinned.get(engine.name, frozenset()),
                 max_loras=engine.max_loras,
                 held=self.pin_guard,
             )

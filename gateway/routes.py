@@ -123,8 +123,6 @@ class RouteTable:
     engines: tuple[EngineInfo, ...] = ()
     # served name -> {engine: "gpu" | "cpu"} as the controller last observed
     residency: dict[str, dict[str, str]] = field(default_factory=dict)
-    # engine -> served names pinned there (admission keeps their GPU slots safe)
-    pinned: dict[str, frozenset[str]] = field(default_factory=dict)
     built_at: float = 0.0
 
     def route_for(self, tenant_id: int, name: str) -> Route | None:
@@ -261,19 +259,17 @@ def _engines() -> tuple[EngineInfo, ...]:
     )
 
 
-def residency_map() -> tuple[dict[str, dict[str, str]], dict[str, frozenset[str]]]:
-    """({served name: {engine: "gpu" | "cpu"}}, {engine: pinned served names})."""
+def residency_map() -> dict[str, dict[str, str]]:
+    """{served name: {engine: "gpu" | "cpu"}}. (An engine's pins are not taken from here: the
+    gateway's admission reads them from the engine's pinned set, workers.engine_slots.)"""
     out: dict[str, dict[str, str]] = {}
-    pinned: dict[str, set[str]] = {}
     rows = Residency.objects.exclude(observed_state=ResidencyState.ABSENT).values_list(
         "version__served_name", "engine__name", "observed_state"
     )
     for served, engine, state in rows:
         gpu = state in (ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
         out.setdefault(served, {})[engine] = "gpu" if gpu else "cpu"
-        if state == ResidencyState.PINNED:
-            pinned.setdefault(engine, set()).add(served)
-    return out, {engine: frozenset(names) for engine, names in pinned.items()}
+    return out
 
 
 PLAN_FIELDS = tuple(Plan.__dataclass_fields__)
@@ -295,7 +291,7 @@ def build_table(generation: int) -> RouteTable:
     """The whole picture from the database, in a handful of queries."""
     now = time.time()
     tenants = dict(Tenant.objects.values_list("id", "slug"))
-    residency, pinned = residency_map()
+    residency = residency_map()
     roles = _member_roles()
     plans = {
         row["id"]: Plan(**{name: row[name] for name in PLAN_FIELDS})
@@ -319,6 +315,5 @@ def build_table(generation: int) -> RouteTable:
         salts={tid: cache_salt(tid) for tid in tenants},
         engines=_engines(),
         residency=residency,
-        pinned=pinned,
         built_at=timezone.now().timestamp(),
     )

@@ -427,6 +427,10 @@ FLEET_LOAD_WAIT_SECONDS = env_float("FLEET_LOAD_WAIT_SECONDS", 120.0)
 # Staged copies no engine has registered are deleted after this long on the node.
 # The cache policy pins hot versions on its own (within tenant pin quotas and the hard rules).
 FLEET_AUTO_PINS = env_bool("FLEET_AUTO_PINS", True)
+# Anti-thrash: a pin the policy placed is not moved for this long (a version disabled, unreleased
+# or no longer wanted on the engine is unpinned at once). Under load the policy moved a pin about
+# once a second.
+FLEET_PIN_MIN_HOLD_SECONDS = env_float("FLEET_PIN_MIN_HOLD_SECONDS", 30.0)
 FLEET_STAGING_GRACE_SECONDS = env_int("FLEET_STAGING_GRACE_SECONDS", 3600, minimum=0)
 # Thrash alarm: loads + evictions per minute on one engine, sustained over the window.
 FLEET_THRASH_PER_MINUTE = env_float("FLEET_THRASH_PER_MINUTE", 30.0)

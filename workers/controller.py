@@ -14,20 +14,21 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from redis.exceptions import LockError
+from redis.exceptions import LockError, RedisError
 
 from adapters.models import AdapterVersion
 from core.audit import record_event
 from core.errors import ApplicationError
-from workers import shared_state
+from workers import engine_slots, shared_state
 from workers.alarms import alarm_clear
 from workers.cache_policy import Action, Evict, Load, Pin, Unpin, Warm
-from workers.controller_plan import EnginePlan, plan_converge
+from workers.controller_plan import POLICY_REASON, EnginePlan, plan_converge
 from workers.engine_view import (
     Observed,
     World,
@@ -125,6 +126,9 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
         )
         return report
     shared_state.busy_sample(engine.name, len(observed.running))
+    # The gateway admits by the engine's pinned set: it must hold what the engine really has
+    # pinned (an engine restart forgets pins; a Redis restart loses the set).
+    engine_slots.pins_observed(engine.name, observed.pinned)
     world = load_world(engine, observed.resident | observed.registered | {incoming or ""})
     if incoming is not None and incoming not in world.wanted:
         version = world.versions.get(incoming)
@@ -142,10 +146,10 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
         draining=engine.state == EngineState.DRAINING,
         auto_pins=settings.FLEET_AUTO_PINS and engine.has_plugin,
         params=params,
+        pinned_at=_pinned_at(engine, observed),
+        pin_min_hold_s=settings.FLEET_PIN_MIN_HOLD_SECONDS,
     )
     _drop_policy_evictions(engine, plan, world)
-    for action in plan.actions:
-        report.actions.append(_execute(engine, action, world))
     report.skipped = [
         {
             "action": type(s.action).__name__.lower(),
@@ -155,9 +159,17 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
         }
         for s in plan.skipped
     ]
+    for action in plan.actions:
+        refused = _slot_refusal(engine, action)
+        if refused is not None:
+            log.info("%s on %s skipped: %s", action, engine.name, refused["message"])
+            report.skipped.append(refused)
+            continue
+        report.actions.append(_execute(engine, action, world))
     # Names the engine forgot (restart) go back into the queue of loads; stock unloads leave
     # weights behind, which the plugin's orphan list shows.
     after = run_engine_call(engine, lambda c: observe(engine, c))
+    engine_slots.pins_observed(engine.name, after.pinned)
     _record_observed(engine, after, world)
     from workers.reconcile import cleanup_engine_node
 
@@ -177,6 +189,50 @@ def _drop_policy_evictions(engine: Engine, plan: EnginePlan, world: World) -> No
             row.desired_reason = "evicted by the cache policy"
             row.save(update_fields=["desired_state", "desired_reason", "updated_at"])
             world.wanted.pop(name, None)
+
+
+def _pinned_at(engine: Engine, observed: Observed) -> dict[str, float]:
+    """When each pin the cache policy placed on the engine was placed (the pinned set's times;
+    the anti-thrash hold counts from them). Explicit pins (an operator's, a schedule's) are left
+    out: while wished they are protected anyway, and when the wish goes they go at once.
+    Without Redis every pin counts as just placed (none is moved)."""
+    now = time.time()
+    try:
+        since = engine_slots.pinned_since(engine.name)
+    except RedisError:
+        since = dict.fromkeys(observed.pinned, now)
+    recent = {n: t for n, t in since.items() if now - t < settings.FLEET_PIN_MIN_HOLD_SECONDS}
+    if not recent:
+        return {}
+    last_reason: dict[str, str] = {}
+    rows = FleetAction.objects.filter(
+        engine=engine,
+        kind="pin",
+        ok=True,
+        served_name__in=list(recent),
+        created_at__gte=timezone.now()
+        - timedelta(seconds=settings.FLEET_PIN_MIN_HOLD_SECONDS + 60),
+    ).order_by("created_at")
+    for name, reason in rows.values_list("served_name", "reason"):
+        last_reason[name] = reason
+    return {n: t for n, t in recent.items() if last_reason.get(n, "").startswith(POLICY_REASON)}
+
+
+def _slot_refusal(engine: Engine, action: Action) -> dict[str, str] | None:
+    """A pin goes into the engine's pinned set before the engine is asked (the gateway then
+    admits by it): refused while the versions in flight there leave no room for one more pin,
+    or while Redis does not answer (the gateway could not see the pin). None: go ahead."""
+    if not isinstance(action, Pin):
+        return None
+    claim = engine_slots.pin_claim(engine.name, action.version, max_loras=engine.max_loras)
+    if claim == "ok":
+        return None
+    code, message = (
+        ("fleet.pin_no_room", "the versions in flight leave no unpinned GPU slot for this pin")
+        if claim == "no_room"
+        else ("fleet.pin_unavailable", "Redis does not answer: the gateway could not see the pin")
+    )
+    return {"action": "pin", "version": action.version, "code": code, "message": message}
 
 
 def _row(engine: Engine, world: World, name: str) -> Residency | None:
@@ -205,12 +261,15 @@ def _execute(engine: Engine, action: Action, world: World) -> dict[str, Any]:
                 run_engine_call(engine, lambda c: c.evict(name))
             else:
                 run_engine_call(engine, lambda c: c.unload_adapter(name))
+            engine_slots.pin_drop(engine.name, name)  # an eviction ends a pin
         elif isinstance(action, Pin):
-            run_engine_call(engine, lambda c: c.pin(name))
+            _pin(engine, name)
         elif isinstance(action, Unpin):
+            # The engine first, then the set: the gateway is never less strict than the engine.
             run_engine_call(engine, lambda c: c.unpin(name))
+            engine_slots.pin_drop(engine.name, name)
         elif isinstance(action, Warm):
-            run_engine_call(engine, lambda c: c.completion(name, "warm", max_tokens=1))
+            _warm(engine, name)
     except (EngineError, ApplicationError, NodeCopyInvalid, OSError) as exc:
         error = str(exc)
         log.warning("%s %s on %s failed: %s", kind, name, engine.name, error)
@@ -234,6 +293,35 @@ def _execute(engine: Engine, action: Action, world: World) -> dict[str, Any]:
             fields += ["loaded_at", "load_latency_ms"]
         row.save(update_fields=fields)
     return {"action": kind, "version": name, "ok": not error, "ms": round(ms, 1), "error": error}
+
+
+def _pin(engine: Engine, name: str) -> None:
+    """The name is in the pinned set already (_slot_refusal); out again if the engine refuses.
+    After a transient failure the pin may or may not be made: the entry stays (stricter) until
+    this pass's closing observation sets the set to what the engine reports."""
+    try:
+        run_engine_call(engine, lambda c: c.pin(name))
+    except EngineError as exc:
+        if exc.permanent:
+            engine_slots.pin_drop(engine.name, name)
+        raise
+
+
+def _warm(engine: Engine, name: str) -> None:
+    """A one-token request the controller sends itself: counted in the engine's in-flight hash
+    as the gateway counts its own, so it never makes one distinct unpinned adapter too many."""
+    try:
+        entered = engine_slots.slot_enter(engine.name, name, max_loras=engine.max_loras)
+    except RedisError as exc:
+        raise ApplicationError("fleet.warm_unavailable", f"Redis does not answer: {exc}") from exc
+    if not entered:
+        raise ApplicationError(
+            "fleet.warm_no_room", "the versions in flight leave no unpinned GPU slot for it"
+        )
+    try:
+        run_engine_call(engine, lambda c: c.completion(name, "warm", max_tokens=1))
+    finally:
+        engine_slots.slot_leave(engine.name, name)
 
 
 def _load(engine: Engine, version: AdapterVersion | None, world: World) -> None:

@@ -10,6 +10,7 @@ or a schedule's pin, a keep-warm window) are constraints it may not undo.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from workers.cache_policy import (
@@ -35,6 +36,7 @@ WANT_ON_DEMAND = "registered"
 WANT_WARM = "resident_gpu"
 WANT_PINNED = "pinned"
 _WANT_ORDER = {WANT_PINNED: 0, WANT_WARM: 1, WANT_ON_DEMAND: 2}
+POLICY_REASON = "cache policy: "  # the reason of every action the cache policy chose itself
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ def plan_converge(
     draining: bool = False,
     auto_pins: bool = True,
     params: PolicyParams | None = None,
+    pinned_at: Mapping[str, float] | None = None,
+    pin_min_hold_s: float = 0.0,
 ) -> EnginePlan:
     """Actions that take the engine from `snapshot` towards `wanted` ({served name: desire}).
 
@@ -67,6 +71,12 @@ def plan_converge(
     versions missing are loaded, the cache policy choosing whom to evict when the cache is full;
     explicit pins are pinned, keep-warm versions warmed; then the policy's own pins. A draining
     engine only sheds. Each action is kept only if the plan so far still passes `check_plan`.
+
+    Anti-thrash: a pin the policy placed less than `pin_min_hold_s` ago (`pinned_at`: {served
+    name: when}, the policy's own pins) is not moved by the policy: its unpin waits, and so do
+    the policy's new pins of that pass.
+    A version no longer wanted here (disabled, unreleased, its desire dropped) is unpinned and
+    evicted whatever its pin's age.
     """
     p = params or PolicyParams()
     builder = _Builder(snapshot, p)
@@ -106,7 +116,11 @@ def plan_converge(
         elif want == WANT_WARM and planned.tier != "gpu":
             builder.add(Warm(name, "kept warm"))
     if auto_pins and not draining:
-        builder.policy_pins(demand, protected={n for n, w in wanted.items() if w == WANT_PINNED})
+        builder.policy_pins(
+            demand,
+            protected={n for n, w in wanted.items() if w == WANT_PINNED},
+            held=_held_pins(builder.state, pinned_at or {}, snapshot.now, pin_min_hold_s),
+        )
     violations = check_plan(snapshot, builder.plan.actions, p.rules)
     if violations:  # the builder checks every step; this is the last guard before an engine
         raise AssertionError(f"converge plan breaks hard rules: {violations}")
@@ -129,6 +143,17 @@ def _protected(
         )
     )
     return set(kept[:room])
+
+
+def _held_pins(
+    state: Mapping[str, Resident], pinned_at: Mapping[str, float], now: float, hold_s: float
+) -> set[str]:
+    """Pins placed less than `hold_s` ago: the policy may not move them yet."""
+    return {
+        n
+        for n, placed in pinned_at.items()
+        if n in state and state[n].pinned and now - placed < hold_s
+    }
 
 
 class _Builder:
@@ -197,12 +222,26 @@ class _Builder:
                 self.snap.versions[n], self.state[n], demand, self.snap.now, self.p.weights
             ),
         )
-        if self.add(Evict(victim, f"cache policy: least valuable, room for {incoming}")):
+        if self.add(Evict(victim, f"{POLICY_REASON}least valuable, room for {incoming}")):
             self.plan.evicted_by_policy.append(victim)
 
-    def policy_pins(self, demand: DemandTracker, protected: set[str]) -> None:
-        for action in plan_actions(self._now(), demand, params=self.p):
-            if isinstance(action, Unpin) and action.version in protected:
+    def policy_pins(
+        self, demand: DemandTracker, protected: set[str], held: AbstractSet[str] = frozenset()
+    ) -> None:
+        actions = [
+            a
+            for a in plan_actions(self._now(), demand, params=self.p)
+            if isinstance(a, Pin | Unpin)
+        ]
+        # A pin within its minimum hold is not moved: neither given up nor joined by new pins
+        # that were to take its place (the policy chose them with the held pin gone).
+        moving_held = any(isinstance(a, Unpin) and a.version in held - protected for a in actions)
+        for action in actions:
+            if isinstance(action, Unpin) and action.version in protected | held:
+                if action.version not in protected:
+                    self.skip(action, "pin-hold", "pinned less than the minimum hold ago")
                 continue
-            if isinstance(action, Pin | Unpin):
-                self.add(type(action)(action.version, f"cache policy: {action.reason}"))
+            if isinstance(action, Pin) and moving_held:
+                self.skip(action, "pin-hold", "a pin it would replace is within its minimum hold")
+                continue
+            self.add(type(action)(action.version, f"{POLICY_REASON}{action.reason}"))

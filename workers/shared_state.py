@@ -16,6 +16,8 @@ from typing import NamedTuple, cast
 import redis
 from django.conf import settings
 
+from workers.engine_slots import inflight_key
+
 DEMAND_HISTORY_MAX = 5_000  # recent requests per pool the controller's DemandTracker replays
 _PREFIX = "lp:fleet"
 
@@ -32,10 +34,6 @@ def client() -> redis.Redis:
 def _text(raw: bytes | str) -> str:
     # redis-py types replies as bytes | str; this client does not decode them, so they are bytes.
     return raw.decode() if isinstance(raw, bytes) else raw
-
-
-def inflight_key(engine: str) -> str:
-    return f"{_PREFIX}:inflight:{engine}"
 
 
 def inflight_begin(engine: str, served_name: str) -> None:

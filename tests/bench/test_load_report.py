@@ -28,3 +28,25 @@ def test_growth_is_measured_over_the_second_half():
 
 def test_an_empty_phase_has_zero_ttft():
     assert Phase("cold", 0).ttft().n == 0
+
+
+def test_the_report_says_how_often_pins_moved_and_whether_the_engines_survived_the_burst():
+    from bench.load import Result, render
+
+    served = Phase("burst", 60)
+    served.answers = [Answer(200, "", 10.0, 20.0)]
+    result = Result(
+        burst=served,
+        cold=Phase("cold", 0),
+        cold_loads=1,
+        soak=Phase("soak", 60),
+        samples=[],
+        machine="2 cores",
+        args={"burst_clients": 1, "adapters": 1, "cold_clients": 1, "soak_rate": 1},
+        seconds=1.0,
+        burst_pins={"load-a pin": 2, "load-a unpin": 1},
+        alive_after_burst={"load-a": True, "load-b": False},
+    )
+    text = render(result, "python -m bench.load")
+    assert "load-a pin: 2, load-a unpin: 1" in text
+    assert "Engines after the burst: load-a running, load-b **gone**." in text

@@ -1,6 +1,7 @@
 """Admission (gateway.limits) against the real Redis: never more distinct unpinned adapters in
-flight on an engine than unpinned GPU slots; the rate, the concurrency and the engine's in-flight
-count taken in one script and all given back by `release`."""
+flight on an engine than unpinned GPU slots, the pins read from the engine's pinned set
+(workers.engine_slots); the rate, the concurrency and the engine's in-flight count taken in one
+script and all given back by `release`."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from redis import asyncio as aioredis
 from gateway import limits
 from gateway.errors import GatewayError
 from gateway.pin_guard import PinGuardLink
-from gateway.routes import RouteTable, Target
-from workers import shared_state
+from gateway.routes import Target
+from workers import engine_slots, shared_state
 
 
 @pytest.fixture
@@ -46,13 +47,23 @@ def _admission(scripts, served_name: str, **kwargs) -> limits.Admission:
     return limits.Admission(scripts, target=_target(served_name), requested=served_name, **fields)
 
 
+def _pin(engine: str, *names: str) -> None:
+    """The engine's pinned set as the controller writes it (before it pins at the engine)."""
+    shared_state.client().zadd(engine_slots.pinned_key(engine), dict.fromkeys(names, 1.0))
+
+
+def _forget(engine: str) -> None:
+    shared_state.inflight_clear(engine)
+    shared_state.client().delete(engine_slots.pinned_key(engine))
+
+
 async def test_with_a_pin_only_one_other_adapter_runs_at_a_time_on_two_slots(scripts):
     engine = f"e-{uuid.uuid4().hex[:6]}"
-    pinned = frozenset({"p"})
+    _pin(engine, "p")
 
     async def admit(name: str) -> limits.Admission:
         admission = _admission(scripts, name)
-        await admission.admit(engine, pinned=pinned, max_loras=2)
+        await admission.admit(engine, max_loras=2)
         return admission
 
     a1 = await admit("a")
@@ -66,7 +77,26 @@ async def test_with_a_pin_only_one_other_adapter_runs_at_a_time_on_two_slots(scr
     await a2.release()
     await asyncio.wait_for(waiting, timeout=2)
     assert shared_state.inflight_counts(engine) == {"b": 1, "p": 1}
-    shared_state.inflight_clear(engine)
+    _forget(engine)
+
+
+async def test_the_pinned_set_in_redis_not_the_tables_decides(scripts):
+    """Issue 20: the controller writes a pin into the engine's pinned set before the engine
+    pins; the gateway's tables (the database's residency rows) only learn of it later. The
+    admission script reads the set: with the set full, a new distinct unpinned adapter waits
+    although the tables show no pin, and it goes in once the set empties (an unpin done)."""
+    engine = f"e-{uuid.uuid4().hex[:6]}"
+    first = _admission(scripts, "a")
+    await first.admit(engine, max_loras=2)
+    _pin(engine, "p")  # the controller's claim: p is being pinned; the tables show nothing yet
+    waiting = asyncio.create_task(_admission(scripts, "b").admit(engine, max_loras=2))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # a second unpinned adapter beside the pin: it would kill vLLM
+    assert shared_state.inflight_counts(engine) == {"a": 1}
+    shared_state.client().zrem(engine_slots.pinned_key(engine), "p")  # unpinned at the engine
+    await asyncio.wait_for(waiting, timeout=2)
+    assert shared_state.inflight_counts(engine) == {"a": 1, "b": 1}
+    _forget(engine)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -74,16 +104,12 @@ async def test_a_request_held_by_pins_tells_the_controller_and_goes_in_once_they
     """gateway.pin_guard: the held version is written where the controller counts it (and one
     converge pass is asked for: the claim), and the request re-reads the pins every round."""
     engine = f"e-{uuid.uuid4().hex[:6]}"  # no Engine row: the asked-for pass has nothing to do
-    table = RouteTable(pinned={engine: frozenset({"p"})})
-
-    async def tables() -> RouteTable:
-        return table
-
-    link = PinGuardLink(scripts.redis, tables)
+    _pin(engine, "p")
+    link = PinGuardLink(scripts.redis)
 
     async def admit(name: str) -> limits.Admission:
         admission = _admission(scripts, name)
-        await admission.admit(engine, pinned=table.pinned[engine], max_loras=2, held=link)
+        await admission.admit(engine, max_loras=2, held=link)
         return admission
 
     await admit("a")
@@ -92,17 +118,17 @@ async def test_a_request_held_by_pins_tells_the_controller_and_goes_in_once_they
     assert not waiting.done()
     assert shared_state.held_versions(engine) == {"b"}
     assert shared_state.client().exists(shared_state.held_claim_key(engine))
-    table.pinned = {engine: frozenset()}  # the controller gave the pin up; the tables show it
+    engine_slots.pin_drop(engine, "p")  # the controller gave the pin up at the engine
     await asyncio.wait_for(waiting, timeout=2)
     assert shared_state.inflight_counts(engine) == {"a": 1, "b": 1}
-    shared_state.inflight_clear(engine)
+    _forget(engine)
 
 
 async def test_without_pins_nothing_waits(scripts):
     engine = f"e-{uuid.uuid4().hex[:6]}"
     for name in "abcdef":
         admission = _admission(scripts, name)
-        await asyncio.wait_for(admission.admit(engine, pinned=frozenset(), max_loras=2), timeout=1)
+        await asyncio.wait_for(admission.admit(engine, max_loras=2), timeout=1)
     assert len(shared_state.inflight_counts(engine)) == 6
     shared_state.inflight_clear(engine)
 
@@ -112,14 +138,14 @@ async def test_release_gives_back_concurrency_and_in_flight_in_one_call(scripts)
     name = f"v-{uuid.uuid4().hex[:6]}"
     admission = _admission(scripts, name)
     await admission.admit()  # before a load: counted, on no engine yet
-    await admission.admit(engine, pinned=frozenset(), max_loras=2)
+    await admission.admit(engine, max_loras=2)
     redis = scripts.redis
     assert int(await redis.get(limits._conc_key(name))) == 1
     assert shared_state.inflight_counts(engine) == {name: 1}
     # Failover: leaves the first engine, admitted on a second one, concurrency kept.
     other = engine + "-b"
     await admission.leave_engine()
-    await admission.admit(other, pinned=frozenset(), max_loras=2)
+    await admission.admit(other, max_loras=2)
     assert shared_state.inflight_counts(engine) == {}
     assert shared_state.inflight_counts(other) == {name: 1}
     assert int(await redis.get(limits._conc_key(name))) == 1
@@ -135,12 +161,12 @@ async def test_the_rate_limit_counts_once_per_request_and_refuses_over_it(script
     engine = f"e-{uuid.uuid4().hex[:6]}"
     first = _admission(scripts, name, tenant_id=tenant_id, rpm_limit=2)
     await first.admit()
-    await first.admit(engine, pinned=frozenset(), max_loras=2)  # the same request: not again
+    await first.admit(engine, max_loras=2)  # the same request: not again
     second = _admission(scripts, name, tenant_id=tenant_id, rpm_limit=2)
-    await second.admit(engine, pinned=frozenset(), max_loras=2)
+    await second.admit(engine, max_loras=2)
     third = _admission(scripts, name, tenant_id=tenant_id, rpm_limit=2)
     with pytest.raises(GatewayError) as err:
-        await third.admit(engine, pinned=frozenset(), max_loras=2)
+        await third.admit(engine, max_loras=2)
     assert err.value.status == 429 and err.value.code == "rate_limit_exceeded"
     assert "retry-after" in err.value.headers
     await third.release()

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fixtures.engines import EngineHandle, portal_engine_keys
 from tests.workers.fleet import engine_row
-from workers import shared_state
+from workers import engine_slots, shared_state
 from workers.models import Engine
 
 
@@ -46,6 +46,8 @@ def _fleet(world, engines, settings) -> Fleet:
     b = engine_row(engines[1], world.base)
     for engine in (a, b):
         shared_state.inflight_clear(engine.name)
+        # The engines were just emptied: no pins (workers.engine_slots).
+        shared_state.client().delete(engine_slots.pinned_key(engine.name))
     shared_state.demand_clear(["shared"])
     world.acme.quota_pinned_slots = 10
     world.acme.save()

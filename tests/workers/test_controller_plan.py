@@ -262,3 +262,40 @@ def test_more_wishes_than_slots_do_not_churn_the_cache():
     plan = plan_converge(s, DemandTracker(), wanted=wanted, auto_pins=False)
     assert [k for k, _ in kinds(plan)] == []
     assert {x.code for x in plan.skipped} == {"implicit-eviction"}
+
+
+def _moving_pin_world(placed_ago_s: float):
+    """`a` pinned, `b` now far busier, room for one pin: the policy moves the pin a -> b."""
+    demand = DemandTracker()
+    demand.observe("a", 1.0)
+    for _ in range(200):
+        demand.observe("b", 1.0)
+    s = snap({"a": res("a", "gpu", pinned=True), "b": res("b", "gpu")}, ["a", "b"], quota=2)
+    wanted = {"a": WANT_ON_DEMAND, "b": WANT_ON_DEMAND}
+    return s, demand, wanted, {"a": s.now - placed_ago_s}
+
+
+def test_a_pin_is_not_moved_within_its_minimum_hold():
+    """Issue 20: under load the policy moved a pin about once a second."""
+    s, demand, wanted, pinned_at = _moving_pin_world(placed_ago_s=40.0)
+    assert kinds(plan_converge(s, demand, wanted=wanted, pinned_at=pinned_at)) == [
+        ("Unpin", "a"),
+        ("Pin", "b"),
+    ]  # without a hold (the default): moved
+    plan = plan_converge(s, demand, wanted=wanted, pinned_at=pinned_at, pin_min_hold_s=30.0)
+    assert kinds(plan) == [("Unpin", "a"), ("Pin", "b")]  # placed 40 s ago: past its hold
+    s, demand, wanted, pinned_at = _moving_pin_world(placed_ago_s=5.0)
+    plan = plan_converge(s, demand, wanted=wanted, pinned_at=pinned_at, pin_min_hold_s=30.0)
+    assert kinds(plan) == []  # neither given up nor replaced
+    assert {(type(k.action).__name__, k.code) for k in plan.skipped} == {
+        ("Unpin", "pin-hold"),
+        ("Pin", "pin-hold"),
+    }
+
+
+def test_a_held_pin_of_a_version_no_longer_wanted_goes_at_once():
+    s, demand, _, pinned_at = _moving_pin_world(placed_ago_s=1.0)
+    plan = plan_converge(
+        s, demand, wanted={"b": WANT_ON_DEMAND}, pinned_at=pinned_at, pin_min_hold_s=30.0
+    )
+    assert kinds(plan)[:2] == [("Unpin", "a"), ("Evict", "a")]  # disabled, unreleased, moved

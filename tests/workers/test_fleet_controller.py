@@ -13,7 +13,7 @@ import pytest
 from adapters.models import Adapter
 from tenants.access import AccessContext
 from tests.workers.fleet import chat, residency_report, servable_version
-from workers import shared_state
+from workers import engine_slots, shared_state
 from workers.controller import converge_engine
 from workers.desired import request_load, set_desired
 from workers.models import (
@@ -153,9 +153,11 @@ def test_a_pin_storm_never_kills_the_engine(fleet, tmp_path):
     assert set(residency_report(fleet.handle_a)["resident"]) == believed(fleet.a)
 
 
-def test_policy_pins_are_given_up_while_the_gateway_holds_requests_back(fleet, tmp_path):
+def test_policy_pins_are_given_up_while_the_gateway_holds_requests_back(fleet, tmp_path, settings):
     """Pins are for quiet engines: versions held at the gateway's pin guard count as served at
-    once (gateway.pin_guard), so the pass unpins, and pins again once nothing is held."""
+    once (gateway.pin_guard), so the pass unpins once the pin's minimum hold is over, and pins
+    again once nothing is held."""
+    settings.FLEET_PIN_MIN_HOLD_SECONDS = 30
     hot, other = (
         servable_version(adapter, tmp_path, seed=70 + i)
         for i, adapter in enumerate(adapters(fleet.world, 2))
@@ -171,10 +173,17 @@ def test_policy_pins_are_given_up_while_the_gateway_holds_requests_back(fleet, t
     now = time.time()  # two replicas hold requests for two versions
     shared_state.client().zadd(held, {other.served_name: now, "acme--x--v1-0": now})
     try:
+        report = converge_engine(fleet.a)  # the pin was placed a moment ago: it is held
+        assert residency_report(fleet.handle_a)["pinned"] == [hot.served_name]
+        assert ("unpin", hot.served_name, "pin-hold") in [
+            (s["action"], s["version"], s["code"]) for s in report.skipped
+        ]
+        settings.FLEET_PIN_MIN_HOLD_SECONDS = 0  # the hold is over
         converge_engine(fleet.a)
         assert residency_report(fleet.handle_a)["pinned"] == []
         row = Residency.objects.get(engine=fleet.a, version=hot)
-        assert row.observed_state != ResidencyState.PINNED  # what the gateway reads
+        assert row.observed_state != ResidencyState.PINNED
+        assert engine_slots.pinned_since(fleet.a.name) == {}  # what the gateway admits by
     finally:
         shared_state.client().delete(held)
     converge_engine(fleet.a)  # quiet again
