@@ -69,11 +69,17 @@ class Gateway:
         self.table = RouteTable()
         # Named, so that an operator (and a test) can tell a replica's connections apart.
         # Bounded waits: a stalled Redis must become a 503 within seconds, not hold requests.
-        self.redis = aioredis.Redis.from_url(
-            settings.REDIS_URL,
-            client_name=f"lp-gateway-{os.getpid()}",
-            socket_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
-            socket_connect_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
+        # A bounded pool that waits for a free connection (as long as a command may take)
+        # rather than raise past its size under a burst.
+        self.redis = aioredis.Redis.from_pool(
+            aioredis.BlockingConnectionPool.from_url(
+                settings.REDIS_URL,
+                max_connections=settings.GATEWAY_REDIS_MAX_CONNECTIONS,
+                timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
+                client_name=f"lp-gateway-{os.getpid()}",
+                socket_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
+                socket_connect_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
+            )
         )
         self.recorder = Recorder(self.redis)
         self.scripts = limits.Scripts(self.redis)

@@ -460,6 +460,10 @@ GATEWAY_WRITE_DEADLINE_SECONDS = env_float("GATEWAY_WRITE_DEADLINE_SECONDS", 10.
 # The gateway waits at most this long for one Redis command; when Redis is away (stalled,
 # restarting) a request is answered 503 `limits_unavailable` rather than admitted unchecked.
 GATEWAY_REDIS_TIMEOUT_SECONDS = env_float("GATEWAY_REDIS_TIMEOUT_SECONDS", 2.0)
+# Redis connections per gateway process; a request waits (up to the timeout above) for a free
+# one rather than fail: redis-py's default pool raised "Too many connections" past 100 under a
+# 200-client burst (make bench-load).
+GATEWAY_REDIS_MAX_CONNECTIONS = env_int("GATEWAY_REDIS_MAX_CONNECTIONS", 64)
 # Each replica renews a lease this long (every quarter of it); a replica whose lease lapsed (it
 # died) has what its requests held in the shared counts given back by the others (gateway.replicas).
 GATEWAY_REPLICA_LEASE_SECONDS = env_float("GATEWAY_REPLICA_LEASE_SECONDS", 10.0)
