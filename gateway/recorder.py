@@ -20,8 +20,10 @@ gateway/conversations.py), which is how its next turn is told from a first one.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from redis import asyncio as aioredis
@@ -30,7 +32,14 @@ from gateway.conversations import NO_TURN, Turn, follow_ups
 from workers.shared_state import DEMAND_HISTORY_MAX, demand_entry, demand_key
 
 TTFT_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+log = logging.getLogger(__name__)
+
 SECOND_TTL_S = 600
+# A flush Redis did not confirm is kept and sent again (Redis away, or its answer lost); each
+# batch writes a marker in the same transaction, so a batch that went through before its answer
+# was lost is not counted twice. At one batch a second, this keeps 10 minutes of an outage.
+UNSENT_MAX = 600
+BATCH_MARK_TTL_S = 3600
 MINUTE_TTL_S = 2 * 86400
 USAGE_TTL_S = 8 * 86400
 
@@ -79,12 +88,23 @@ def bucket(ms: float) -> str:
     return "+Inf"
 
 
+@dataclass
+class _Batch:
+    """One flush's worth of measurements, until Redis confirms it."""
+
+    id: str
+    counters: defaultdict[tuple[str, str], float]
+    demand: list[_Demand] = field(default_factory=list)
+    tried: bool = False
+
+
 class Recorder:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
         # Sums of counts and of milliseconds (fractions, for the seconds charts): floats.
         self._counters: defaultdict[tuple[str, str], float] = defaultdict(float)
         self._demand: list[_Demand] = []
+        self._unsent: list[_Batch] = []
 
     def add(self, m: Measurement) -> None:
         c = self._counters
@@ -137,26 +157,43 @@ class Recorder:
                 # the live charts' load latency (portal/live_series.py)
                 (f"lp:gwm:sec:{sec}", f"{key}|load_ms_sum", round(m.load_ms)),
             ]
-        for name, field, amount in rows:
+        for name, field_, amount in rows:
             if amount:
-                c[(name, field)] += amount
+                c[(name, field_)] += amount
         if m.served_name and m.pool:  # a load's leader is in already, but its turn counts
             self._demand.append(_Demand(m.pool, m.at, m.served_name, m.turn, not m.caused_load))
 
     async def flush(self) -> int:
-        """Send what accumulated; returns how many fields were written."""
-        if not self._counters and not self._demand:
-            return 0
-        counters, self._counters = self._counters, defaultdict(float)
-        demand, self._demand = self._demand, []
+        """Send what accumulated, and any earlier batch Redis did not confirm, oldest first;
+        returns how many fields were written. Raises what Redis raised (the batch is kept)."""
+        if self._counters or self._demand:
+            self._unsent.append(_Batch(uuid.uuid4().hex, self._counters, self._demand))
+            self._counters, self._demand = defaultdict(float), []
+            if len(self._unsent) > UNSENT_MAX:
+                lost = self._unsent.pop(0)
+                log.warning("gateway measurements dropped: batch %s (Redis away too long)", lost.id)
+        written = 0
+        while self._unsent:
+            written += await self._send(self._unsent[0])
+            self._unsent.pop(0)
+        return written
+
+    async def _send(self, batch: _Batch) -> int:
+        marker = f"lp:gwm:batch:{batch.id}"
+        if batch.tried and await self.redis.exists(marker):
+            return 0  # it went through; only its answer was lost
+        batch.tried = True
+        counters, demand = batch.counters, batch.demand
         later_turns = await follow_ups(self.redis, [d.turn for d in demand])
-        pipe = self.redis.pipeline(transaction=False)
+        # One transaction: the batch and its marker are applied whole or not at all.
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(marker, 1, ex=BATCH_MARK_TTL_S)
         ttls: dict[str, int] = {}
-        for (name, field), amount in counters.items():
-            if field.endswith("_ms_sum"):  # may hold a fraction: never HINCRBY on it
-                pipe.hincrbyfloat(name, field, float(amount))
+        for (name, field_), amount in counters.items():
+            if field_.endswith("_ms_sum"):  # may hold a fraction: never HINCRBY on it
+                pipe.hincrbyfloat(name, field_, float(amount))
             else:
-                pipe.hincrby(name, field, int(amount))
+                pipe.hincrby(name, field_, int(amount))
             if name.startswith("lp:gwm:sec:"):
                 ttls[name] = SECOND_TTL_S
             elif name.startswith("lp:gwm:min:"):
