@@ -40,14 +40,6 @@ def gateway_connected(server: OwnRedis) -> bool:
         return False
 
 
-@pytest.fixture
-def own_redis(tmp_path):
-    server = OwnRedis(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
-
-
 def test_the_gateway_fails_closed_with_json_while_redis_is_away_and_heals(world, own_redis):
     token = token_issue(
         access=AccessContext.for_user(world.users["alice"]),

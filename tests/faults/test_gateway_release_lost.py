@@ -37,14 +37,6 @@ STREAM = {
 }
 
 
-@pytest.fixture
-def own_redis(tmp_path):
-    server = OwnRedis(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
-
-
 def _in_flight(server: OwnRedis, tenant_id: int) -> int:
     return int(server.client().get(f"lp:gw:tflight:{tenant_id}") or 0)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import pytest
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
@@ -49,14 +48,6 @@ def _served(at: float, tokens: int = 7) -> Measurement:
 def _usage(server: OwnRedis) -> tuple[int, int]:
     row = server.client().hgetall(f"lp:usage:{DAY}")
     return int(row.get(b"5|11|requests", 0)), int(row.get(b"5|11|out", 0))
-
-
-@pytest.fixture
-def own_redis(tmp_path):
-    server = OwnRedis(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 async def _flush(recorder: Recorder) -> str:

@@ -41,14 +41,6 @@ FINAL_CLOSES = {4401, 4403, 4404}
 TICK_KEY = "lp:live:tick:*"
 
 
-@pytest.fixture
-def own_redis(tmp_path):
-    server = OwnRedis(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
-
-
 def _ws(base: str, path: str) -> str:
     return base.replace("http://", "ws://") + path
 

@@ -20,21 +20,12 @@ from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.faults.harness import CallerLog, chain_verifies, ledger, portal_env, start_portal
 from tests.faults.record import REPO, FaultRecord, Stopwatch, wait_until
-from tests.faults.redis_server import OwnRedis
 from tests.portal.live_helpers import session_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PAUSE_MS = 4000
 DOWN_S = 3.0
 TICK_KEY = "lp:live:tick:*"
-
-
-@pytest.fixture
-def own_redis(tmp_path):
-    server = OwnRedis(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def _calls(client: httpx.Client, caller: CallerLog, token: str, cookie: str) -> None:
