@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass
+
 from django.db.models import Max, Q, QuerySet
 
-from adapters.models import Adapter, AdapterVersion, Alias
+from adapters.access import AccessContext
+from adapters.models import Adapter, AdapterUserObjectPermission, AdapterVersion, Alias
 from core.errors import NotFound
-from tenants.access import AccessContext
 from tenants.models import Tenant
 
 
@@ -81,3 +84,25 @@ def aliases_for(*, tenant: Tenant) -> QuerySet[Alias]:
         .select_related("tenant")
         .prefetch_related("targets__version__adapter")
     )
+
+
+@dataclass(frozen=True)
+class Grant:
+    adapter: str
+    username: str
+    perms: tuple[str, ...]
+
+
+def grants_of(*, access: AccessContext, tenant: Tenant) -> list[Grant]:
+    """Per-object grants on the adapters of `tenant` the caller can see, one row per user."""
+    rows = (
+        AdapterUserObjectPermission.objects.filter(
+            content_object__in=access.visible_adapters(tenant)
+        )
+        .order_by("content_object__name", "user__username", "permission__codename")
+        .values_list("content_object__name", "user__username", "permission__codename")
+    )
+    perms: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for adapter, username, codename in rows:
+        perms[(adapter, username)].append(codename)
+    return [Grant(a, u, tuple(p)) for (a, u), p in perms.items()]

@@ -1,5 +1,5 @@
 """What a signed-in user may chat with in a tenant's playground, read fresh from the database on
-every prompt (a revoked membership or grant counts at once); the rule is tenants/access.py's
+every prompt (a revoked membership or grant counts at once); the rule is adapters/access.py's
 `playground_may_use`. Builds the gateway's own Route/Target, so the request path is the API's."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, Subquery
 
+from adapters.access import AccessContext
 from adapters.models import AdapterVersion, BaseModel, VersionStatus
 from core.errors import NotFound, PermissionDenied
 from gateway.routes import Route, RouteTable, Target
 from gateway.routes import _target as target_of  # the table's own builder: same pool, rank, caps
-from tenants.access import AccessContext
 from tenants.models import Membership, Tenant
 
 BASE_PREFIX = "base:"

@@ -1,5 +1,5 @@
 """Writes to the engine catalogue: register an engine, change its settings. Each change is one
-transaction, audited; who may make it is asked inside (tenants/access.py), whoever calls."""
+transaction, audited; who may make it is asked inside (adapters/access.py), whoever calls."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from adapters.access import AccessContext
 from core.audit import record_event
 from core.errors import Conflict, PermissionDenied, clean_or_raise
-from tenants.access import AccessContext
 from workers.models import Engine
 
 # Where an engine lives and what it is: its URL is where the prober, the controller and the

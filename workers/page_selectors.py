@@ -14,8 +14,8 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, VersionStatus
-from tenants.access import AccessContext
 from workers.advisor import Advice, launch_flags
 from workers.advisor_selectors import lora_modules
 from workers.alarms import open_alarms

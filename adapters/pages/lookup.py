@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from django.http import HttpRequest
 
 from adapters import selectors
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion
-from tenants.access import AccessContext
 from tenants.models import Tenant
 from tenants.pagekit import access_for
 

@@ -7,13 +7,13 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from adapters.access import AccessContext
 from adapters.models import AdapterVersion, VersionStatus
 from adapters.pages.lookup import version_in_scope
 from adapters.selectors import versions_visible
 from adapters.services.lifecycle import version_approve, version_reject
 from core.errors import ApplicationError
 from core.request import PortalRequest
-from tenants.access import AccessContext
 from tenants.pagekit import access_for, is_htmx, page_view, post_text, render_page
 
 QUEUE_LIMIT = 200

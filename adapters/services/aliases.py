@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from adapters.access import AccessContext
 from adapters.models import (
     AdapterVersion,
     Alias,
@@ -19,7 +20,6 @@ from adapters.models import (
 )
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, clean_or_raise
-from tenants.access import AccessContext
 from tenants.models import Tenant
 
 TOTAL_WEIGHT = 100

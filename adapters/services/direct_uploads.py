@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, DirectUpload, DirectUploadState
 from adapters.services.uploads import (
     CONFIG_NAME,
@@ -48,7 +49,6 @@ from adapters.storage import (
 from adapters.storage.streams import read_stored
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, NotFound
-from tenants.access import AccessContext
 from tenants.models import Tenant
 
 log = logging.getLogger(__name__)

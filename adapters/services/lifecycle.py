@@ -11,12 +11,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from adapters.access import AccessContext
 from adapters.models import AdapterVersion, Decision, DecisionKind, VersionStatus
 from adapters.signals import version_status_changed
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, PermissionDenied
 from core.events import broadcast_after_commit
-from tenants.access import AccessContext
 from tenants.models import SloClass
 
 S = VersionStatus

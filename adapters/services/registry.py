@@ -9,11 +9,11 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, BaseModel, WarmupPolicy
 from adapters.validation.base_model import BaseModelSpec, BaseModelSpecError
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, clean_or_raise
-from tenants.access import AccessContext
 from tenants.models import Tenant
 from workers import schedules
 

@@ -18,6 +18,7 @@ import redis
 from django.db import transaction
 from django.db.models import Count, QuerySet
 
+from adapters.access import AccessContext
 from adapters.models import (
     AdapterVersion,
     Alias,
@@ -38,7 +39,6 @@ from adapters.services.aliases import (
 )
 from core.audit import record_event
 from core.errors import Conflict
-from tenants.access import AccessContext
 
 log = logging.getLogger(__name__)
 AUTO_ROLLBACK_ACTOR = "auto-rollback"

@@ -17,13 +17,13 @@ from django.db import transaction
 from django.db.models import F, Max, Sum
 from django.utils import timezone
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, DirectUpload, VersionStatus
 from adapters.storage import StorageError, StoredObject, TooLarge, get_storage, quarantine_key
 from adapters.storage.streams import Readable
 from adapters.validation.report import FileDigest, manifest_sha256
 from core.audit import record_event
 from core.errors import ApplicationError
-from tenants.access import AccessContext
 from tenants.models import Tenant
 
 CONFIG_NAME = "adapter_config.json"

@@ -18,6 +18,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from redis import asyncio as aioredis
 
 from adapters import tasks
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, Alias, AliasRevision, AliasTarget
 from adapters.services import releases
 from adapters.services.aliases import alias_set
@@ -29,7 +30,6 @@ from gateway.errors import GatewayError
 from gateway.recorder import Measurement, Recorder
 from gateway.routes import Target, build_table
 from portal.audit_verify import verify_chain
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.workers.conftest import worker_fleet  # noqa: F401 - the fixture
 from workers import shared_state

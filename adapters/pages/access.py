@@ -11,13 +11,13 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from adapters.selectors import adapter_get, adapters_for
+from adapters.access import AccessContext
+from adapters.selectors import adapter_get, adapters_for, grants_of
 from core.errors import ApplicationError, NotFound
 from core.request import PortalRequest
-from tenants.access import AccessContext
 from tenants.models import Tenant, TenantRole
 from tenants.pagekit import access_for, page_view, post_text, render_page
-from tenants.selectors import grants_of, members_of, tenant_tokens
+from tenants.selectors import members_of, tenant_tokens
 from tenants.services import (
     GRANTABLE_ADAPTER_PERMS,
     adapter_grant,
