@@ -5,12 +5,18 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import Max, Q, QuerySet
 
 from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterUserObjectPermission, AdapterVersion, Alias
 from core.errors import NotFound
 from tenants.models import Tenant
+
+
+def pool_of(adapter: Adapter) -> str:
+    """The pool an adapter runs in: its own binding, its tenant's, or the default pool."""
+    return adapter.pool or adapter.tenant.pool or settings.DEFAULT_POOL
 
 
 def adapters_for(*, access: AccessContext, tenant: Tenant) -> QuerySet[Adapter]:

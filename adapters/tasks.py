@@ -54,17 +54,3 @@ def purge_rejected_quarantine() -> int:
     from adapters.services.quarantine import purge_rejected_quarantine as purge
 
     return purge()
-
-
-@shared_task(acks_late=True)
-def check_canaries(now: float | None = None) -> int:
-    """Beat entry (30 s): roll back guarded canaries whose error rate or TTFT passed their limit.
-
-    Harmless when redelivered or run twice at once: a rollback happens once per revision.
-    `now` (epoch seconds) is for tests; beat passes nothing.
-    """
-    from adapters.services.releases import check_canaries as check
-    from workers import shared_state
-
-    checks = check(client=shared_state.client(), now=now)
-    return sum(c.outcome == "rolled_back" for c in checks)

@@ -18,11 +18,12 @@ from django.utils import timezone
 
 from adapters.access import AccessContext
 from adapters.models import AdapterVersion, Alias, BaseModel, VersionStatus
+from adapters.selectors import pool_of
 from gateway.request_schema import Plan
 from tenants.models import ApiToken, Membership, Tenant, TokenScope
 from tenants.tokens import TOKEN_PREFIX
 from workers.models import Engine, EngineState, Residency, ResidencyState
-from workers.selectors import engine_key, pool_of
+from workers.selectors import engine_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from django_celery_beat.models import PeriodicTask
 
 from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, VersionStatus
+from adapters.selectors import pool_of
 from workers.advisor import Advice, launch_flags
 from workers.advisor_selectors import lora_modules
 from workers.alarms import open_alarms
@@ -26,7 +27,6 @@ from workers.schedules import TASK_NAME as WARMUP_TASK
 from workers.selectors import (
     engine_advice,
     placement_row,
-    pool_of,
     residencies_of_engine,
     tier_of,
 )

@@ -10,12 +10,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from adapters.access import AccessContext
+from adapters.fleet_port import fleet
 from adapters.models import Adapter, BaseModel, WarmupPolicy
+from adapters.selectors import pool_of
+from adapters.signals import adapter_schedule_changed
 from adapters.validation.base_model import BaseModelSpec, BaseModelSpecError
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, clean_or_raise
 from tenants.models import Tenant
-from workers import schedules
 
 ADAPTER_FIELDS = (
     "description",
@@ -143,7 +145,7 @@ def _changed(adapter: Adapter, changes: dict[str, Any], fields: tuple[str, ...])
 
 def _refuse_problems(adapter: Adapter) -> None:
     """Refuse a warm-up policy that breaks a hard rule; every problem goes in the details."""
-    problems = schedules.warmup_problems(adapter=adapter)
+    problems = fleet().warmup_problems(adapter=adapter)
     if problems:
         first = problems[0]
         raise ApplicationError(
@@ -155,7 +157,8 @@ def _refuse_problems(adapter: Adapter) -> None:
 
 
 def _sync_after_commit(adapter: Adapter) -> None:
-    transaction.on_commit(lambda: schedules.sync_adapter_schedule(adapter=adapter))
+    """Announce the new warm-up policy once it is committed; the fleet reacts (its beat entries)."""
+    transaction.on_commit(lambda: adapter_schedule_changed.send(sender=Adapter, adapter=adapter))
 
 
 def adapter_create(
@@ -180,7 +183,7 @@ def adapter_create(
     clean_or_raise(adapter, validate_unique=False, exclude=["tenant", "base_model", "created_by"])
     try:
         with transaction.atomic():
-            schedules.lock_schedule_scope(tenant_id=tenant.pk, pools=[schedules.pool_of(adapter)])
+            fleet().lock_schedule_scope(tenant_id=tenant.pk, pools=[pool_of(adapter)])
             locked_tenant = Tenant.objects.get(pk=tenant.pk)
             if Adapter.objects.filter(tenant=locked_tenant).count() >= locked_tenant.quota_adapters:
                 raise ApplicationError(
@@ -227,10 +230,10 @@ def adapter_update(
     with transaction.atomic():
         # Tenant before adapter: the order uploads lock in, so the two never deadlock. Both
         # pools' engines when the pool moves: the rules count the new one.
-        pools = {schedules.pool_of(adapter)}
+        pools = {pool_of(adapter)}
         if changes.get("pool") is not None:
             pools.add(changes["pool"] or adapter.tenant.pool or settings.DEFAULT_POOL)
-        schedules.lock_schedule_scope(tenant_id=adapter.tenant_id, pools=pools)
+        fleet().lock_schedule_scope(tenant_id=adapter.tenant_id, pools=pools)
         locked = Adapter.objects.select_for_update().select_related("tenant").get(pk=adapter.pk)
         platform = _changed(locked, changes, PLATFORM_FIELDS)
         tenant_fields = set(changes) - set(PLATFORM_FIELDS)
