@@ -5,6 +5,7 @@ class AdaptersConfig(AppConfig):
     name = "adapters"
 
     def ready(self) -> None:
+        from adapters import tasks  # noqa: F401  (registers them: services enqueue them by name)
         from adapters.access import AccessContext
         from tenants import access_port
 

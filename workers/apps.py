@@ -10,6 +10,7 @@ class WorkersConfig(AppConfig):
         from workers import (
             checks,  # noqa: F401  (registers the engine-key deploy checks)
             registry_answers,
+            tasks,  # noqa: F401  (registers them: services enqueue them by name)
         )
         from workers.receivers import on_adapter_schedule_changed, on_version_status_changed
 

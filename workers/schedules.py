@@ -10,7 +10,6 @@ entries change behind the policy's back.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 from datetime import datetime, time
@@ -34,6 +33,7 @@ from adapters.warmup_window import (
     window_problems,
 )
 from core.errors import ApplicationError
+from workers import desired
 from workers.alarms import alarm_clear, alarm_raise
 from workers.models import AlarmKind, Engine, EngineAlarm
 from workers.schedule_rules import (
@@ -175,8 +175,7 @@ def sync_adapter_schedule(*, adapter: Adapter, now: datetime | None = None) -> s
 
 
 def _desired() -> Any:
-    # Looked up at call time: the fleet's module, not imported by the registry's import chain.
-    return importlib.import_module("workers.desired")
+    return desired
 
 
 def _action(policy: str, phase: str) -> str:

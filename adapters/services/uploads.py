@@ -24,6 +24,7 @@ from adapters.storage.streams import Readable
 from adapters.validation.report import FileDigest, manifest_sha256
 from core.audit import record_event
 from core.errors import ApplicationError
+from core.tasks import task_named
 from tenants.models import Tenant
 
 CONFIG_NAME = "adapter_config.json"
@@ -261,6 +262,4 @@ def _create_version(
 
 
 def _enqueue_validation(version_id: int) -> None:
-    from adapters.tasks import validate_version
-
-    validate_version.delay(version_id)
+    task_named("adapters.tasks.validate_version").delay(version_id)
