@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Max, Q, QuerySet
 
-from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterUserObjectPermission, AdapterVersion, Alias
 from core.errors import NotFound
+from tenants.access_port import Access
 from tenants.models import Tenant
 
 
@@ -19,7 +19,7 @@ def pool_of(adapter: Adapter) -> str:
     return adapter.pool or adapter.tenant.pool or settings.DEFAULT_POOL
 
 
-def adapters_for(*, access: AccessContext, tenant: Tenant) -> QuerySet[Adapter]:
+def adapters_for(*, access: Access, tenant: Tenant) -> QuerySet[Adapter]:
     return (
         access.visible_adapters(tenant)
         .select_related("tenant", "base_model")
@@ -28,7 +28,7 @@ def adapters_for(*, access: AccessContext, tenant: Tenant) -> QuerySet[Adapter]:
     )
 
 
-def adapter_get(*, access: AccessContext, tenant: Tenant, name: str) -> Adapter:
+def adapter_get(*, access: Access, tenant: Tenant, name: str) -> Adapter:
     adapter = adapters_for(access=access, tenant=tenant).filter(name=name).first()
     if adapter is None:
         raise NotFound(
@@ -71,7 +71,7 @@ def version_get(*, adapter: Adapter, number: int) -> AdapterVersion:
     return version
 
 
-def versions_visible(*, access: AccessContext) -> QuerySet[AdapterVersion]:
+def versions_visible(*, access: Access) -> QuerySet[AdapterVersion]:
     """Versions across every tenant the caller can see: a reviewer's queue, a member's overview."""
     if access.sees_all_tenants():
         qs = AdapterVersion.objects.all()
@@ -99,7 +99,7 @@ class Grant:
     perms: tuple[str, ...]
 
 
-def grants_of(*, access: AccessContext, tenant: Tenant) -> list[Grant]:
+def grants_of(*, access: Access, tenant: Tenant) -> list[Grant]:
     """Per-object grants on the adapters of `tenant` the caller can see, one row per user."""
     rows = (
         AdapterUserObjectPermission.objects.filter(

@@ -9,7 +9,6 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from adapters.access import AccessContext
 from adapters.fleet_port import fleet
 from adapters.models import Adapter, BaseModel, WarmupPolicy
 from adapters.selectors import pool_of
@@ -17,6 +16,7 @@ from adapters.signals import adapter_schedule_changed
 from adapters.validation.base_model import BaseModelSpec, BaseModelSpecError
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, clean_or_raise
+from tenants.access_port import Access
 from tenants.models import Tenant
 
 ADAPTER_FIELDS = (
@@ -55,7 +55,7 @@ def base_model_spec(base_model: BaseModel) -> BaseModelSpec:
 
 def base_model_register(
     *,
-    access: AccessContext,
+    access: Access,
     name: str,
     source: str,
     hf_config: dict[str, Any],
@@ -102,7 +102,7 @@ def base_model_register(
     return base
 
 
-def base_model_register_from_dir(*, access: AccessContext, name: str, model_dir: Path) -> BaseModel:
+def base_model_register_from_dir(*, access: Access, name: str, model_dir: Path) -> BaseModel:
     config_path = Path(model_dir) / "config.json"
     try:
         hf_config = json.loads(config_path.read_text())
@@ -117,7 +117,7 @@ def base_model_register_from_dir(*, access: AccessContext, name: str, model_dir:
     return base_model_register(access=access, name=name, source=str(model_dir), hf_config=hf_config)
 
 
-def _require_platform_fields(access: AccessContext, fields: list[str]) -> None:
+def _require_platform_fields(access: Access, fields: list[str]) -> None:
     """Pools and SLO classes decide capacity and cost for every tenant: platform admins only."""
     if fields:
         names = " and ".join(sorted(fields))
@@ -163,7 +163,7 @@ def _sync_after_commit(adapter: Adapter) -> None:
 
 def adapter_create(
     *,
-    access: AccessContext,
+    access: Access,
     tenant: Tenant,
     name: str,
     base_model: BaseModel,
@@ -218,7 +218,7 @@ def adapter_create(
 
 
 def adapter_update(
-    *, access: AccessContext, adapter: Adapter, request_id: str = "", **changes: Any
+    *, access: Access, adapter: Adapter, request_id: str = "", **changes: Any
 ) -> Adapter:
     """Change an adapter. Tenant fields need change_adapter, pool and SLO class a platform admin
     (who needs nothing else for them); a warm-up change must keep the hard rules."""

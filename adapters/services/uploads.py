@@ -17,7 +17,6 @@ from django.db import transaction
 from django.db.models import F, Max, Sum
 from django.utils import timezone
 
-from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, DirectUpload, VersionStatus
 from adapters.storage import StorageError, StoredObject, TooLarge, get_storage, quarantine_key
 from adapters.storage.streams import Readable
@@ -25,6 +24,7 @@ from adapters.validation.report import FileDigest, manifest_sha256
 from core.audit import record_event
 from core.errors import ApplicationError
 from core.tasks import task_named
+from tenants.access_port import Access
 from tenants.models import Tenant
 
 CONFIG_NAME = "adapter_config.json"
@@ -105,7 +105,7 @@ def check_quota(tenant: Tenant, incoming: int, *, exclude_upload: int | None = N
 BODY_OVERHEAD_ALLOWANCE = MAX_SIGNATURE_BYTES + 64 * 1024
 
 
-def upload_precheck(*, access: AccessContext, adapter: Adapter, content_length: int | None) -> None:
+def upload_precheck(*, access: Access, adapter: Adapter, content_length: int | None) -> None:
     """Refuse an upload whose request body cannot fit, from its Content-Length alone.
 
     Runs before the multipart body is parsed, so a client sending gigabytes over the cap or the
@@ -141,7 +141,7 @@ def next_number_guess(adapter: Adapter) -> int:
 
 def version_upload(
     *,
-    access: AccessContext,
+    access: Access,
     adapter: Adapter,
     config: IncomingFile,
     model: IncomingFile,
@@ -202,7 +202,7 @@ def _remove(storage: Any, stored: dict[str, StoredObject]) -> None:
 
 def _create_version(
     *,
-    access: AccessContext,
+    access: Access,
     adapter: Adapter,
     stored: dict[str, StoredObject],
     signature: bytes | None,

@@ -30,6 +30,7 @@ from gateway.errors import GatewayError
 from gateway.recorder import Measurement, Recorder
 from gateway.routes import Target, build_table
 from portal.audit_verify import verify_chain
+from tenants.access_port import Access
 from tenants.tokens import token_issue
 from tests.workers.conftest import worker_fleet  # noqa: F401 - the fixture
 from workers import shared_state
@@ -69,7 +70,7 @@ def acme(world):
     return world
 
 
-def owner(world) -> AccessContext:
+def owner(world) -> Access:
     return AccessContext.for_user(world.users["alice"])
 
 
