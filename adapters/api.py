@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from adapters import selectors
 from adapters import serializers as s
+from adapters.fleet_port import fleet
 from adapters.models import Adapter, AdapterVersion, Alias, BaseModel
 from adapters.services import aliases, lifecycle, registry, releases, uploads
 from core.errors import ApplicationError, NotFound
@@ -180,11 +181,8 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     @action(detail=True, methods=["get"])
     def residency(self, request, tenant=None, adapter=None, number=None):
         """Where this version is: tier, desired and observed state on each engine of its pool."""
-        from workers.selectors import version_placement
-
-        return Response(
-            s.PlacementSerializer(version_placement(self._version(number)), many=True).data
-        )
+        placement = fleet().version_placement(self._version(number))
+        return Response(s.PlacementSerializer(placement, many=True).data)
 
     @action(detail=True, methods=["post"])
     def approve(self, request, tenant=None, adapter=None, number=None):

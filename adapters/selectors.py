@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.conf import settings
 from django.db.models import Max, Q, QuerySet
 
-from adapters.models import Adapter, AdapterVersion, Alias
+from adapters.models import Adapter, AdapterUserObjectPermission, AdapterVersion, Alias
 from core.errors import NotFound
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import Tenant
 
 
-def adapters_for(*, access: AccessContext, tenant: Tenant) -> QuerySet[Adapter]:
+def pool_of(adapter: Adapter) -> str:
+    """The pool an adapter runs in: its own binding, its tenant's, or the default pool."""
+    return adapter.pool or adapter.tenant.pool or settings.DEFAULT_POOL
+
+
+def adapters_for(*, access: Access, tenant: Tenant) -> QuerySet[Adapter]:
     return (
         access.visible_adapters(tenant)
         .select_related("tenant", "base_model")
@@ -19,7 +28,7 @@ def adapters_for(*, access: AccessContext, tenant: Tenant) -> QuerySet[Adapter]:
     )
 
 
-def adapter_get(*, access: AccessContext, tenant: Tenant, name: str) -> Adapter:
+def adapter_get(*, access: Access, tenant: Tenant, name: str) -> Adapter:
     adapter = adapters_for(access=access, tenant=tenant).filter(name=name).first()
     if adapter is None:
         raise NotFound(
@@ -62,7 +71,7 @@ def version_get(*, adapter: Adapter, number: int) -> AdapterVersion:
     return version
 
 
-def versions_visible(*, access: AccessContext) -> QuerySet[AdapterVersion]:
+def versions_visible(*, access: Access) -> QuerySet[AdapterVersion]:
     """Versions across every tenant the caller can see: a reviewer's queue, a member's overview."""
     if access.sees_all_tenants():
         qs = AdapterVersion.objects.all()
@@ -81,3 +90,25 @@ def aliases_for(*, tenant: Tenant) -> QuerySet[Alias]:
         .select_related("tenant")
         .prefetch_related("targets__version__adapter")
     )
+
+
+@dataclass(frozen=True)
+class Grant:
+    adapter: str
+    username: str
+    perms: tuple[str, ...]
+
+
+def grants_of(*, access: Access, tenant: Tenant) -> list[Grant]:
+    """Per-object grants on the adapters of `tenant` the caller can see, one row per user."""
+    rows = (
+        AdapterUserObjectPermission.objects.filter(
+            content_object__in=access.visible_adapters(tenant)
+        )
+        .order_by("content_object__name", "user__username", "permission__codename")
+        .values_list("content_object__name", "user__username", "permission__codename")
+    )
+    perms: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for adapter, username, codename in rows:
+        perms[(adapter, username)].append(codename)
+    return [Grant(a, u, tuple(p)) for (a, u), p in perms.items()]

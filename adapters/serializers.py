@@ -5,6 +5,7 @@ from typing import Any
 from django.db import models
 from rest_framework import serializers
 
+from adapters import warmup_window as window_rules
 from adapters.models import (
     Adapter,
     AdapterVersion,
@@ -17,7 +18,6 @@ from adapters.models import (
 from adapters.services.aliases import VERSION_REF_PATTERN
 from adapters.services.registry import ADAPTER_FIELDS
 from tenants.models import SLUG_VALIDATOR, SloClass
-from workers import schedules
 
 
 class BaseModelSerializer(serializers.ModelSerializer):
@@ -44,14 +44,14 @@ class BaseModelCreateSerializer(serializers.Serializer):
 
 
 def _validate_timezone(value: str) -> None:
-    if not schedules.valid_timezone(value):
+    if not window_rules.valid_timezone(value):
         raise serializers.ValidationError(
             f"'{value}' is not an IANA time zone (e.g. Europe/Berlin, America/New_York, UTC)."
         )
 
 
 def _validate_days(value: str) -> None:
-    if schedules.parse_days(value) is None:
+    if window_rules.parse_days(value) is None:
         raise serializers.ValidationError(
             f"'{value}' is not a crontab day_of_week (e.g. mon-fri, sat,sun, 1-5; Sunday is 0; "
             "a range may not wrap past Saturday)."
@@ -119,14 +119,14 @@ class AdapterSerializer(serializers.ModelSerializer):
         # rules the registry keeps, so the error names the field to fix.
         final = {k: attrs.get(k, self._current(k)) for k in WINDOW_FIELDS}
         if final["warmup_policy"] == WarmupPolicy.PRELOAD_BUSINESS_HOURS:
-            window = schedules.WarmupWindow(
+            window = window_rules.WarmupWindow(
                 days=final["warmup_days"],
                 start=final["warmup_start"],
                 end=final["warmup_end"],
                 timezone=final["warmup_timezone"],
             )
             errors: dict[str, list[str]] = {}
-            for problem in schedules.window_problems(window):
+            for problem in window_rules.window_problems(window):
                 errors.setdefault(problem.field, []).append(
                     problem.message.removeprefix(f"{problem.field}: ")
                 )

@@ -1,4 +1,7 @@
-"""Celery tasks of the registry: thin wrappers that take ids and call a service."""
+"""Celery tasks of the registry: thin wrappers that take ids and call a service.
+
+On top of the app: they import services; services start them by name (core.tasks).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,13 @@ from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
-from adapters.services.validation import TransientValidationFailure, run_validation
+from adapters.services.direct_uploads import expire_direct_uploads as expire
+from adapters.services.quarantine import purge_rejected_quarantine as purge
+from adapters.services.validation import (
+    TransientValidationFailure,
+    run_validation,
+    stalled_validation_ids,
+)
 
 
 @shared_task(
@@ -32,8 +41,6 @@ def requeue_stalled_validations() -> int:
 
     The broker normally redelivers; this covers a lost message or a broker restart.
     """
-    from adapters.services.validation import stalled_validation_ids
-
     version_ids = stalled_validation_ids()
     for version_id in version_ids:
         validate_version.delay(version_id)
@@ -43,28 +50,10 @@ def requeue_stalled_validations() -> int:
 @shared_task(acks_late=True)
 def expire_direct_uploads() -> int:
     """Beat entry: discard direct uploads past their expiry (their parts, objects and rows)."""
-    from adapters.services.direct_uploads import expire_direct_uploads as expire
-
     return expire()
 
 
 @shared_task(acks_late=True)
 def purge_rejected_quarantine() -> int:
     """Beat entry (hourly): delete rejected versions' quarantine objects past their retention."""
-    from adapters.services.quarantine import purge_rejected_quarantine as purge
-
     return purge()
-
-
-@shared_task(acks_late=True)
-def check_canaries(now: float | None = None) -> int:
-    """Beat entry (30 s): roll back guarded canaries whose error rate or TTFT passed their limit.
-
-    Harmless when redelivered or run twice at once: a rollback happens once per revision.
-    `now` (epoch seconds) is for tests; beat passes nothing.
-    """
-    from adapters.services.releases import check_canaries as check
-    from workers import shared_state
-
-    checks = check(client=shared_state.client(), now=now)
-    return sum(c.outcome == "rolled_back" for c in checks)

@@ -1,12 +1,32 @@
-"""Page URLs for the registry: tenant adapters and versions, uploads, aliases, the review queue."""
+"""Page URLs for the registry: tenant adapters and versions, uploads, aliases, the review queue,
+and a tenant's access page (members, per-adapter grants, tokens)."""
 
 from django.urls import path
 
-from adapters.pages import adapter_forms, aliases, registry, review, upload
+from adapters.pages import access, adapter_forms, aliases, registry, review, upload
 
+TENANT = "t/<slug:tenant>/"
 VERSION = "t/<slug:tenant>/a/<slug:adapter>/v/<int:number>/"
 
 urlpatterns = [
+    # a tenant's access page: members, per-adapter grants, tokens bound to it
+    path(TENANT + "members/", access.members, name="tenant-members"),
+    path(
+        TENANT + "members/<str:username>/remove/",
+        access.member_remove,
+        name="member-remove",
+    ),
+    path(TENANT + "grants/", access.grant_add, name="grant-add"),
+    path(
+        TENANT + "grants/<slug:adapter>/<str:username>/revoke/",
+        access.grant_revoke,
+        name="grant-revoke",
+    ),
+    path(
+        TENANT + "tokens/<str:prefix>/revoke/",
+        access.tenant_token_revoke,
+        name="tenant-token-revoke",
+    ),
     path("review/", review.review_queue, name="review-queue"),
     path(
         "review/<slug:tenant>/<slug:adapter>/<int:number>/approve/",

@@ -47,7 +47,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from core.audit import GENESIS_HASH, chain_key, compute_hash
 from core.audit_models import AuditChainHead, AuditEvent
-from tenants.access import AccessContext
+from adapters.access import AccessContext
 from tenants.models import Tenant
 from tenants.tokens import token_issue
 rows, start = int(sys.argv[1]), datetime.fromisoformat(sys.argv[2])

@@ -505,10 +505,10 @@ class World:
 def seed(services: Services, tiny: Path) -> World:
     from django.contrib.auth import get_user_model
 
+    from adapters.access import SystemAccess
     from adapters.models import Adapter
     from adapters.services.registry import base_model_register_from_dir
     from engine.sample_adapters import TINY_BASE_MODEL_NAME
-    from tenants.access import SystemAccess
     from tenants.models import Membership, Tenant
     from workers.models import Engine, EngineState
 
@@ -570,9 +570,9 @@ def _placed_on(version: Any) -> list[str]:
 
 
 def measure_release(world: World, poller: Poller, events: TaskEvents, n: int) -> ReleaseSample:
+    from adapters.access import AccessContext
     from adapters.models import VersionStatus
     from adapters.services.lifecycle import version_disable, version_release
-    from tenants.access import AccessContext
 
     version = _version(world, 1000 + n, VersionStatus.STAGED)
     name = version.served_name

@@ -115,8 +115,8 @@ def seed(n_tenants: int, n_versions: int, seed_value: int = 7) -> World:
     from django.contrib.auth.models import Group
     from django.db import connection, transaction
 
+    from adapters.access import AccessContext
     from adapters.models import Adapter, AdapterVersion, BaseModel
-    from tenants.access import AccessContext
     from tenants.models import Membership, Tenant
     from tenants.tokens import token_issue
 

@@ -345,8 +345,8 @@ def seed(services: Services, tiny: Path, n: int) -> tuple[gs.Tenancy, list[str],
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.sessions.backends.db import SessionStore
 
+    from adapters.access import AccessContext
     from adapters.models import Adapter
-    from tenants.access import AccessContext
     from tenants.tokens import token_issue
     from tests.workers.fleet import servable_version
 

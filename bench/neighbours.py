@@ -230,9 +230,9 @@ def seed(engines: dict[str, EngineProcess], tiny: Path) -> dict[str, str]:
     """Tenants A and B (A on its plan), both engines in the shared pool; their tokens."""
     from django.contrib.auth import get_user_model
 
+    from adapters.access import AccessContext, SystemAccess
     from adapters.services.registry import base_model_register_from_dir
     from engine.sample_adapters import TINY_BASE_MODEL_NAME
-    from tenants.access import AccessContext, SystemAccess
     from tenants.models import Membership, Tenant
     from tenants.tokens import token_issue
 

@@ -49,7 +49,7 @@ from adapters.models import Adapter
 from adapters.services.registry import base_model_register
 from tenants.models import Membership, Tenant
 from tenants.tokens import token_issue
-from tenants.access import AccessContext, SystemAccess
+from adapters.access import AccessContext, SystemAccess
 hf = json.loads(sys.argv[1])
 user = get_user_model().objects.create_user("bench", password="bench-password-not-secret")
 tenant = Tenant.objects.create(slug="bench", name="Bench", quota_storage_bytes=1 << 40)

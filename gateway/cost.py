@@ -171,7 +171,7 @@ def _shares(rows: Any, total_cost: float) -> list[TenantShare]:
 
 def cost_report(*, access: Any, day_from: date, day_to: date, tenant: Tenant | None) -> CostReport:
     """The fleet's numbers for platform admins and auditors; a tenant's owners get their own
-    share and the fleet's total only as far as it prices their share (tenants/access.py)."""
+    share and the fleet's total only as far as it prices their share (adapters/access.py)."""
     reach = access.cost_tenant_reach(tenant)
     prices = cost_settings()
     price = float(prices.price_per_engine_hour)

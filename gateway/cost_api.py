@@ -1,6 +1,6 @@
 """The cost view's API: GET /cost/?from=&to=&tenant= (JSON, or CSV with ?format=csv: one line
 per tenant's share) and GET/PUT /cost/settings/ (the price per engine-hour; platform admins set
-it). Who sees what is tenants/access.py's `cost_tenant_reach`."""
+it). Who sees what is adapters/access.py's `cost_tenant_reach`."""
 
 from __future__ import annotations
 

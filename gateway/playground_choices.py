@@ -1,5 +1,5 @@
 """What a signed-in user may chat with in a tenant's playground, read fresh from the database on
-every prompt (a revoked membership or grant counts at once); the rule is tenants/access.py's
+every prompt (a revoked membership or grant counts at once); the rule is adapters/access.py's
 `playground_may_use`. Builds the gateway's own Route/Target, so the request path is the API's."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, Subquery
 
+from adapters.access import AccessContext
 from adapters.models import AdapterVersion, BaseModel, VersionStatus
 from core.errors import NotFound, PermissionDenied
 from gateway.routes import Route, RouteTable, Target
 from gateway.routes import _target as target_of  # the table's own builder: same pool, rank, caps
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import Membership, Tenant
 
 BASE_PREFIX = "base:"
@@ -44,7 +45,7 @@ def _base_models(tenant: Tenant) -> list[BaseModel]:
     return list(BaseModel.objects.filter(adapters__tenant=tenant).distinct().order_by("name"))
 
 
-def playground_choices(*, access: AccessContext, tenant: Tenant) -> list[Choice]:
+def playground_choices(*, access: Access, tenant: Tenant) -> list[Choice]:
     """Versions (newest first per adapter) and base models this user may chat with here."""
     versions = (
         AdapterVersion.objects.filter(tenant=tenant, status__in=PLAYABLE_STATUSES)
@@ -64,7 +65,7 @@ def playground_choices(*, access: AccessContext, tenant: Tenant) -> list[Choice]
     return out
 
 
-def _fresh_access(user: Any, tenant_slug: str) -> tuple[AccessContext, Tenant]:
+def _fresh_access(user: Any, tenant_slug: str) -> tuple[Access, Tenant]:
     """A new AccessContext (no stale memberships) and the tenant, if still in reach (else 404)."""
     if not get_user_model().objects.filter(pk=user.pk, is_active=True).exists():
         raise NotFound("tenant.not_found", f"No tenant '{tenant_slug}' is visible to you.")
@@ -80,7 +81,7 @@ def _denied(tenant: Tenant) -> PermissionDenied:
     )
 
 
-def playground_tenant(*, user: Any, tenant_slug: str) -> tuple[AccessContext, Tenant]:
+def playground_tenant(*, user: Any, tenant_slug: str) -> tuple[Access, Tenant]:
     """The tenant, if this user may use its playground at all: 404 when the tenant is out of
     reach, 403 when it is visible but offers this user nothing to chat with."""
     access, tenant = _fresh_access(user, tenant_slug)
@@ -166,7 +167,7 @@ def table_choice(table: RouteTable, *, user: Any, tenant_slug: str, key: object)
     return Resolved(key, tenant_id, route, route.targets[0])
 
 
-def _resolve(access: AccessContext, tenant: Tenant, key: object) -> Resolved | None:
+def _resolve(access: Access, tenant: Tenant, key: object) -> Resolved | None:
     if not isinstance(key, str) or not key:
         return None
     if key.startswith(BASE_PREFIX):

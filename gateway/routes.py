@@ -1,6 +1,6 @@
 """The gateway's in-process picture of who may call what, and where it runs.
 
-Built from the database (and tenants.access for who may infer where), off the request path, and
+Built from the database (and adapters.access for who may infer where), off the request path, and
 rebuilt when a Redis generation counter moves (gateway/invalidation.py bumps it on every change
 that matters). The request path only reads these frozen tables: no database row per request.
 """
@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.utils import timezone
 
+from adapters.access import AccessContext
 from adapters.models import AdapterVersion, Alias, BaseModel, VersionStatus
+from adapters.selectors import pool_of
 from gateway.request_schema import Plan
-from tenants.access import AccessContext
 from tenants.models import ApiToken, Membership, Tenant, TokenScope
 from tenants.tokens import TOKEN_PREFIX
 from workers.models import Engine, EngineState, Residency, ResidencyState
-from workers.selectors import engine_key, pool_of
+from workers.selectors import engine_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,7 +141,7 @@ def usage_persist(
 
 
 def require_usage_reader(access: Any, tenant: Tenant) -> None:
-    """Usage is billing data; who reads it is tenants/access.py's rule (pages and API ask here)."""
+    """Usage is billing data; who reads it is adapters/access.py's rule (pages and API ask here)."""
     access.require_usage_reader(tenant)
 
 

@@ -6,7 +6,7 @@ in memory. Each line carries the event's id, every field its hash covers
 (core.audit.event_content), `prev_hash` and `hash`: over an unfiltered range, each line's
 `prev_hash` is the previous line's `hash`, and with the chain key (portal side) each hash can be
 recomputed from its line. The reach (which tenants'
-events) is tenants/access.py's `require_audit_export`.
+events) is adapters/access.py's `require_audit_export`.
 """
 
 from __future__ import annotations

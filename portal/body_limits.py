@@ -70,8 +70,8 @@ def _session_user(cookie_header: str | None) -> Any | None:
 
 def may_send_upload(scope: dict[str, Any], tenant: str, adapter: str) -> bool:
     """Whether this request's caller (Bearer token, else session) may upload to the adapter."""
+    from adapters.access import AccessContext
     from adapters.models import Adapter
-    from tenants.access import AccessContext
     from tenants.tokens import token_authenticate
 
     authorization = _header(scope, b"authorization") or ""

@@ -1,7 +1,7 @@
 """Websocket consumers: authenticate before accept, check access before joining a group, and
 again before passing anything on, so a revoked membership or grant stops the stream.
 
-What a user may receive is decided by portal.live_access (which asks tenants.access); these
+What a user may receive is decided by portal.live_access (which asks adapters.access); these
 classes only translate between the channel layer and the socket.
 """
 

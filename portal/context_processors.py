@@ -4,7 +4,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from tenants.access import AccessContext
+from adapters.access import AccessContext
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:

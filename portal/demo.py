@@ -13,10 +13,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
+from adapters.access import AccessContext, SystemAccess
 from adapters.models import Adapter, BaseModel
 from adapters.services.registry import adapter_create, base_model_register
 from adapters.services.uploads import IncomingFile, version_upload
-from tenants.access import AccessContext, SystemAccess
 from tenants.models import Membership, Tenant
 from workers.models import Engine, EngineState
 

@@ -232,7 +232,7 @@ def version_evidence(
     *, access: Any, tenant: Any, adapter: str, number: int, request_id: str = ""
 ) -> dict[str, Any]:
     """The record of `adapter@number` in `tenant`, for the caller: not visible is 404, visible
-    but not an owner, platform admin or auditor is 403 (tenants/access.py). Each export is
+    but not an owner, platform admin or auditor is 403 (adapters/access.py). Each export is
     audited, before the anchor is read, so the record carries its own export."""
     from adapters.selectors import adapter_get, version_get
     from core.audit import record_event

@@ -1,6 +1,6 @@
 """What a live socket may receive, and generations that tell sockets to ask again.
 
-The decision comes from tenants.access (AccessContext); this module only shapes it for sockets.
+The decision comes from adapters.access (AccessContext); this module only shapes it for sockets.
 Re-checking the database for every socket on every 1 Hz tick would cost the fleet's sockets x 1
 queries a second, so the publisher reads the access generations with its tick (one pipelined
 Redis round trip) and sends them with the numbers; a socket decides again whenever its
@@ -29,8 +29,8 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
+from adapters.access import AccessContext
 from core.errors import NotFound
-from tenants.access import AccessContext
 from workers import shared_state
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def _tenants_of_user(user: Any) -> frozenset[str] | None:
     if user is None or user.pk is None:
         return frozenset()
     # Groups: platform roles (which watch any tenant) and group grants; a superuser is a
-    # platform admin (tenants/access.py).
+    # platform admin (adapters/access.py).
     if user.groups.exists() or AccessContext.for_user(user).is_platform_admin:
         return None
     members = Membership.objects.filter(user=user).values_list("tenant__slug", flat=True)

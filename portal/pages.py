@@ -62,7 +62,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 
 def _export_urls(access: Any, filters: dict[str, str]) -> dict[str, str]:
     """The API's streamed export of what the page filters (tenant, action prefix, days), for
-    those tenants/access.py lets export it; none for the others."""
+    those adapters/access.py lets export it; none for the others."""
     slug = filters["tenant"]
     tenant = access.visible_tenants().filter(slug=slug).first() if slug else None
     try:

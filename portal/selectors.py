@@ -8,7 +8,7 @@ from typing import Any
 def dashboard_context(*, user: Any) -> dict[str, Any]:
     """Engines only through dashboard_fleet (those who see engines); a tenant's plan only where
     the caller sees its details (a grant alone shows the name)."""
-    from tenants.access import AccessContext
+    from adapters.access import AccessContext
     from workers.page_selectors import dashboard_fleet
 
     access = AccessContext.for_user(user)
@@ -29,7 +29,7 @@ def audit_events_for(
     since: Any = None,
     until: Any = None,
 ) -> Any:
-    """Audit events the caller may read, newest first (the reach is tenants/access.py's
+    """Audit events the caller may read, newest first (the reach is adapters/access.py's
     `audit_tenant_ids`). A tenant filter outside that reach is not found; no reach at all is
     forbidden. Pages and the API both list through here."""
     from django.db.models import Q

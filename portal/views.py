@@ -12,8 +12,8 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from adapters.access import AccessContext
 from portal.health import cached_health_report, health_report, redact_report
-from tenants.access import AccessContext
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:

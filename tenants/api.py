@@ -15,7 +15,7 @@ from core.client_ip import client_ip
 from core.errors import ApplicationError
 from core.login_guard import locked_out_error
 from tenants import serializers as s
-from tenants.access import AccessContext
+from tenants.access_port import access_for_user
 from tenants.api_base import PlatformViewSet, TenantScopedViewSet
 from tenants.models import ApiToken, Membership, Tenant
 from tenants.selectors import tenant_tokens, whoami
@@ -61,7 +61,7 @@ class TokenObtainView(APIView):
             raise ApplicationError(
                 "auth.invalid_credentials", "Wrong username or password.", status=401
             )
-        access = AccessContext.for_user(user)
+        access = access_for_user(user)
         tenant = access.get_tenant(v["tenant"]) if v.get("tenant") else None
         issued = token_issue(
             access=access,

@@ -12,7 +12,7 @@ from rest_framework import viewsets
 from rest_framework.permissions import SAFE_METHODS
 
 from core.errors import PermissionDenied
-from tenants.access import AccessContext
+from tenants.access_port import Access, access_for_request
 from tenants.models import Tenant
 
 
@@ -21,7 +21,7 @@ class PortalViewSet(viewsets.GenericViewSet):
     action_scopes: dict[str, str] = {}
     # The model listed, for the OpenAPI schema, which is generated without a request.
     schema_model: Any = None
-    access: AccessContext
+    access: Access
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -37,7 +37,7 @@ class PortalViewSet(viewsets.GenericViewSet):
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        self.access = AccessContext.for_request(request)
+        self.access = access_for_request(request)
         scope = self.action_scopes.get(self.action or "")
         if scope is None:
             scope = "read" if request.method in SAFE_METHODS else "write"
@@ -71,7 +71,7 @@ class TenantScopedViewSet(PortalViewSet):
 class PlatformViewSet(PortalViewSet):
     """Platform resources: who may do what is a function of platform roles only."""
 
-    # action -> predicate name on AccessContext (e.g. "is_platform_admin", "is_operator")
+    # action -> predicate name on the Access (e.g. "is_platform_admin", "is_operator")
     platform_roles: dict[str, tuple[str, ...]] = {}
 
     def check_access(self) -> None:

@@ -16,15 +16,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from core.errors import ApplicationError
-from tenants.access import AccessContext
+from tenants.access_port import Access, access_for_request
 
 
 def is_htmx(request: HttpRequest) -> bool:
     return request.headers.get("HX-Request") == "true"
 
 
-def access_for(request: HttpRequest) -> AccessContext:
-    return AccessContext.for_request(request)
+def access_for(request: HttpRequest) -> Access:
+    return access_for_request(request)
 
 
 def render_error(request: HttpRequest, exc: ApplicationError) -> HttpResponse:

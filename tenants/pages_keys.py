@@ -11,12 +11,12 @@ from django.views.decorators.http import require_POST
 from core.errors import ApplicationError
 from core.request import PortalRequest
 from tenants import signing_keys as service
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import Tenant
 from tenants.pagekit import access_for, page_view, post_text, render_page
 
 
-def _tenant(request: PortalRequest, slug: str) -> tuple[AccessContext, Tenant]:
+def _tenant(request: PortalRequest, slug: str) -> tuple[Access, Tenant]:
     access = access_for(request)
     tenant = access.get_tenant(slug)
     access.require_tenant(tenant, "view")
@@ -25,7 +25,7 @@ def _tenant(request: PortalRequest, slug: str) -> tuple[AccessContext, Tenant]:
 
 def _page(
     request: PortalRequest,
-    access: AccessContext,
+    access: Access,
     tenant: Tenant,
     error: ApplicationError | None = None,
 ) -> HttpResponse:

@@ -1,19 +1,18 @@
-"""Reads about tenants and who may see them: members, per-adapter grants, tokens."""
+"""Reads about tenants and who may see them: members and tokens (per-adapter grants are the
+registry's: adapters.selectors.grants_of)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
 
-from tenants.access import AccessContext
+from tenants.access_port import Access, access_for_user
 from tenants.models import ApiToken, Membership, Tenant
 
 
 def tenants_visible_to(*, user: Any) -> QuerySet[Tenant]:
-    return AccessContext.for_user(user).visible_tenants()
+    return access_for_user(user).visible_tenants()
 
 
 def tokens_of(*, user: Any) -> QuerySet[ApiToken]:
@@ -22,7 +21,7 @@ def tokens_of(*, user: Any) -> QuerySet[ApiToken]:
     return qs.order_by("-created_at", "-id")
 
 
-def token_get(*, access: AccessContext, token_id: int) -> ApiToken:
+def token_get(*, access: Access, token_id: int) -> ApiToken:
     """One of the caller's own tokens (the /tokens/ page lists only those)."""
     from core.errors import NotFound
 
@@ -32,7 +31,7 @@ def token_get(*, access: AccessContext, token_id: int) -> ApiToken:
     return token
 
 
-def whoami(*, access: AccessContext) -> dict[str, Any]:
+def whoami(*, access: Access) -> dict[str, Any]:
     """The caller's user, platform roles, memberships and (signed in with a token) the token."""
     memberships = Membership.objects.filter(user=access.user).select_related("tenant")
     return {
@@ -51,31 +50,7 @@ def members_of(*, tenant: Tenant) -> QuerySet[Membership]:
     )
 
 
-@dataclass(frozen=True)
-class Grant:
-    adapter: str
-    username: str
-    perms: tuple[str, ...]
-
-
-def grants_of(*, access: AccessContext, tenant: Tenant) -> list[Grant]:
-    """Per-object grants on the adapters of `tenant` the caller can see, one row per user."""
-    from adapters.models import AdapterUserObjectPermission
-
-    rows = (
-        AdapterUserObjectPermission.objects.filter(
-            content_object__in=access.visible_adapters(tenant)
-        )
-        .order_by("content_object__name", "user__username", "permission__codename")
-        .values_list("content_object__name", "user__username", "permission__codename")
-    )
-    perms: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for adapter, username, codename in rows:
-        perms[(adapter, username)].append(codename)
-    return [Grant(a, u, tuple(p)) for (a, u), p in perms.items()]
-
-
-def tenant_tokens(*, access: AccessContext, tenant: Tenant) -> QuerySet[ApiToken]:
+def tenant_tokens(*, access: Access, tenant: Tenant) -> QuerySet[ApiToken]:
     """Tokens bound to `tenant`: all of them for those who manage its members, else one's own
     (the same reach as /api/v1/tenants/{t}/tokens/)."""
     qs = ApiToken.objects.filter(tenant=tenant).select_related("user", "tenant")

@@ -1,7 +1,8 @@
 """Writes for tenants, memberships, platform roles and per-adapter grants. Every change is audited.
 
 One convention (as the lifecycle services): the caller's AccessContext comes in, and who may make
-the change is asked inside (tenants/access.py), so no caller can forget it.
+the change is asked inside (adapters/access.py, through tenants/access_port.py), so no caller
+can forget it.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from django.utils import timezone
 from adapters.validation.signatures import EC_CURVES, key_algorithm_name, key_fingerprint
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, NotFound
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import SLUG_VALIDATOR, SigningKey, Tenant
 
 MAX_PEM_CHARS = 16 * 1024
@@ -87,7 +87,7 @@ def signing_key_get(*, tenant: Tenant, name: str) -> SigningKey:
 
 
 def signing_key_add(
-    *, access: AccessContext, tenant: Tenant, name: str, public_key_pem: str, request_id: str = ""
+    *, access: Access, tenant: Tenant, name: str, public_key_pem: str, request_id: str = ""
 ) -> SigningKey:
     access.require_tenant(tenant, "manage_keys")
     try:
@@ -130,9 +130,7 @@ def signing_key_add(
     return key
 
 
-def signing_key_revoke(
-    *, access: AccessContext, key: SigningKey, request_id: str = ""
-) -> SigningKey:
+def signing_key_revoke(*, access: Access, key: SigningKey, request_id: str = "") -> SigningKey:
     access.require_tenant(key.tenant, "manage_keys")
     with transaction.atomic():
         locked = SigningKey.objects.select_for_update().select_related("tenant").get(pk=key.pk)
@@ -160,7 +158,7 @@ def signing_key_revoke(
 
 
 def signature_policy_set(
-    *, access: AccessContext, tenant: Tenant, require_signatures: bool, request_id: str = ""
+    *, access: Access, tenant: Tenant, require_signatures: bool, request_id: str = ""
 ) -> Tenant:
     """Turn signed-upload enforcement on or off; on needs at least one active key to verify with."""
     access.require_tenant(tenant, "manage_keys")

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from core.audit import record_event
 from core.errors import ApplicationError
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import ApiToken, Tenant, TokenScope
 
 TOKEN_PREFIX = "lp_"
@@ -50,7 +50,7 @@ def parse_scopes(scopes: list[str] | None) -> list[str]:
 
 def token_issue(
     *,
-    access: AccessContext,
+    access: Access,
     scopes: list[str],
     tenant: Tenant | None = None,
     name: str = "",
@@ -106,7 +106,7 @@ def token_issue(
     return IssuedToken(token=token, plaintext=f"{TOKEN_PREFIX}{prefix}_{secret}")
 
 
-def token_revoke(*, access: AccessContext, token: ApiToken, request_id: str = "") -> ApiToken:
+def token_revoke(*, access: Access, token: ApiToken, request_id: str = "") -> ApiToken:
     """Revoke `token` (access.require_token_revoke decides who may) and every token minted from
     it, at any depth (each one audited): a token minted by another dies with it, or a leaked
     token could outlive its own revocation."""
@@ -183,7 +183,7 @@ def token_authenticate(plaintext: str) -> ApiToken | None:
 
 
 def token_confine_to_caller(
-    access: AccessContext, *, scopes: list[str], expires_in_days: int | None, days_given: bool
+    access: Access, *, scopes: list[str], expires_in_days: int | None, days_given: bool
 ) -> int | None:
     """A token may mint tokens only within itself: no scope it lacks, no later expiry (the
     default lifetime shrinks to fit; an explicit longer one is refused). The lifetime to use."""

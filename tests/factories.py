@@ -10,10 +10,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
+from adapters.access import AccessContext, SystemAccess
 from adapters.models import Adapter, BaseModel
 from adapters.services.registry import base_model_register
 from engine.sample_adapters import TINY_BASE_MODEL_NAME, write_lora_adapter
-from tenants.access import AccessContext, SystemAccess
 from tenants.models import Membership, Tenant
 from tenants.tokens import IssuedToken, token_issue
 

@@ -18,10 +18,12 @@ from django.db import transaction
 from adapters.models import AdapterVersion, VersionStatus, WarmupPolicy
 from core.audit import record_event
 from core.errors import ApplicationError
+from core.tasks import task_named
 from workers import shared_state
 from workers.cache_policy import EngineChoice, choose_engine
 from workers.cache_policy.routing import Where
 from workers.models import Engine, Residency, ResidencyState
+from workers.schedule_rules import in_window
 from workers.selectors import LOADABLE_ENGINE_STATES, engines_for_version, holdable
 
 WANTED = (ResidencyState.REGISTERED, ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
@@ -31,8 +33,7 @@ def enqueue_converge(
     engine: Engine, *, incoming: str | None = None, countdown: float | None = None
 ) -> None:
     """A converge pass on the engine's node, once the current transaction commits."""
-    from workers.tasks import converge_engine_task
-
+    converge_engine_task = task_named("workers.tasks.converge_engine_task")
     kwargs: dict[str, Any] = {"engine_id": engine.pk}
     if incoming:
         kwargs["incoming"] = incoming
@@ -44,8 +45,7 @@ def enqueue_converge(
 
 
 def enqueue_stage(engine: Engine, version: AdapterVersion) -> None:
-    from workers.tasks import stage_version_task
-
+    stage_version_task = task_named("workers.tasks.stage_version_task")
     transaction.on_commit(
         lambda: stage_version_task.apply_async(
             kwargs={"engine_id": engine.pk, "version_id": version.pk}, queue=engine.queue
@@ -198,8 +198,6 @@ def on_version_status(*, version: AdapterVersion, before: str, after: str, actor
 
 def place_released(*, version: AdapterVersion, actor: Any) -> list[Residency]:
     """A released version goes where its adapter's warm-up policy says; on demand: one engine."""
-    from workers.schedules import in_window
-
     adapter = version.adapter
     policy = adapter.warmup_policy
     if policy == WarmupPolicy.ALWAYS_WARM or (

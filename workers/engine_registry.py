@@ -1,5 +1,5 @@
 """Writes to the engine catalogue: register an engine, change its settings. Each change is one
-transaction, audited; who may make it is asked inside (tenants/access.py), whoever calls."""
+transaction, audited; who may make it is asked inside (adapters/access.py), whoever calls."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 
 from core.audit import record_event
 from core.errors import Conflict, PermissionDenied, clean_or_raise
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from workers.models import Engine
 
 # Where an engine lives and what it is: its URL is where the prober, the controller and the
@@ -32,14 +32,14 @@ ENGINE_AUDIT_FIELDS = (
 )
 
 
-def _require_operator(access: AccessContext) -> None:
+def _require_operator(access: Access) -> None:
     if not access.is_operator:
         raise PermissionDenied(
             "permission.denied", "Only operators and platform admins change engines."
         )
 
 
-def engine_create(*, access: AccessContext, fields: dict[str, Any], request_id: str = "") -> Engine:
+def engine_create(*, access: Access, fields: dict[str, Any], request_id: str = "") -> Engine:
     """Register an engine. Placing one (its URL, its node's adapter root) is a platform admin's."""
     _require_operator(access)
     access.require_platform_change("where an engine lives", code="engine.location")
@@ -64,7 +64,7 @@ def engine_create(*, access: AccessContext, fields: dict[str, Any], request_id: 
 
 
 def engine_update(
-    *, access: AccessContext, engine: Engine, changes: dict[str, Any], request_id: str = ""
+    *, access: Access, engine: Engine, changes: dict[str, Any], request_id: str = ""
 ) -> Engine:
     """Change an engine's settings; moving it (ENGINE_LOCATION_FIELDS) is a platform admin's."""
     _require_operator(access)

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Literal, cast
 
 from redis.exceptions import RedisError
 
+from workers.fleet_redis import client
+
 if TYPE_CHECKING:
     import redis
 
@@ -119,8 +121,6 @@ PinClaim = Literal["ok", "no_room", "unavailable"]
 
 
 def _redis() -> redis.Redis:
-    from workers.shared_state import client  # shared_state imports this module's keys
-
     return client()
 
 

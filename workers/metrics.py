@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -23,7 +23,6 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample
 
-from gateway.metrics import GatewayCollector
 from workers.models import (
     AlarmKind,
     Engine,
@@ -183,8 +182,20 @@ class FleetCollector(Collector):
         yield from fleet_families(fleet_snapshot())
 
 
+# Collectors of the layers above the fleet, scraped beside its own on /metrics: the gateway adds
+# its per-adapter request metrics in GatewayConfig.ready() (the fleet never imports it).
+_collectors_above: list[Callable[[], Collector]] = []
+
+
+def add_collector(factory: Callable[[], Collector]) -> None:
+    """Scrape `factory()`'s families with the fleet's (once per factory, however often called)."""
+    if factory not in _collectors_above:
+        _collectors_above.append(factory)
+
+
 def fleet_registry() -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FleetCollector())
-    registry.register(GatewayCollector())  # the gateway's per-adapter request metrics
+    for factory in _collectors_above:
+        registry.register(factory())
     return registry

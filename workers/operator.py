@@ -144,7 +144,7 @@ def operator_act(
     *, access: Any, engine: Engine, version: AdapterVersion, verb: str, request_id: str = ""
 ) -> Residency:
     """pin / unpin / warm / evict one version on one engine; audited; refused with every reason.
-    Operators and platform admins (asked here, tenants/access.py)."""
+    Operators and platform admins (asked here, adapters/access.py)."""
     access.require_platform_role("is_operator")
     actor = access.user
     with transaction.atomic():

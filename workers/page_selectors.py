@@ -14,8 +14,10 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, VersionStatus
-from tenants.access import AccessContext
+from adapters.selectors import pool_of
+from tenants.access_port import Access
 from workers.advisor import Advice, launch_flags
 from workers.advisor_selectors import lora_modules
 from workers.alarms import open_alarms
@@ -26,7 +28,6 @@ from workers.schedules import TASK_NAME as WARMUP_TASK
 from workers.selectors import (
     engine_advice,
     placement_row,
-    pool_of,
     residencies_of_engine,
     tier_of,
 )
@@ -280,7 +281,7 @@ def placements_of(versions: Sequence[AdapterVersion]) -> dict[int, list[dict[str
     return out
 
 
-def member_versions(access: AccessContext) -> list[AdapterVersion]:
+def member_versions(access: Access) -> list[AdapterVersion]:
     """Active versions of the tenants the caller is a member of (not every tenant an admin sees)."""
     if not access.memberships:
         return []

@@ -1,15 +1,15 @@
 """Warm-up and pin schedules: the django-celery-beat entries that carry business-hours windows,
 and the task that applies a warm-up policy to the fleet.
 
-The registry checks a policy (workers.schedule_rules) before it saves it and calls
-`sync_adapter_schedule` after commit; beat (or the sync itself) runs `apply_warmup_window`, which
+The registry checks a policy (workers.schedule_rules, asked through adapters/fleet_port.py) before
+it saves it and announces the change after commit (adapters.signals.adapter_schedule_changed),
+to which `sync_adapter_schedule` reacts; beat (or the sync itself) runs `apply_warmup_window`, which
 checks the rules again before it asks workers.desired for anything, because engines and beat
 entries change behind the policy's back.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 from datetime import datetime, time
@@ -23,25 +23,28 @@ from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from adapters.models import Adapter, AdapterVersion, VersionStatus, WarmupPolicy
+from adapters.selectors import pool_of
+from adapters.warmup_window import (
+    Problem,
+    WarmupWindow,
+    parse_days,
+    valid_timezone,
+    window_contains,
+    window_problems,
+)
 from core.errors import ApplicationError
+from workers import desired
 from workers.alarms import alarm_clear, alarm_raise
 from workers.models import AlarmKind, Engine, EngineAlarm
 from workers.schedule_rules import (
     KEPT_POLICIES,
-    Problem,
-    WarmupWindow,
     in_window,
     lock_schedule_scope,
-    parse_days,
     tenant_hours,
-    valid_timezone,
     warmup_problems,
-    window_contains,
-    window_problems,
 )
-from workers.selectors import pool_of
 
-# The rules are re-exported: callers know one module for warm-up (registry, serializers, desired).
+# The rules are re-exported: the fleet knows one module for warm-up (desired, tests).
 __all__ = [
     "Problem",
     "WarmupWindow",
@@ -172,8 +175,7 @@ def sync_adapter_schedule(*, adapter: Adapter, now: datetime | None = None) -> s
 
 
 def _desired() -> Any:
-    # Looked up at call time: the fleet's module, not imported by the registry's import chain.
-    return importlib.import_module("workers.desired")
+    return desired
 
 
 def _action(policy: str, phase: str) -> str:

@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
-from django.db.models import QuerySet, Sum
+from django.db.models import Min, QuerySet, Sum
 
-from adapters.models import Adapter, AdapterVersion, VersionStatus
+from adapters.models import AdapterVersion, VersionStatus
+from adapters.selectors import pool_of
 from core.errors import Conflict, NotFound
 from workers.models import Engine, EngineState, Residency, ResidencyState
 from workers.vllm_client import EngineError, VLLMClient
@@ -53,11 +54,6 @@ def engine_get(name: str) -> Engine:
     if engine is None:
         raise NotFound("engine.not_found", f"No engine '{name}'.")
     return engine
-
-
-def pool_of(adapter: Adapter) -> str:
-    """The pool an adapter runs in: its own binding, its tenant's, or the default pool."""
-    return adapter.pool or adapter.tenant.pool or settings.DEFAULT_POOL
 
 
 def engine_key(engine: Engine) -> str | None:
@@ -156,6 +152,16 @@ def tier_of(residency: Residency) -> str:
     if residency.staged_at is not None and residency.quarantined_at is None:
         return "warm"
     return "cold"
+
+
+def max_rank_for(version: AdapterVersion) -> int:
+    """The smallest max_lora_rank among engines that could serve it: an adapter that fits only
+    some engines would fail to load on the others."""
+    engines = Engine.objects.filter(base_model=version.adapter.base_model)
+    pool = version.adapter.pool or version.tenant.pool
+    if pool:
+        engines = engines.filter(pool=pool)
+    return engines.aggregate(rank=Min("max_lora_rank"))["rank"] or settings.DEFAULT_MAX_LORA_RANK
 
 
 def version_placement(version: AdapterVersion) -> list[dict[str, object]]:

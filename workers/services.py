@@ -194,7 +194,7 @@ def engine_operator_transition(
     *, access: Any, engine: Engine, verb: str, request_id: str = ""
 ) -> Engine:
     """drain / undrain, audited; the converge pass that follows sheds or reloads adapters.
-    Operators and platform admins (asked here, tenants/access.py)."""
+    Operators and platform admins (asked here, adapters/access.py)."""
     access.require_platform_role("is_operator")
     actor = access.user
     from core.errors import Conflict

@@ -7,28 +7,18 @@ demand to rank versions. Keys are per engine or per pool, never per request.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import time
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, cast
 
 import redis
-from django.conf import settings
 
 from workers.engine_slots import inflight_key
+from workers.fleet_redis import client
 
 DEMAND_HISTORY_MAX = 5_000  # recent requests per pool the controller's DemandTracker replays
 _PREFIX = "lp:fleet"
-
-
-@functools.cache
-def _client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
-
-
-def client() -> redis.Redis:
-    return _client(settings.REDIS_URL)
 
 
 def _text(raw: bytes | str) -> str:

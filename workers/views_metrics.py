@@ -11,7 +11,7 @@ from django.views.decorators.http import require_safe
 from prometheus_client.exposition import choose_encoder
 from rest_framework.exceptions import AuthenticationFailed
 
-from tenants.access import AccessContext
+from adapters.access import AccessContext
 from tenants.authentication import BearerTokenAuthentication
 from tenants.models import TokenScope
 from workers.metrics import fleet_registry

@@ -8,14 +8,14 @@ from django.http import HttpRequest
 
 from adapters import selectors
 from adapters.models import Adapter, AdapterVersion
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import Tenant
 from tenants.pagekit import access_for
 
 
 @dataclass(frozen=True)
 class Scope:
-    access: AccessContext
+    access: Access
     tenant: Tenant
 
 

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from adapters.fleet_port import fleet
 from adapters.models import AdapterVersion, BaseModel, VersionStatus, WarmupPolicy
 from adapters.page_selectors import lifecycle_steps, tenant_summary, version_timeline
 from adapters.pages.lookup import Scope, adapter_in_scope, tenant_scope, version_in_scope
@@ -19,7 +20,6 @@ from core.errors import ApplicationError
 from core.request import PortalRequest
 from tenants.models import SloClass
 from tenants.pagekit import page_view, post_text, render_page
-from workers.selectors import version_placement
 
 RELEASABLE = (VersionStatus.STAGED,)
 DISABLEABLE = (VersionStatus.STAGED, VersionStatus.ACTIVE)
@@ -116,7 +116,7 @@ def _version_page(
             "can_review": version.status == VersionStatus.VALIDATED
             and scope.access.may_review(version),
             # Where it runs; members see engine names (not the engines' pages or actions).
-            "placement": version_placement(version),
+            "placement": fleet().version_placement(version),
             "links_engines": scope.access.sees_engines,
             "may_read_evidence": scope.access.may_read_evidence(scope.tenant),
             **_owner_actions(scope, version.adapter),

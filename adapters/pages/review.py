@@ -13,18 +13,18 @@ from adapters.selectors import versions_visible
 from adapters.services.lifecycle import version_approve, version_reject
 from core.errors import ApplicationError
 from core.request import PortalRequest
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.pagekit import access_for, is_htmx, page_view, post_text, render_page
 
 QUEUE_LIMIT = 200
 
 
-def _require_reviewer(access: AccessContext) -> None:
+def _require_reviewer(access: Access) -> None:
     access.require_reviewer("open the review queue")
 
 
 def _queue_page(
-    request: PortalRequest, access: AccessContext, error: ApplicationError | None = None
+    request: PortalRequest, access: Access, error: ApplicationError | None = None
 ) -> HttpResponse:
     queue = (
         versions_visible(access=access)

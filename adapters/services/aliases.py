@@ -19,7 +19,7 @@ from adapters.models import (
 )
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, clean_or_raise
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import Tenant
 
 TOTAL_WEIGHT = 100
@@ -185,7 +185,7 @@ def _apply_guard(alias: Alias, guard: dict[str, Any] | None) -> dict[str, Any]:
 
 def alias_set(
     *,
-    access: AccessContext,
+    access: Access,
     tenant: Tenant,
     name: str,
     targets: list[dict[str, Any]],
@@ -252,7 +252,7 @@ def alias_set(
     return alias
 
 
-def alias_delete(*, access: AccessContext, alias: Alias, request_id: str = "") -> None:
+def alias_delete(*, access: Access, alias: Alias, request_id: str = "") -> None:
     access.require_tenant(alias.tenant, "manage_aliases")
     with transaction.atomic():
         before = describe(current_targets(alias))

@@ -48,7 +48,7 @@ from adapters.storage import (
 from adapters.storage.streams import read_stored
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, NotFound
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def part_urls(storage: Any, upload: DirectUpload) -> list[PartUrl]:
 
 def direct_upload_start(
     *,
-    access: AccessContext,
+    access: Access,
     adapter: Adapter,
     model_size: int,
     config: IncomingFile,
@@ -187,7 +187,7 @@ def direct_upload_start(
         raise
 
 
-def pending_uploads(*, access: AccessContext, adapter: Adapter) -> QuerySet[DirectUpload]:
+def pending_uploads(*, access: Access, adapter: Adapter) -> QuerySet[DirectUpload]:
     """The caller's own pending uploads of `adapter`; a tenant owner sees everyone's."""
     qs = DirectUpload.objects.filter(adapter=adapter).select_related(
         "started_by", "adapter", "tenant"
@@ -197,7 +197,7 @@ def pending_uploads(*, access: AccessContext, adapter: Adapter) -> QuerySet[Dire
     return qs
 
 
-def pending_upload_get(*, access: AccessContext, adapter: Adapter, public_id: str) -> DirectUpload:
+def pending_upload_get(*, access: Access, adapter: Adapter, public_id: str) -> DirectUpload:
     upload = pending_uploads(access=access, adapter=adapter).filter(public_id=public_id).first()
     if upload is None:
         raise NotFound(
@@ -208,7 +208,7 @@ def pending_upload_get(*, access: AccessContext, adapter: Adapter, public_id: st
     return upload
 
 
-def _require_starter(access: AccessContext, upload: DirectUpload) -> None:
+def _require_starter(access: Access, upload: DirectUpload) -> None:
     # The parts came from whoever holds the URLs: only they can say what they sent.
     if upload.started_by_id != access.user.pk:
         raise NotFound("upload.not_found", f"Pending upload '{upload.public_id}' is not yours.")
@@ -216,7 +216,7 @@ def _require_starter(access: AccessContext, upload: DirectUpload) -> None:
 
 def direct_upload_complete(
     *,
-    access: AccessContext,
+    access: Access,
     upload: DirectUpload,
     parts: list[CompletedPart],
     signature: bytes | None = None,
@@ -310,9 +310,7 @@ def direct_upload_complete(
         raise
 
 
-def direct_upload_abort(
-    *, access: AccessContext, upload: DirectUpload, request_id: str = ""
-) -> None:
+def direct_upload_abort(*, access: Access, upload: DirectUpload, request_id: str = "") -> None:
     access.require_adapter(upload.adapter, "upload_version")
     if upload.started_by_id != access.user.pk and not access.tenant_can(upload.tenant, "release"):
         raise NotFound("upload.not_found", f"Pending upload '{upload.public_id}' is not yours.")

@@ -16,7 +16,7 @@ from adapters.signals import version_status_changed
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, PermissionDenied
 from core.events import broadcast_after_commit
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import SloClass
 
 S = VersionStatus
@@ -113,7 +113,7 @@ def version_record_validation(
 
 def version_approve(
     *,
-    access: AccessContext,
+    access: Access,
     version: AdapterVersion,
     comment: str = "",
     request_id: str = "",
@@ -146,7 +146,7 @@ def version_approve(
 
 def version_reject(
     *,
-    access: AccessContext,
+    access: Access,
     version: AdapterVersion,
     reason: str,
     request_id: str = "",
@@ -168,7 +168,7 @@ def version_reject(
 
 def version_release(
     *,
-    access: AccessContext,
+    access: Access,
     version: AdapterVersion,
     comment: str = "",
     request_id: str = "",
@@ -226,7 +226,7 @@ def version_release(
 
 def version_disable(
     *,
-    access: AccessContext,
+    access: Access,
     version: AdapterVersion,
     reason: str = "",
     request_id: str = "",

@@ -9,13 +9,15 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from adapters.fleet_port import fleet
 from adapters.models import Adapter, BaseModel, WarmupPolicy
+from adapters.selectors import pool_of
+from adapters.signals import adapter_schedule_changed
 from adapters.validation.base_model import BaseModelSpec, BaseModelSpecError
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, clean_or_raise
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import Tenant
-from workers import schedules
 
 ADAPTER_FIELDS = (
     "description",
@@ -53,7 +55,7 @@ def base_model_spec(base_model: BaseModel) -> BaseModelSpec:
 
 def base_model_register(
     *,
-    access: AccessContext,
+    access: Access,
     name: str,
     source: str,
     hf_config: dict[str, Any],
@@ -100,7 +102,7 @@ def base_model_register(
     return base
 
 
-def base_model_register_from_dir(*, access: AccessContext, name: str, model_dir: Path) -> BaseModel:
+def base_model_register_from_dir(*, access: Access, name: str, model_dir: Path) -> BaseModel:
     config_path = Path(model_dir) / "config.json"
     try:
         hf_config = json.loads(config_path.read_text())
@@ -115,7 +117,7 @@ def base_model_register_from_dir(*, access: AccessContext, name: str, model_dir:
     return base_model_register(access=access, name=name, source=str(model_dir), hf_config=hf_config)
 
 
-def _require_platform_fields(access: AccessContext, fields: list[str]) -> None:
+def _require_platform_fields(access: Access, fields: list[str]) -> None:
     """Pools and SLO classes decide capacity and cost for every tenant: platform admins only."""
     if fields:
         names = " and ".join(sorted(fields))
@@ -143,7 +145,7 @@ def _changed(adapter: Adapter, changes: dict[str, Any], fields: tuple[str, ...])
 
 def _refuse_problems(adapter: Adapter) -> None:
     """Refuse a warm-up policy that breaks a hard rule; every problem goes in the details."""
-    problems = schedules.warmup_problems(adapter=adapter)
+    problems = fleet().warmup_problems(adapter=adapter)
     if problems:
         first = problems[0]
         raise ApplicationError(
@@ -155,12 +157,13 @@ def _refuse_problems(adapter: Adapter) -> None:
 
 
 def _sync_after_commit(adapter: Adapter) -> None:
-    transaction.on_commit(lambda: schedules.sync_adapter_schedule(adapter=adapter))
+    """Announce the new warm-up policy once it is committed; the fleet reacts (its beat entries)."""
+    transaction.on_commit(lambda: adapter_schedule_changed.send(sender=Adapter, adapter=adapter))
 
 
 def adapter_create(
     *,
-    access: AccessContext,
+    access: Access,
     tenant: Tenant,
     name: str,
     base_model: BaseModel,
@@ -180,7 +183,7 @@ def adapter_create(
     clean_or_raise(adapter, validate_unique=False, exclude=["tenant", "base_model", "created_by"])
     try:
         with transaction.atomic():
-            schedules.lock_schedule_scope(tenant_id=tenant.pk, pools=[schedules.pool_of(adapter)])
+            fleet().lock_schedule_scope(tenant_id=tenant.pk, pools=[pool_of(adapter)])
             locked_tenant = Tenant.objects.get(pk=tenant.pk)
             if Adapter.objects.filter(tenant=locked_tenant).count() >= locked_tenant.quota_adapters:
                 raise ApplicationError(
@@ -215,7 +218,7 @@ def adapter_create(
 
 
 def adapter_update(
-    *, access: AccessContext, adapter: Adapter, request_id: str = "", **changes: Any
+    *, access: Access, adapter: Adapter, request_id: str = "", **changes: Any
 ) -> Adapter:
     """Change an adapter. Tenant fields need change_adapter, pool and SLO class a platform admin
     (who needs nothing else for them); a warm-up change must keep the hard rules."""
@@ -227,10 +230,10 @@ def adapter_update(
     with transaction.atomic():
         # Tenant before adapter: the order uploads lock in, so the two never deadlock. Both
         # pools' engines when the pool moves: the rules count the new one.
-        pools = {schedules.pool_of(adapter)}
+        pools = {pool_of(adapter)}
         if changes.get("pool") is not None:
             pools.add(changes["pool"] or adapter.tenant.pool or settings.DEFAULT_POOL)
-        schedules.lock_schedule_scope(tenant_id=adapter.tenant_id, pools=pools)
+        fleet().lock_schedule_scope(tenant_id=adapter.tenant_id, pools=pools)
         locked = Adapter.objects.select_for_update().select_related("tenant").get(pk=adapter.pk)
         platform = _changed(locked, changes, PLATFORM_FIELDS)
         tenant_fields = set(changes) - set(PLATFORM_FIELDS)

@@ -38,7 +38,7 @@ from adapters.services.aliases import (
 )
 from core.audit import record_event
 from core.errors import Conflict
-from tenants.access import AccessContext
+from tenants.access_port import Access
 
 log = logging.getLogger(__name__)
 AUTO_ROLLBACK_ACTOR = "auto-rollback"
@@ -49,7 +49,7 @@ AUTO_ROLLBACK_ACTOR = "auto-rollback"
 
 def alias_promote(
     *,
-    access: AccessContext,
+    access: Access,
     alias: Alias,
     version: str,
     reason: str = "",
@@ -93,7 +93,7 @@ def alias_promote(
 
 def alias_rollback(
     *,
-    access: AccessContext,
+    access: Access,
     alias: Alias,
     reason: str = "",
     request_id: str = "",

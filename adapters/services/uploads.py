@@ -23,7 +23,8 @@ from adapters.storage.streams import Readable
 from adapters.validation.report import FileDigest, manifest_sha256
 from core.audit import record_event
 from core.errors import ApplicationError
-from tenants.access import AccessContext
+from core.tasks import task_named
+from tenants.access_port import Access
 from tenants.models import Tenant
 
 CONFIG_NAME = "adapter_config.json"
@@ -104,7 +105,7 @@ def check_quota(tenant: Tenant, incoming: int, *, exclude_upload: int | None = N
 BODY_OVERHEAD_ALLOWANCE = MAX_SIGNATURE_BYTES + 64 * 1024
 
 
-def upload_precheck(*, access: AccessContext, adapter: Adapter, content_length: int | None) -> None:
+def upload_precheck(*, access: Access, adapter: Adapter, content_length: int | None) -> None:
     """Refuse an upload whose request body cannot fit, from its Content-Length alone.
 
     Runs before the multipart body is parsed, so a client sending gigabytes over the cap or the
@@ -140,7 +141,7 @@ def next_number_guess(adapter: Adapter) -> int:
 
 def version_upload(
     *,
-    access: AccessContext,
+    access: Access,
     adapter: Adapter,
     config: IncomingFile,
     model: IncomingFile,
@@ -201,7 +202,7 @@ def _remove(storage: Any, stored: dict[str, StoredObject]) -> None:
 
 def _create_version(
     *,
-    access: AccessContext,
+    access: Access,
     adapter: Adapter,
     stored: dict[str, StoredObject],
     signature: bytes | None,
@@ -261,6 +262,4 @@ def _create_version(
 
 
 def _enqueue_validation(version_id: int) -> None:
-    from adapters.tasks import validate_version
-
-    validate_version.delay(version_id)
+    task_named("adapters.tasks.validate_version").delay(version_id)

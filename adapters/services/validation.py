@@ -19,9 +19,10 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, transaction
-from django.db.models import Min, Q
+from django.db.models import Q
 from django.utils import timezone
 
+from adapters.fleet_port import fleet
 from adapters.models import AdapterVersion, VersionStatus
 from adapters.services.lifecycle import version_record_validation
 from adapters.services.registry import base_model_spec
@@ -103,18 +104,6 @@ def _release_claim(version_id: int, attempts: int) -> None:
     )
 
 
-def max_rank_for(version: AdapterVersion) -> int:
-    """The smallest max_lora_rank among engines that could serve it: an adapter that fits only
-    some engines would fail to load on the others."""
-    from workers.models import Engine
-
-    engines = Engine.objects.filter(base_model=version.adapter.base_model)
-    pool = version.adapter.pool or version.tenant.pool
-    if pool:
-        engines = engines.filter(pool=pool)
-    return engines.aggregate(rank=Min("max_lora_rank"))["rank"] or settings.DEFAULT_MAX_LORA_RANK
-
-
 def run_validation(*, version_id: int, delivery: str = "") -> AdapterVersion | None:
     """Validate one version; None when another delivery already has it (or it is done).
     `delivery` names the task delivering it, so that its redelivery may take its claim over."""
@@ -193,7 +182,7 @@ def _validate_claimed(version: AdapterVersion) -> AdapterVersion:
             report = validate_adapter(
                 streams,
                 base_model=base_model_spec(version.adapter.base_model),
-                max_rank=max_rank_for(version),
+                max_rank=fleet().max_rank_for(version),
                 signature=base64.b64decode(version.signature) if version.signature else None,
                 trusted_keys=keys,
                 require_signature=tenant.require_signatures,

@@ -6,8 +6,8 @@ from typing import Any
 
 from django import template
 
+from adapters.access import AccessContext
 from gateway.usage import may_read_usage
-from tenants.access import AccessContext
 
 register = template.Library()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from adapters.access import AccessContext, SystemAccess
 from adapters.models import Adapter, AdapterVersion
 from adapters.services.registry import base_model_register
 from bench.upload_support import (
@@ -20,7 +21,6 @@ from bench.upload_support import (
     post_streamed,
 )
 from core.audit_models import AuditEvent
-from tenants.access import AccessContext, SystemAccess
 from tenants.tokens import token_issue
 from tests.storage.probes import leftovers
 

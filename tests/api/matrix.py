@@ -32,7 +32,7 @@ from typing import Any
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.utils import timezone
 
-from tenants.access import SCOPE_IMPLIES, AccessContext
+from adapters.access import SCOPE_IMPLIES, AccessContext
 from tenants.models import TokenScope
 
 API_PREFIX = "/api/v1/"
@@ -305,7 +305,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       then=_exists("tenants.ApiToken", tenant__slug="acme", name="ci", scopes=["read"])),
     E("GET", "tenants/{tenant}/tokens/{prefix}/", 200, "read", "alice", OWN_TOKEN),
     # The token is bob's: alice (owner) revokes another member's token, which through a token
-    # needs the admin scope (tenants/access.py require_token_revoke); bob revokes his own.
+    # needs the admin scope (adapters/access.py require_token_revoke); bob revokes his own.
     E("DELETE", "tenants/{tenant}/tokens/{prefix}/", 204, "admin", "alice", OWN_TOKEN,
       audit="token.revoke", then=_token_revoked),
     # adapters and per-adapter grants

@@ -17,6 +17,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
+from adapters.access import AccessContext
 from adapters.models import (
     Adapter,
     AdapterUserObjectPermission,
@@ -30,7 +31,6 @@ from adapters.models import (
 from adapters.services import aliases, lifecycle, uploads
 from adapters.services.validation import version_claim_for_validation
 from core.audit_models import AuditEvent
-from tenants.access import AccessContext
 from tenants.models import ApiToken, Membership, SigningKey, Tenant
 from tenants.services import adapter_grant
 from tenants.signing_keys import signing_key_add

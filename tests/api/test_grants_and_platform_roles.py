@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion
 from core.audit_models import AuditEvent
-from tenants.access import AccessContext
 from tenants.services import adapter_grant
 from tests.factories import PASSWORD, make_user
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tenants.access import AccessContext
+from adapters.access import AccessContext
 from tenants.tokens import token_issue
 
 REPO = Path(__file__).resolve().parents[2]

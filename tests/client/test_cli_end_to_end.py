@@ -7,9 +7,9 @@ from __future__ import annotations
 import openai
 import pytest
 
+from adapters.access import AccessContext
 from adapters.models import AdapterVersion
 from portal.audit_verify import verify_chain
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.client.steps import released
 from tests.gateway.conftest import fleet, worker_fleet  # noqa: F401 - fixtures used here

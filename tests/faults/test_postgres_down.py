@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tenants.access import AccessContext
+from adapters.access import AccessContext
 from tenants.tokens import token_issue
 from tests.faults.harness import CallerLog, chain_verifies, ledger, start_portal
 from tests.faults.record import FaultRecord, Stopwatch, wait_until

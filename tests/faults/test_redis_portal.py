@@ -16,7 +16,7 @@ import sys
 import httpx
 import pytest
 
-from tenants.access import AccessContext
+from adapters.access import AccessContext
 from tenants.tokens import token_issue
 from tests.faults.harness import CallerLog, chain_verifies, ledger, portal_env, start_portal
 from tests.faults.record import REPO, FaultRecord, Stopwatch, wait_until

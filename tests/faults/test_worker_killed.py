@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from adapters.access import AccessContext, SystemAccess
 from adapters.models import Adapter, AdapterVersion
 from adapters.services.registry import base_model_register
 from adapters.services.uploads import IncomingFile, version_upload
 from bench.upload_support import BIG_BASE_MODEL, BIG_HF_CONFIG, GeneratedAdapter
 from core.audit_models import AuditEvent
-from tenants.access import AccessContext, SystemAccess
 from tests.faults.harness import chain_verifies, spawn_worker
 from tests.faults.record import FaultRecord, Stopwatch, wait_until
 from tests.fixtures.celery_worker import _stop

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from adapters.access import AccessContext
 from gateway.app import Gateway
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 
 PROMPT = [{"role": "user", "content": "hi"}]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion
-from tenants.access import AccessContext
 from tenants.services import adapter_grant
 from tests.factories import World
 

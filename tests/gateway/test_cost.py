@@ -1,6 +1,6 @@
 """The cost view: engine-hours by pool from the prober's up-time record, the dedicated
 comparison, each tenant's share by requests, tokens and slot-seconds, the price platform
-admins set (audited), and who sees what (tenants/access.py's cost_tenant_reach)."""
+admins set (audited), and who sees what (adapters/access.py's cost_tenant_reach)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import openai
 import pytest
 
+from adapters.access import AccessContext
 from gateway.usage import usage_key, usage_persist
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.factories import make_user
 from tests.gateway.recording import gw_redis  # noqa: F401

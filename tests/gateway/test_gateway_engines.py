@@ -10,7 +10,7 @@ import time
 import openai
 import pytest
 
-from tenants.access import AccessContext
+from adapters.access import AccessContext
 from tenants.tokens import token_issue
 from tests.fixtures.gateway import ROOM_WAIT_S
 from tests.workers.fleet import residency_report, servable_version

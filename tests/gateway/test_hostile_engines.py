@@ -15,8 +15,8 @@ import time
 import httpx
 import pytest
 
+from adapters.access import AccessContext
 from adapters.services.releases import Guard, canary_series, canary_verdict, window_minutes
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.gateway.hostile_support import (
     chat,

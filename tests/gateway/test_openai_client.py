@@ -6,9 +6,9 @@ from __future__ import annotations
 import openai
 import pytest
 
+from adapters.access import AccessContext
 from adapters.services.aliases import alias_set
 from adapters.services.lifecycle import version_disable
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.workers.fleet import servable_version
 

@@ -1,14 +1,14 @@
-"""Who may chat with what in the playground (tenants/access.py's playground_may_use), and the
+"""Who may chat with what in the playground (adapters/access.py's playground_may_use), and the
 picker and resolution built on it (gateway/playground_choices.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from adapters.access import AccessContext
 from core.errors import NotFound, PermissionDenied
 from engine.sample_adapters import TINY_BASE_MODEL_NAME
 from gateway.playground_choices import playground_choices, playground_tenant, resolve_choice
-from tenants.access import AccessContext
 from tests.gateway.playground_world import build_playground_world
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ import openai
 import pytest
 from websockets.asyncio.client import connect
 
+from adapters.access import AccessContext
 from engine.sample_adapters import TINY_BASE_MODEL_NAME
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.gateway.recording import gw_redis  # noqa: F401 - fixture
 from tests.portal.test_tenant_events_socket import session_cookie

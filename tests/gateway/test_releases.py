@@ -17,7 +17,7 @@ from django.conf import settings
 from openai.types.chat import ChatCompletionMessageParam
 from redis import asyncio as aioredis
 
-from adapters import tasks
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, Alias, AliasRevision, AliasTarget
 from adapters.services import releases
 from adapters.services.aliases import alias_set
@@ -25,11 +25,12 @@ from adapters.services.releases import Guard, MinuteStats, canary_verdict, windo
 from core.audit_models import AuditEvent
 from core.errors import ApplicationError
 from gateway import limits
+from gateway import tasks as gateway_tasks
 from gateway.errors import GatewayError
 from gateway.recorder import Measurement, Recorder
 from gateway.routes import Target, build_table
 from portal.audit_verify import verify_chain
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.tokens import token_issue
 from tests.workers.conftest import worker_fleet  # noqa: F401 - the fixture
 from workers import shared_state
@@ -69,7 +70,7 @@ def acme(world):
     return world
 
 
-def owner(world) -> AccessContext:
+def owner(world) -> Access:
     return AccessContext.for_user(world.users["alice"])
 
 
@@ -512,7 +513,7 @@ def test_the_task_rolls_a_failing_canary_back_once_and_not_twice(private):
         [measurement(slug, "support@2", t0 + 61 + i, ok=i >= 6) for i in range(25)]
         + [measurement(slug, "support@1", t0 + 61 + i % 50, ok=True) for i in range(200)]
     )
-    assert tasks.check_canaries(now=t0 + 130) == 1
+    assert gateway_tasks.check_canaries(now=t0 + 130) == 1
     assert targets_of(alias) == {"support@1": (100, None)}
     head = head_of(alias)
     assert (head.action, head.actor_label, head.actor_id) == (
@@ -530,7 +531,7 @@ def test_the_task_rolls_a_failing_canary_back_once_and_not_twice(private):
 
     # The numbers in Redis still say the canary failed; nothing fires a second time, neither
     # the next beat nor a check that judged the old revision a moment before the rollback.
-    assert tasks.check_canaries(now=t0 + 160) == 0
+    assert gateway_tasks.check_canaries(now=t0 + 160) == 0
     judged = alias.revisions.get(number=2)
     assert not releases._auto_rollback(alias, expected=judged, reason="late", evidence={})
     assert AuditEvent.objects.filter(action__contains="rollback").count() == 1

@@ -8,12 +8,12 @@ from typing import Any
 
 from django.test import Client
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, Alias
 from adapters.services.aliases import alias_set
 from adapters.services.lifecycle import version_approve, version_release
 from adapters.services.uploads import IncomingFile, version_upload
 from adapters.services.validation import run_validation
-from tenants.access import AccessContext
 from tenants.tokens import IssuedToken, token_issue
 from tests.factories import World, adapter_files
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenants.access import AccessContext
+from adapters.access import AccessContext
 from tests.pages.builders import PagesWorld
 
 Kwargs = Callable[[PagesWorld], dict[str, Any]]
@@ -81,7 +81,7 @@ def _acme_key(pw: PagesWorld) -> dict[str, Any]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from tenants.access import AccessContext
+    from adapters.access import AccessContext
     from tenants.signing_keys import signing_key_add
 
     pem = (
@@ -275,7 +275,7 @@ PAGE_ROUTES: list[PageRoute] = [
         "post",
         expect={**NOT_FLEET, "olga": 302, "adam": 302},
     ),
-    # --- a tenant's members, grants and tokens (tenants/pages_access.py) ---
+    # --- a tenant's members, grants and tokens (adapters/pages/access.py) ---
     PageRoute(
         "tenant-members",
         _acme,

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 import pytest
 from playwright import sync_api as playwright_api
 
+from adapters.access import AccessContext
 from adapters.models import AdapterVersion, Alias
 from adapters.services.aliases import alias_set
-from tenants.access import AccessContext
 from tests.factories import PASSWORD, adapter_files
 from tests.pages.test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
 from tests.workers.conftest import worker_fleet  # noqa: F401 - fixture

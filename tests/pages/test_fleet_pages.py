@@ -15,9 +15,9 @@ from django.utils import timezone
 from django.utils.html import escape
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion
 from core.audit_models import AuditEvent
-from tenants.access import AccessContext
 from tests.pages.routes import FLEET_ENGINE, _fleet_engine
 from tests.workers.fleet import servable_version
 from workers import shared_state

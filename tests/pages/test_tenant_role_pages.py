@@ -10,10 +10,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.urls import reverse
 
+from adapters.access import AccessContext
 from adapters.models import Adapter, Alias
 from core.audit_models import AuditEvent
 from gateway.models import DailyUsage
-from tenants.access import AccessContext
 from tenants.models import Membership, SigningKey
 from tenants.tokens import token_issue
 from tests.pages.builders import active, validated

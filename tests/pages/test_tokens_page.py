@@ -3,8 +3,8 @@
 import pytest
 from django.urls import reverse
 
+from adapters.access import AccessContext
 from core.audit_models import AuditEvent
-from tenants.access import AccessContext
 from tenants.models import ApiToken
 from tenants.tokens import token_authenticate, token_issue
 

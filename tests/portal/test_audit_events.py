@@ -8,8 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from adapters.access import AccessContext
 from core.audit_models import AuditEvent
-from tenants.access import AccessContext
 from tenants.services import membership_remove, membership_set
 from tenants.tokens import token_issue, token_revoke
 

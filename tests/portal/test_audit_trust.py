@@ -13,6 +13,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from adapters.access import AccessContext
 from adapters.storage.factory import get_storage
 from core.audit import GENESIS_HASH
 from core.audit import event_content as _content
@@ -20,7 +21,6 @@ from core.audit_models import AuditEvent
 from portal.audit_checkpoint import CHECKPOINT_KEY, read_checkpoint
 from portal.audit_verify import verify_chain
 from portal.tasks import checkpoint_audit_chain
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ import pytest
 from django.urls import reverse
 from playwright import sync_api as playwright_api
 
+from adapters.access import AccessContext
 from adapters.models import Adapter
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.fixtures.celery_worker import _service_env, _stop
 from tests.pages.test_browser import SCREENSHOTS, chromium_page

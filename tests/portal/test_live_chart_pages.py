@@ -13,8 +13,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.urls import reverse
 
+from adapters.access import AccessContext
 from adapters.models import Adapter
-from tenants.access import AccessContext
 from tests.pages.builders import client_for, validated
 from tests.portal.live_helpers import publisher
 from tests.portal.test_live_metrics import measurement

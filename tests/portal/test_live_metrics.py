@@ -11,9 +11,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
+from adapters.access import AccessContext
 from adapters.models import Adapter
 from gateway.recorder import Measurement, Recorder
-from tenants.access import AccessContext
 from tenants.services import adapter_grant, adapter_revoke_grants, membership_remove
 from tests.portal.live_helpers import open_socket, past_second, publisher, session_headers
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("adapters", "engine", "gateway", "portal", "tenants", "workers", "bench")
-ACCESS = "tenants/access.py"
+ACCESS = "adapters/access.py"
 
 
 def _sources() -> dict[str, str]:
@@ -112,7 +112,7 @@ def test_the_alias_target_pattern_is_written_once():
     assert _modules_with(r"@\[0-9\]\{1,9\}") == ["adapters/services/aliases.py"]
 
 
-# --- each access decision in tenants/access.py ---
+# --- each access decision in adapters/access.py ---
 
 
 def test_guardian_is_asked_only_in_access():

@@ -8,8 +8,8 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
 
+from adapters.access import AccessContext
 from portal.asgi import application
-from tenants.access import AccessContext
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -130,7 +130,7 @@ def test_under_asgi_it_streams_the_same_batches_asynchronously(world, monkeypatc
     from asgiref.sync import sync_to_async
     from django.db import connections
 
-    from tenants.access import SystemAccess
+    from adapters.access import SystemAccess
 
     for i in range(7):
         record_event(action="test.async", object_id=str(i))

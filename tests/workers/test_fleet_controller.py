@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.access import AccessContext
 from adapters.models import Adapter
-from tenants.access import AccessContext
 from tests.workers.fleet import chat, residency_report, servable_version
 from workers import engine_slots, shared_state
 from workers.controller import converge_engine

@@ -13,9 +13,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from adapters.access import AccessContext
 from adapters.models import VersionStatus
 from adapters.services.lifecycle import version_disable, version_release
-from tenants.access import AccessContext
 from tests.workers.fleet import residency_report, servable_version
 from workers.desired import request_load, set_desired
 from workers.models import Engine, EngineState, FleetAction, Residency
@@ -129,8 +129,8 @@ def test_a_business_hours_window_warms_then_releases_the_version(
 
     from django.utils import timezone
 
+    from adapters.access import AccessContext
     from adapters.services.registry import adapter_update
-    from tenants.access import AccessContext
     from workers.models import Residency
 
     world = worker_fleet.world

@@ -15,8 +15,8 @@ import time
 import httpx
 import pytest
 
+from adapters.access import AccessContext
 from adapters.models import Adapter
-from tenants.access import AccessContext
 from tenants.tokens import token_issue
 from tests.workers.fleet import chat, residency_report, servable_version
 from workers import engine_slots, shared_state

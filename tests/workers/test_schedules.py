@@ -4,7 +4,6 @@ task's re-check (refused with a placement alarm, once, audited)."""
 from __future__ import annotations
 
 import json
-import sys
 import types
 from datetime import UTC, datetime, time
 from typing import Any
@@ -500,7 +499,7 @@ def fake_fleet():
         desire_pinned=mock.Mock(return_value=[]),
         release_warm=mock.Mock(return_value=[]),
     )
-    with mock.patch.dict(sys.modules, {"workers.desired": fake}):
+    with mock.patch.object(schedules, "desired", fake):
         yield fake
 
 

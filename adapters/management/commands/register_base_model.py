@@ -6,9 +6,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from adapters.access import SystemAccess
 from adapters.services.registry import base_model_register_from_dir
 from core.errors import ApplicationError
-from tenants.access import SystemAccess
 
 
 class Command(BaseCommand):

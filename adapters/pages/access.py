@@ -11,13 +11,13 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from adapters.selectors import adapter_get, adapters_for
+from adapters.selectors import adapter_get, adapters_for, grants_of
 from core.errors import ApplicationError, NotFound
 from core.request import PortalRequest
-from tenants.access import AccessContext
+from tenants.access_port import Access
 from tenants.models import Tenant, TenantRole
 from tenants.pagekit import access_for, page_view, post_text, render_page
-from tenants.selectors import grants_of, members_of, tenant_tokens
+from tenants.selectors import members_of, tenant_tokens
 from tenants.services import (
     GRANTABLE_ADAPTER_PERMS,
     adapter_grant,
@@ -28,7 +28,7 @@ from tenants.services import (
 from tenants.tokens import token_revoke
 
 
-def _scope(request: PortalRequest, tenant: str, capability: str) -> tuple[AccessContext, Tenant]:
+def _scope(request: PortalRequest, tenant: str, capability: str) -> tuple[Access, Tenant]:
     access = access_for(request)
     found = access.get_tenant(tenant)
     access.require_tenant(found, capability)
@@ -37,7 +37,7 @@ def _scope(request: PortalRequest, tenant: str, capability: str) -> tuple[Access
 
 def _page(
     request: PortalRequest,
-    access: AccessContext,
+    access: Access,
     tenant: Tenant,
     error: ApplicationError | None = None,
 ) -> HttpResponse:

@@ -1,5 +1,10 @@
 """Who may see and do what: one place for tenant scoping, roles, object grants and token limits.
 
+It lives in `adapters` because that is the lowest layer that sees every model it decides on
+(tenants, memberships, tokens, adapters and their grants; no fleet model), so adapters, workers,
+gateway and portal import it. `tenants` sits below it: its own views and services reach it
+through tenants/access_port.py, which AdaptersConfig.ready() connects (docs/architecture.md).
+
 Every view, API endpoint and consumer asks an AccessContext; none of them filters by tenant on
 its own. Objects outside the caller's reach are not found (404); objects in reach but beyond the
 caller's role are forbidden (403).
@@ -25,6 +30,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
+from adapters.models import Adapter, AdapterUserObjectPermission, VersionStatus
 from core.errors import NotFound, PermissionDenied
 from tenants.models import (
     ApiToken,
@@ -273,8 +279,6 @@ class AccessContext:
         return qs
 
     def _granted_adapter_tenant_ids(self) -> QuerySet:
-        from adapters.models import AdapterUserObjectPermission
-
         return AdapterUserObjectPermission.objects.filter(
             user=self.user, permission__codename="view_adapter"
         ).values("content_object__tenant_id")
@@ -415,8 +419,6 @@ class AccessContext:
 
     # --- adapters ---
     def visible_adapters(self, tenant: Tenant) -> QuerySet:
-        from adapters.models import Adapter
-
         qs = Adapter.objects.filter(tenant=tenant)
         if not self._in_token_reach(tenant.id) or not self.is_authenticated:
             return qs.none()
@@ -441,8 +443,6 @@ class AccessContext:
 
     def granted_adapters(self, *, outside_tenants: list[int]) -> QuerySet:
         """Adapters seen through per-object grants only, in tenants the caller is not a member of."""
-        from adapters.models import Adapter
-
         qs = Adapter.objects.exclude(tenant_id__in=outside_tenants)
         if self.bound_tenant_id is not None:
             qs = qs.filter(tenant_id=self.bound_tenant_id)
@@ -555,8 +555,6 @@ class AccessContext:
         versions, its base models, and staged versions, to try them before release; a grantee who
         may upload to one adapter may use that adapter's active versions only. Nobody else, and
         the gateway's API never serves a staged version at all."""
-        from adapters.models import VersionStatus
-
         if version is not None and version.tenant_id != tenant.id:
             return False
         if self.tenant_can(tenant, "use_playground"):
