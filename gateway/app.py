@@ -96,7 +96,7 @@ class Gateway:
         self._listening = False  # subscribed to change messages (CHANGED_CHANNEL)
         self._stale = True
         self._rr = 0
-        self.fair = FairSlots()
+        self.fair = FairSlots(settings.GATEWAY_FAIR_SHARED_WINDOW_SECONDS)
         self.pin_guard = PinGuardLink(self.redis)
 
     # --- tables ---------------------------------------------------------------------------

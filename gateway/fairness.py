@@ -54,6 +54,7 @@ class _EngineSlots:
     turn: deque[int] = field(default_factory=deque)  # tenants with waiters, in admission order
     held: dict[int, int] = field(default_factory=dict)  # tenant -> slots it holds
     seen: dict[int, float] = field(default_factory=dict)  # tenant -> when it last asked
+    window_s: float = SHARED_WINDOW_S  # another tenant asked within it: the engine is shared
 
     def waiting(self) -> int:
         return sum(len(q) for q in self.queues.values())
@@ -62,13 +63,13 @@ class _EngineSlots:
         now = time.monotonic()
         self.seen[tenant] = now
         if len(self.seen) > 64:  # forget tenants gone quiet
-            self.seen = {t: at for t, at in self.seen.items() if now - at < SHARED_WINDOW_S}
+            self.seen = {t: at for t, at in self.seen.items() if now - at < self.window_s}
 
     def tenant_share(self, tenant: int) -> int:
         """The most `tenant` may hold: every slot while no other tenant used the engine
         lately, else all but a quarter of them (at least one left for the others)."""
         now = time.monotonic()
-        shared = any(t != tenant and now - at < SHARED_WINDOW_S for t, at in self.seen.items())
+        shared = any(t != tenant and now - at < self.window_s for t, at in self.seen.items())
         return max(1, self.capacity - max(1, self.capacity // 4)) if shared else self.capacity
 
     def fits(self, weight: int, tenant: int) -> bool:
@@ -107,13 +108,16 @@ class _EngineSlots:
 
 
 class FairSlots:
-    def __init__(self) -> None:
+    def __init__(self, shared_window_s: float = SHARED_WINDOW_S) -> None:
         self._engines: dict[str, _EngineSlots] = {}
+        self.shared_window_s = shared_window_s
 
     def _slots(self, engine: str, capacity: int) -> _EngineSlots:
         slots = self._engines.get(engine)
         if slots is None:
-            slots = self._engines[engine] = _EngineSlots(capacity=max(1, capacity))
+            slots = self._engines[engine] = _EngineSlots(
+                capacity=max(1, capacity), window_s=self.shared_window_s
+            )
         slots.capacity = max(1, capacity)
         return slots
 

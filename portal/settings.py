@@ -464,6 +464,10 @@ GATEWAY_REDIS_TIMEOUT_SECONDS = env_float("GATEWAY_REDIS_TIMEOUT_SECONDS", 2.0)
 # one rather than fail: redis-py's default pool raised "Too many connections" past 100 under a
 # 200-client burst (make bench-load).
 GATEWAY_REDIS_MAX_CONNECTIONS = env_int("GATEWAY_REDIS_MAX_CONNECTIONS", 64)
+# An engine counts as shared while another tenant asked it within this many seconds: then no
+# tenant holds more than 3/4 of its slots, nor sends it a request heavier than that
+# (gateway/fairness.py).
+GATEWAY_FAIR_SHARED_WINDOW_SECONDS = env_float("GATEWAY_FAIR_SHARED_WINDOW_SECONDS", 60.0)
 # Each replica renews a lease this long (every quarter of it); a replica whose lease lapsed (it
 # died) has what its requests held in the shared counts given back by the others (gateway.replicas).
 GATEWAY_REPLICA_LEASE_SECONDS = env_float("GATEWAY_REPLICA_LEASE_SECONDS", 10.0)

@@ -29,6 +29,9 @@ def replicas_fixture(celery_worker_process) -> Iterator[tuple[str, str]]:
         "GATEWAY_WRITE_DEADLINE_SECONDS": str(WRITE_DEADLINE_S),
         # Long enough that a wrongly marked engine is still out at the next request.
         "GATEWAY_ENGINE_COOLDOWN_SECONDS": "60",
+        # Each test's tenant alone on the engine a second after the last test's other tenant
+        # (the budget and unread-stream tests send requests heavier than a shared share).
+        "GATEWAY_FAIR_SHARED_WINDOW_SECONDS": "1",
     }
     queue = celery_worker_process["queue"]
     with running_gateway(queue, **env) as one, running_gateway(queue, **env) as two:
