@@ -112,11 +112,14 @@ def test_a_request_over_its_budget_is_a_504_aborted_at_the_engine_blaming_no_eng
 ):
     world = one_engine.world
     handle = one_engine.handle_a
-    _save(world.acme, max_n=32)
+    # Its weight (512 sequences) is charged against the rate too: a raised quota, or the
+    # requests earlier tests made this minute refuse it as over the rate (429).
+    _save(world.acme, max_n=32, quota_requests_per_minute=100_000)
     alice = token(world, "alice", world.acme)
     generated = engine_counter(handle, "vllm:generation_tokens_total")
     reply = complete(replicas[0], alice, {"model": "tiny-llama", **OVER_BUDGET})
-    assert reply.status_code == 504 and reply.headers["content-type"] == "application/json"
+    assert reply.status_code == 504, reply.text
+    assert reply.headers["content-type"] == "application/json"
     assert reply.json()["error"]["code"] == "request_timeout"
     # Aborted at the engine: it stops running, far short of the 512,000 tokens asked for.
     assert wait_for(lambda: engine_counter(handle, "vllm:num_requests_running") == 0)
