@@ -15,7 +15,7 @@ from redis import asyncio as aioredis
 
 from gateway import limits
 from gateway.replicas import REPLICAS_KEY, ReplicaLease, lease_key
-from gateway.routes import Target
+from tests.gateway.test_engine_admission import _target
 from workers.shared_state import inflight_key
 
 pytestmark = pytest.mark.django_db
@@ -32,21 +32,6 @@ async def redis():
 def lease_s(settings):
     settings.GATEWAY_REPLICA_LEASE_SECONDS = 0.4
     return 0.4
-
-
-def _target(served_name: str) -> Target:
-    return Target(
-        served_name=served_name,
-        version_id=1,
-        tenant_id=0,
-        tenant="acme",
-        adapter=served_name,
-        number=1,
-        pool="shared",
-        base_model_id=1,
-        rank=8,
-        max_concurrent=0,
-    )
 
 
 class Names:
