@@ -75,9 +75,10 @@ def unavailable(
     return GatewayError(503, message, code=code, err_type="server_error", headers=headers)
 
 
-def no_slot(engine: str, weight: int, share: int, capacity: int) -> GatewayError:
-    """No slot on the engine within the request's time budget (gateway.fairness)."""
-    if weight > share:
+def no_slot(engine: str, weight: int, share: int, capacity: int, over_share: bool) -> GatewayError:
+    """No slot on the engine: over its tenant's share of a shared engine (refused at once), or
+    the engine stayed full for the request's time budget (gateway.fairness)."""
+    if over_share:
         return too_many(
             f"This request runs {weight} sequences (n x prompts); while other tenants use "
             f"this pool's engines, one tenant may hold at most {share} of an engine's "

@@ -12,8 +12,12 @@ SHARED_WINDOW_S, no tenant holds more than three quarters of its slots: slots ar
 reply is delivered, so a tenant whose callers stop reading (or whose requests run long) would
 otherwise hold the whole engine and every other tenant would queue behind it
 (bench/neighbours.py). That share bounds a single request too: one heavier than its tenant's
-share waits (passed over, holding up nobody) until the engine is the tenant's alone, and a tenant
-alone on an engine uses all of it, a request heavier than the engine included (it runs alone).
+share while the engine is shared is refused at once (`NoSlot`, over its share: the caller can ask
+for fewer sequences instead of waiting out its budget), and a tenant alone on an engine uses all
+of it, a request heavier than the engine included (it waits for the engine to be idle, then runs
+alone). A waiter is re-checked when the sharing lapses as well as on every release: with nobody
+left to release, a request held back only by the share would otherwise wait out its budget on an
+idle engine.
 Before the share bound a single request, the largest one a plan allowed (2 prompts x n=4 on an
 8-slot engine) took a whole engine the moment it was idle, and the other tenant's requests then
 queued behind it for its whole run (B: p99 9x alone, 4 of 70 answered 504).
@@ -24,6 +28,7 @@ A wait for a slot is bounded (`wait_s`, the rest of the request's time budget): 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -31,6 +36,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 SHARED_WINDOW_S = 60.0
+USAGE_HALF_LIFE_S = 10.0  # how fast a tenant's recent work on an engine is forgotten
 
 
 class NoSlot(Exception):
@@ -43,7 +49,15 @@ class NoSlot(Exception):
 
     @property
     def over_share(self) -> bool:
-        return self.weight > self.share
+        """Refused by its tenant's share of a shared engine, not by a full engine."""
+        return self.share < self.capacity and self.weight > self.share
+
+
+def _decayed(entry: tuple[float, float] | None, now: float) -> float:
+    if entry is None:
+        return 0.0
+    value, at = entry
+    return value * 0.5 ** ((now - at) / USAGE_HALF_LIFE_S)
 
 
 @dataclass
@@ -55,15 +69,27 @@ class _EngineSlots:
     held: dict[int, int] = field(default_factory=dict)  # tenant -> slots it holds
     seen: dict[int, float] = field(default_factory=dict)  # tenant -> when it last asked
     window_s: float = SHARED_WINDOW_S  # another tenant asked within it: the engine is shared
+    # tenant -> (sequences asked for, decayed with USAGE_HALF_LIFE_S; when last updated)
+    usage: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def waiting(self) -> int:
         return sum(len(q) for q in self.queues.values())
 
-    def note(self, tenant: int) -> None:
+    def note(self, tenant: int, weight: int) -> None:
         now = time.monotonic()
         self.seen[tenant] = now
         if len(self.seen) > 64:  # forget tenants gone quiet
             self.seen = {t: at for t, at in self.seen.items() if now - at < self.window_s}
+        self.usage[tenant] = (_decayed(self.usage.get(tenant), now) + weight, now)
+        if len(self.usage) > 64:
+            self.usage = {t: u for t, u in self.usage.items() if _decayed(u, now) >= 0.01}
+
+    def others_rate(self, tenant: int) -> float:
+        """Sequences a second that the other tenants sent here lately (a decayed sum turned into
+        a rate: a steady r a second sums to r x half-life / ln 2)."""
+        now = time.monotonic()
+        total = sum(_decayed(u, now) for t, u in self.usage.items() if t != tenant)
+        return total * math.log(2) / USAGE_HALF_LIFE_S
 
     def tenant_share(self, tenant: int) -> int:
         """The most `tenant` may hold: every slot while no other tenant used the engine
@@ -71,6 +97,12 @@ class _EngineSlots:
         now = time.monotonic()
         shared = any(t != tenant and now - at < self.window_s for t, at in self.seen.items())
         return max(1, self.capacity - max(1, self.capacity // 4)) if shared else self.capacity
+
+    def shared_until(self, tenant: int) -> float:
+        """When the engine stops being shared for `tenant` (monotonic time; 0: it is not)."""
+        others = [at for t, at in self.seen.items() if t != tenant]
+        until = max(others) + self.window_s if others else 0.0
+        return until if until > time.monotonic() else 0.0
 
     def fits(self, weight: int, tenant: int) -> bool:
         share = self.tenant_share(tenant)
@@ -125,6 +157,12 @@ class FairSlots:
         slots = self._engines.get(engine)
         return slots.waiting() if slots else 0
 
+    def others_rate(self, engine: str, tenant: int) -> float:
+        """Other tenants' recent sequences a second on the engine: engine choice keeps a
+        tenant's traffic off engines its neighbours use while others have room."""
+        slots = self._engines.get(engine)
+        return slots.others_rate(tenant) if slots else 0.0
+
     def load(self, engine: str) -> int:
         """Sequences running on the engine and waiting for it: what engine choice compares (a
         request with n=4 weighs four, not one)."""
@@ -140,7 +178,10 @@ class FairSlots:
         """Hold `weight` of the engine's slots while the block runs; wait at most `wait_s` for
         them (NoSlot after it)."""
         slots = self._slots(engine, capacity)
-        slots.note(tenant)
+        slots.note(tenant, weight)
+        share = slots.tenant_share(tenant)
+        if share < slots.capacity and weight > share:
+            raise NoSlot(weight, share, slots.capacity)  # could not run while others use it
         if slots.fits(weight, tenant) and not slots.waiter_first():
             slots.take(weight, tenant)
         else:
@@ -150,9 +191,7 @@ class FairSlots:
                 slots.turn.append(tenant)
             queue.append((future, weight))
             try:
-                # A releasing request lets us in (our weight is counted). Shielded: a timeout
-                # must not cancel the future under a release that is setting it.
-                await asyncio.wait_for(asyncio.shield(future), wait_s)
+                await self._wait(slots, future, wait_s)
             except TimeoutError:
                 if not future.done():
                     future.cancel()
@@ -171,6 +210,28 @@ class FairSlots:
         finally:
             self._release(slots, weight, tenant)
 
+    async def _wait(
+        self, slots: _EngineSlots, future: asyncio.Future[None], wait_s: float | None
+    ) -> None:
+        """Wait until a release (or a re-check here) lets us in, at most `wait_s` (TimeoutError).
+        Each time the engine's sharing lapses, the waiters are re-checked: their shares grew."""
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            lapse = max(slots.shared_until(t) for t in slots.queues) if slots.queues else 0.0
+            chunk = left
+            if lapse:
+                until_lapse = lapse - time.monotonic() + 0.01
+                chunk = until_lapse if left is None else min(left, until_lapse)
+            try:
+                # Shielded: a timeout must not cancel the future under a release setting it.
+                await asyncio.wait_for(asyncio.shield(future), chunk)
+                return
+            except TimeoutError:
+                if future.done() or (left is not None and chunk is not None and chunk >= left):
+                    raise
+                self._admit_waiters(slots)
+
     def _forget(self, slots: _EngineSlots, tenant: int, future: asyncio.Future[None]) -> None:
         queue = slots.queues.get(tenant)
         entry = next((e for e in queue or () if e[0] is future), None)
@@ -186,6 +247,9 @@ class FairSlots:
         A tenant at its share is passed over (it keeps its turn); one that needs more room
         than is free stops the round: nobody jumps it."""
         slots.give_back(weight, tenant)
+        self._admit_waiters(slots)
+
+    def _admit_waiters(self, slots: _EngineSlots) -> None:
         for _ in range(len(slots.turn)):
             waiter = slots.turn[0]
             queue = slots.queues[waiter]

@@ -1,11 +1,13 @@
 """One of two gateway replicas (two uvicorn processes, one Redis) SIGKILLed while requests flow.
 
-- A cold version asked for on both replicas at once is loaded once (single-flight across them).
+- A cold version asked for on both replicas at once is loaded once (single-flight across them:
+  one request leads the load, as the pool's demand history marks it).
 - The tenant's in-flight cap holds across the two (its two streams on replica 1 fill it).
 - Replica 1 is killed in the middle of those streams: each caller retries on replica 2 and gets
   its whole answer; what replica 1 held in the shared counts is given back by replica 2's
   reaper once replica 1's lease lapses (GATEWAY_REPLICA_LEASE_SECONDS), not after the counters'
-  one-hour TTL; the cap still holds on replica 2 afterwards, and nothing is left held at the end.
+  one-hour TTL; the cap still holds on replica 2 afterwards (two streams nobody reads fill it),
+  and nothing is left held at the end.
 
 The session's real CPU engine A (B down) and its worker; two gateway replicas of the test's own.
 """
@@ -18,6 +20,7 @@ import threading
 import time
 
 import httpx
+import orjson
 import pytest
 from django.utils import timezone
 
@@ -27,6 +30,7 @@ from tests.gateway.hostile_support import (
     chat,
     one_engine_fixture,  # noqa: F401 - fixture
     redis_int,
+    unread_stream,
 )
 from tests.gateway.test_hostile_engines import _save, token
 from tests.workers.fleet import servable_version
@@ -59,7 +63,6 @@ class Caller:
         self.seen: list[str] = []  # what each try ended with
         self.tokens = 0
         self.done = False
-        self.started = threading.Event()
         self.ok_at: float | None = None
 
     def run(self) -> None:
@@ -84,7 +87,6 @@ class Caller:
                     for line in reply.iter_lines():
                         if line.startswith("data:") and '"content":"' in line:
                             tokens += 1
-                            self.started.set()
                             time.sleep(READ_PAUSE_S)
                         if line.strip() == "data: [DONE]":
                             self.tokens, self.done = tokens, True
@@ -129,15 +131,27 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
             served_name=cold.served_name, kind="load", ok=True, created_at__gte=asked_at
         ).count()
         assert loads == 1
+        # The load was led once across the two replicas: one request marked as the one that
+        # started it (each replica's own first request would lead it without the shared claim;
+        # the load itself is idempotent, so the count of loads alone could not tell).
+        leaders = [
+            d
+            for d in shared_state.demand_history(fleet.a.pool)
+            if d.name == cold.served_name and d.missed
+        ]
+        assert len(leaders) == 1, leaders
 
         # Two streams on replica 1 fill the tenant's cap; replica 2 refuses a third.
         _save(world.acme, max_in_flight_requests=2)  # a save: both replicas' tables follow
+        # Counted in Redis, not seen by the callers: a caller may read its first token only
+        # after the gateway has written the whole stream (and given its hold back).
+        tenant_flight = f"lp:gw:tflight:{world.acme.id}"
+        wait_until(lambda: redis_int(tenant_flight) == 0, timeout=30, what="no hold left")
         callers = [Caller([one, two], alice) for _ in range(2)]
         threads = [threading.Thread(target=c.run) for c in callers]
         for t in threads:
             t.start()
-        for c in callers:
-            assert c.started.wait(120), c.seen
+        wait_until(lambda: redis_int(tenant_flight) == 2, timeout=120, what="both streams held")
         refused = chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
         assert refused.status_code == 429
         assert refused.json()["error"]["code"] == "tenant_concurrency_limit_exceeded"
@@ -152,19 +166,29 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
             assert c.done, c.seen  # each caller got its whole answer, from replica 2
         heal_s = round(min(c.ok_at or killed_at for c in callers) - killed_at, 2)
         # The cap still holds on replica 2: its own holds were not reaped with replica 1's.
-        holders = [Caller([two], alice) for _ in range(2)]
-        runners = [threading.Thread(target=c.run) for c in holders]
-        for t in runners:
-            t.start()
-        for c in holders:
-            assert c.started.wait(120), c.seen
-        over = chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
-        assert over.status_code == 429, over.text
-        for t in runners:
-            t.join()
+        # Two streams nobody reads hold their counts until the write deadline (10 s): a stream
+        # read slowly could end at the gateway (its tail in the sockets' buffers) before the
+        # third request is sent, and the check would prove nothing.
+        body = orjson.dumps({"model": "tiny-llama", **STREAM})
+        wait_until(
+            lambda: redis_int(tenant_flight) == 0, timeout=30, what="the callers' holds back"
+        )
+        holders = [unread_stream(two, alice, body) for _ in range(2)]
+        try:
+            wait_until(
+                lambda: redis_int(tenant_flight) == 2,
+                timeout=60,
+                what="both unread streams admitted on replica 2",
+            )
+            over = chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
+            assert over.status_code == 429, over.text
+            assert over.json()["error"]["code"] == "tenant_concurrency_limit_exceeded"
+        finally:
+            for sock in holders:
+                sock.close()
         # Nothing left held once every request ended.
         wait_until(
-            lambda: redis_int(f"lp:gw:tflight:{world.acme.id}") == 0,
+            lambda: redis_int(tenant_flight) == 0,
             timeout=30,
             what="the tenant's in-flight count back to 0",
         )

@@ -5,6 +5,7 @@ the engines' own counters, and the gateway's Redis counts."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Callable, Iterator
 
@@ -16,6 +17,7 @@ from tests.fixtures.gateway import running_gateway
 from workers import shared_state
 
 BUDGET_S = 60.0  # the replicas' GATEWAY_REQUEST_TIMEOUT_SECONDS
+SHARED_WINDOW_S = 1.0  # the replicas' GATEWAY_FAIR_SHARED_WINDOW_SECONDS
 WRITE_DEADLINE_S = 1.0  # their GATEWAY_WRITE_DEADLINE_SECONDS
 PROMPT = [{"role": "user", "content": "Tell me about tea."}]
 
@@ -31,7 +33,7 @@ def replicas_fixture(celery_worker_process) -> Iterator[tuple[str, str]]:
         "GATEWAY_ENGINE_COOLDOWN_SECONDS": "60",
         # Each test's tenant alone on the engine a second after the last test's other tenant
         # (the budget and unread-stream tests send requests heavier than a shared share).
-        "GATEWAY_FAIR_SHARED_WINDOW_SECONDS": "1",
+        "GATEWAY_FAIR_SHARED_WINDOW_SECONDS": str(SHARED_WINDOW_S),
     }
     queue = celery_worker_process["queue"]
     with running_gateway(queue, **env) as one, running_gateway(queue, **env) as two:
@@ -104,3 +106,17 @@ def redis_int(key: str, field: str | None = None) -> int:
     client = shared_state.client()
     value = client.hget(key, field) if field else client.get(key)
     return int(float(value or 0))
+
+
+def unread_stream(base: str, tok: str, body: bytes) -> socket.socket:
+    """A caller that sends a streaming request and never reads a byte (a tiny receive window)."""
+    host, port = base.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    sock.connect((host, int(port)))
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {tok}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + body)
+    return sock

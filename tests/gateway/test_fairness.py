@@ -95,8 +95,9 @@ async def test_a_request_takes_as_many_slots_as_sequences_it_runs():
 
 async def test_a_request_heavier_than_its_share_never_takes_a_shared_engine():
     """Issue 19 (bench/neighbours.py, largest phase): while another tenant uses the engine, a
-    request heavier than its tenant's share does not take the idle engine whole; it is passed
-    over, holds up nobody, and its bounded wait ends in NoSlot (over its share)."""
+    request heavier than its tenant's share does not take the idle engine whole: it is refused
+    at once (NoSlot, over its share), so it holds up nobody and its caller does not wait out its
+    budget for an answer that cannot come while the other tenant is there."""
     slots = FairSlots()
     async with slots.slot("e", 8, 2):  # tenant 2 has used the engine
         pass
@@ -108,19 +109,53 @@ async def test_a_request_heavier_than_its_share_never_takes_a_shared_engine():
             order.append(label)
             await hold.wait()
 
-    heavy = asyncio.create_task(request(1, "heavy", 8, wait_s=0.05))  # share: 6 of 8
-    await asyncio.sleep(0)
-    assert order == []  # the engine is idle, but 8 would pass tenant 1's share
+    with pytest.raises(NoSlot) as refused:
+        await request(1, "heavy", 8)  # no wait bound given: refused without waiting at all
+    assert refused.value.over_share and (refused.value.share, refused.value.capacity) == (6, 8)
+    assert order == [] and slots.waiting("e") == 0
     b = asyncio.create_task(request(2, "b", 1))
     light = asyncio.create_task(request(1, "light", 6))
     await asyncio.sleep(0)
-    assert order == ["b", "light"]  # neither waits behind the heavy one
-    with pytest.raises(NoSlot) as refused:
-        await heavy
-    assert refused.value.over_share and (refused.value.share, refused.value.capacity) == (6, 8)
+    assert order == ["b", "light"]
     hold.set()
     await asyncio.gather(b, light)
     assert slots.waiting("e") == 0
+
+
+async def test_a_heavy_request_runs_once_the_other_tenant_has_gone_quiet():
+    """With no other tenant in the sharing window the engine is the tenant's whole: the same
+    request that was refused above runs, alone."""
+    slots = FairSlots(shared_window_s=0.05)
+    async with slots.slot("e", 8, 2):
+        pass
+    with pytest.raises(NoSlot):
+        async with slots.slot("e", 8, 1, 8):
+            pass
+    await asyncio.sleep(0.06)
+    async with slots.slot("e", 8, 1, 8, wait_s=0):
+        assert slots.load("e") == 8
+
+
+async def test_a_waiter_held_by_its_share_is_let_in_when_the_sharing_lapses():
+    """CI, session 9: a request waiting only for its tenant's share, with nobody left to
+    release a slot, waited out its whole budget on an idle engine. Waiters are re-checked when
+    the sharing lapses: here at 0.05 s, well inside the 5 s wait."""
+    slots = FairSlots(shared_window_s=0.05)
+    hold = asyncio.Event()
+
+    async def holder() -> None:
+        async with slots.slot("e", 8, 1, 6):
+            await hold.wait()
+
+    async with slots.slot("e", 8, 2):  # tenant 2 used the engine: tenant 1's share is 6
+        pass
+    held = asyncio.create_task(holder())
+    await asyncio.sleep(0)
+    # One more for tenant 1 passes its share: it waits; nothing will be released meanwhile.
+    async with slots.slot("e", 8, 1, 1, wait_s=5.0):
+        assert slots.load("e") == 7  # let in once tenant 2 was quiet for the window
+    hold.set()
+    await held
 
 
 async def test_a_wait_for_a_full_engine_is_bounded():
@@ -187,3 +222,21 @@ async def test_an_engines_load_counts_sequences_running_and_waiting():
     hold.set()
     await asyncio.gather(*tasks)
     assert slots.load("e") == 0
+
+
+async def test_a_tenants_recent_work_on_an_engine_fades_with_its_half_life(monkeypatch):
+    """What engine choice reads as a neighbour's rate: a decayed sum of the sequences it asked
+    for, turned into sequences a second; halved after each half-life, none of the asker's own."""
+    from gateway import fairness
+
+    now = [1000.0]
+    monkeypatch.setattr(fairness.time, "monotonic", lambda: now[0])
+    slots = FairSlots()
+    for _ in range(10):
+        async with slots.slot("e", 8, 2, 2):
+            pass
+    rate = slots.others_rate("e", 1)
+    assert rate == pytest.approx(20 * 0.6931 / fairness.USAGE_HALF_LIFE_S, rel=1e-3)
+    assert slots.others_rate("e", 2) == 0.0 and slots.others_rate("other", 1) == 0.0
+    now[0] += fairness.USAGE_HALF_LIFE_S
+    assert slots.others_rate("e", 1) == pytest.approx(rate / 2)

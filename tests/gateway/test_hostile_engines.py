@@ -9,7 +9,6 @@ succeeds."""
 from __future__ import annotations
 
 import datetime
-import socket
 import time
 
 import httpx
@@ -19,12 +18,14 @@ from adapters.access import AccessContext
 from adapters.services.releases import Guard, canary_series, canary_verdict, window_minutes
 from tenants.tokens import token_issue
 from tests.gateway.hostile_support import (
+    SHARED_WINDOW_S,
     chat,
     complete,
     engine_counter,
     one_engine_fixture,  # noqa: F401 - fixture
     redis_int,
     replicas_fixture,  # noqa: F401 - fixture
+    unread_stream,
     wait_for,
 )
 from tests.workers.fleet import servable_version
@@ -117,6 +118,9 @@ def test_a_request_over_its_budget_is_a_504_aborted_at_the_engine_blaming_no_eng
     _save(world.acme, max_n=32, quota_requests_per_minute=100_000)
     alice = token(world, "alice", world.acme)
     generated = engine_counter(handle, "vllm:generation_tokens_total")
+    # 512 sequences are more than acme's share while another tenant uses the engine (refused
+    # 429 fair_share_exceeded at once): the previous test's globex request must age out first.
+    time.sleep(SHARED_WINDOW_S + 0.2)
     reply = complete(replicas[0], alice, {"model": "tiny-llama", **OVER_BUDGET})
     assert reply.status_code == 504, reply.text
     assert reply.headers["content-type"] == "application/json"
@@ -164,20 +168,6 @@ def test_an_engine_4xx_passes_back_as_it_is_and_is_no_error_of_the_version(
     assert (verdict.requests, verdict.errors, verdict.rollback) == (7, 0, False)
 
 
-def _unread_stream(base: str, tok: str, body: bytes) -> socket.socket:
-    """A caller that sends a streaming request and never reads a byte (a tiny receive window)."""
-    host, port = base.removeprefix("http://").split(":")
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
-    sock.connect((host, int(port)))
-    head = (
-        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {tok}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    sock.sendall(head.encode() + body)
-    return sock
-
-
 def test_a_stream_nobody_reads_is_cut_off_and_its_slots_come_back(one_engine, replicas):
     import orjson
 
@@ -187,7 +177,7 @@ def test_a_stream_nobody_reads_is_cut_off_and_its_slots_come_back(one_engine, re
     # Big events (20 top logprobs each), so the socket's buffers fill within a few tokens.
     body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     body |= {**HEAVY, "logprobs": True, "top_logprobs": 20}
-    sock = _unread_stream(replicas[0], alice, orjson.dumps(body))
+    sock = unread_stream(replicas[0], alice, orjson.dumps(body))
     try:
         assert wait_for(lambda: redis_int(f"lp:gw:tflight:{world.acme.id}") == 8)
         # The caller holds its socket open and reads nothing; the gateway gives up on it.
