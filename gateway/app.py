@@ -389,9 +389,13 @@ class Gateway:
                         demand.recorded,
                         started,
                     )
-            except NoSlot as refused:  # only the wait for a slot raises it
+            except NoSlot as refused:  # only the admission to a slot raises it
                 raise no_slot(
-                    engine.name, refused.weight, refused.share, refused.capacity
+                    engine.name,
+                    refused.weight,
+                    refused.share,
+                    refused.capacity,
+                    refused.over_share,
                 ) from None
             if sent == SENT:
                 return
@@ -427,9 +431,9 @@ class Gateway:
         ]
         if not candidates:
             raise unavailable("No engine can serve this model right now; try again shortly.")
-        if target is None:
-            chosen = min(candidates, key=lambda e: (self.load_of(e), e.name))
-            return chosen, "base"
+        if target is None:  # every engine of the base model holds it
+            name = choose_engine([self._choice(e, "gpu", 0, tenant_id) for e in candidates])
+            return next(e for e in candidates if e.name == name), "base"
         held = table.residency.get(target.served_name, {})
         if settings.GATEWAY_ENGINE_CHOICE == "round_robin":  # the benchmark's baseline
             self._rr += 1
@@ -437,12 +441,11 @@ class Gateway:
             return chosen, held.get(chosen.name, "none")
         counts = resident_counts(table.residency)
         choices = [
-            EngineChoice(
-                engine=e.name,
-                where=held.get(e.name, "none"),  # type: ignore[arg-type]
-                free_cpu_slots=max(0, e.max_cpu_loras - counts.get(e.name, 0)),
-                in_flight=self.fair.load(e.name),
-                capacity=e.capacity,
+            self._choice(
+                e,
+                held.get(e.name, "none"),
+                max(0, e.max_cpu_loras - counts.get(e.name, 0)),
+                tenant_id,
             )
             for e in candidates
         ]
@@ -565,8 +568,17 @@ class Gateway:
         )
         return SENT
 
-    def load_of(self, engine: EngineInfo) -> float:
-        return self.fair.load(engine.name) / max(1, engine.capacity)
+    def _choice(
+        self, engine: EngineInfo, where: str, free_cpu_slots: int, tenant_id: int
+    ) -> EngineChoice:
+        return EngineChoice(
+            engine=engine.name,
+            where=where,  # type: ignore[arg-type]
+            free_cpu_slots=free_cpu_slots,
+            in_flight=self.fair.load(engine.name),
+            capacity=engine.capacity,
+            others_rate=self.fair.others_rate(engine.name, tenant_id),
+        )
 
     def mark_failed(self, engine: EngineInfo) -> None:
         """Send nothing more to this engine for a while; the prober decides its state."""

@@ -298,3 +298,20 @@ def test_engine_choice_prefers_gpu_then_cpu_then_free_slot_then_least_loaded() -
     assert choose_engine([choice("a", "gpu", load=25), choice("b", "none", load=0)]) == "b"
     with pytest.raises(ValueError):
         choose_engine([])
+
+
+def test_engine_choice_keeps_a_tenant_off_engines_its_neighbours_use() -> None:
+    """Issue 19 (bench/neighbours.py): other tenants' recent work counts as load, so a tenant's
+    requests keep to the engine its neighbours do not use while that engine has room."""
+
+    def busy(name: str, load: int, others: float) -> EngineChoice:
+        return EngineChoice(name, "gpu", 0, load, 10, others_rate=others)
+
+    # b is idle but a neighbour sends it 4 sequences a second: a, half full, is chosen
+    assert choose_engine([busy("a", 5, 0.0), busy("b", 0, 4.0)]) == "a"
+    # a neighbour asking once a minute hardly counts: the idle engine wins
+    assert choose_engine([busy("a", 5, 0.0), busy("b", 0, 1 / 60)]) == "b"
+    # a saturated engine still loses its preference: the neighbour's engine takes the overflow
+    assert choose_engine([busy("a", 20, 0.0), busy("b", 0, 4.0)]) == "b"
+    # within a class only: a resident version is not loaded elsewhere to avoid a neighbour
+    assert choose_engine([busy("a", 0, 4.0), EngineChoice("b", "none", 2, 0, 10)]) == "a"

@@ -1,6 +1,7 @@
 """Engine choice weighs what runs on an engine by sequences, not requests (issue 19): a tenant's
 request with n=4 on one engine sends the next base-model request to the other engine, where one
-single-sequence request runs (counted as requests, the two tie and the first by name wins)."""
+single-sequence request runs (counted as requests, the two tie and the first by name wins). And a
+tenant's requests keep off the engine another tenant has been using lately."""
 
 from __future__ import annotations
 
@@ -44,3 +45,17 @@ async def test_the_engine_running_fewer_sequences_is_chosen(gw: Gateway):
     assert (chosen.name, where) == ("b", "base")
     hold.set()
     await asyncio.gather(*tasks)
+
+
+async def test_a_tenant_keeps_off_the_engine_its_neighbour_uses(gw: Gateway):
+    """Tenant 2 has sent engine a four single-sequence requests a second for ten seconds (none
+    running now); tenant 7's base-model request goes to b, though a is as idle as b. Tenant 2's
+    own next request still goes to a: its own work is no neighbour's."""
+    table = RouteTable(engines=(_engine("a"), _engine("b")), pools={7: "shared", 2: "shared"})
+    route = Route(name="tiny-llama", base_model_id=1)
+    for _ in range(40):
+        async with gw.fair.slot("a", 8, 2, 1):
+            pass
+    assert gw.fair.others_rate("a", 7) > 1.0 and gw.fair.others_rate("a", 2) == 0.0
+    assert gw.choose(table, route, None, set(), 7)[0].name == "b"
+    assert gw.choose(table, route, None, set(), 2)[0].name == "a"

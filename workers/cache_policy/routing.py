@@ -3,6 +3,15 @@
 Order (shared/DESIGN.md, Gateway): GPU-resident, then in the CPU cache, then an engine with a free
 CPU-cache slot (a load there evicts nobody), then the least loaded. Within a class the least loaded
 wins, so a hot version resident on several engines spreads over them.
+
+Load here counts other tenants' recent work too (`others_rate`, their sequences a second on that
+engine lately): each sequence a second of theirs weighs as much as a whole engine's worth of
+requests in flight (NEIGHBOUR_RATE). A tenant's traffic therefore keeps to engines the other
+tenants are not using while the pool has room, and spreads over all of them when it is alone: an
+engine decoding one tenant's long requests slows every other sequence in its batch (on a CPU
+engine nearly in proportion; bench/neighbours.py), so tenants kept apart do not slow each other.
+A saturated engine still loses its preference, so nobody waits for a busy engine while another
+has room. With no other tenant (the cache simulator's single stream) the order is unchanged.
 """
 
 from __future__ import annotations
@@ -23,6 +32,19 @@ class EngineChoice:
     free_cpu_slots: int
     in_flight: int  # requests running or queued on the engine
     capacity: int  # requests it serves at once (vLLM --max-num-seqs)
+    others_rate: float = 0.0  # other tenants' sequences a second sent to it lately
+
+
+# Other tenants' sequences a second that make an engine count as full (load 1.0): a neighbour
+# sending one short request a second keeps another tenant's heavy traffic off its engine unless
+# the other engines are as busy; one that asks once a minute hardly moves the choice.
+NEIGHBOUR_RATE = 1.0
+
+
+def load(c: EngineChoice) -> float:
+    """The engine's requests in flight as a fraction of its capacity, plus its other tenants'
+    recent rate of work (see NEIGHBOUR_RATE)."""
+    return c.in_flight / max(1, c.capacity) + c.others_rate / NEIGHBOUR_RATE
 
 
 def _preference(c: EngineChoice) -> tuple[int, float, str]:
@@ -34,7 +56,7 @@ def _preference(c: EngineChoice) -> tuple[int, float, str]:
         klass = 2
     else:
         klass = 3
-    return klass, c.in_flight / max(1, c.capacity), c.engine
+    return klass, load(c), c.engine
 
 
 def choose_engine(candidates: Sequence[EngineChoice], *, saturation: float = 2.0) -> str:
