@@ -88,9 +88,12 @@ class EngineConfig:
     # test session killed hard leaves no engines behind. Start from the main thread: the
     # signal fires when the starting *thread* exits.
     die_with_parent: bool = False
-    # The CPU cores the engine's compute threads run on (VLLM_CPU_OMP_THREADS_BIND, e.g. "1" or
-    # "0-1"). Unset, vLLM's `auto` binds every engine on a 2-core box to core 0 (it keeps one
-    # core for the API server), so two busy engines share one core and each runs at half speed.
+    # The CPU cores the engine runs on, e.g. "1" or "0-1": its compute threads are bound there
+    # (VLLM_CPU_OMP_THREADS_BIND) and its whole process tree, the API server that detokenizes
+    # every sequence included, is started under `taskset` on them, as an engine in production
+    # has its own accelerator and host CPUs. Unset, vLLM's `auto` binds every engine on a
+    # 2-core box to core 0 (it keeps one core for the API server), so two busy engines share
+    # one core, and a busy engine's API server runs on whatever core is free.
     cpu_cores: str | None = None
     extra_args: list[str] = field(default_factory=list)
 
@@ -118,7 +121,8 @@ class EngineConfig:
         ]  # fmt: skip
         if self.max_cpu_loras is not None:
             cmd += ["--max-cpu-loras", str(self.max_cpu_loras)]
-        return cmd + list(self.extra_args)
+        pinned = ["taskset", "-c", self.cpu_cores] if self.cpu_cores else []
+        return pinned + cmd + list(self.extra_args)
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -311,7 +311,10 @@ def test_engine_choice_keeps_a_tenant_off_engines_its_neighbours_use() -> None:
     assert choose_engine([busy("a", 5, 0.0), busy("b", 0, 4.0)]) == "a"
     # a neighbour asking once a minute hardly counts: the idle engine wins
     assert choose_engine([busy("a", 5, 0.0), busy("b", 0, 1 / 60)]) == "b"
-    # a saturated engine still loses its preference: the neighbour's engine takes the overflow
-    assert choose_engine([busy("a", 20, 0.0), busy("b", 0, 4.0)]) == "b"
+    # a saturated engine loses its preference to an open one, idle or with a quiet neighbour
+    assert choose_engine([busy("a", 20, 0.0), busy("b", 0, 0.5)]) == "b"
+    # but not to an engine a busy neighbour keeps full of its own work: the tenant queues at home
+    assert choose_engine([busy("a", 20, 0.0), busy("b", 0, 4.0)]) == "a"
+    assert choose_engine([busy("a", 50, 0.0), busy("b", 0, 4.0)]) == "b"  # unless far worse
     # within a class only: a resident version is not loaded elsewhere to avoid a neighbour
     assert choose_engine([busy("a", 0, 4.0), EngineChoice("b", "none", 2, 0, 10)]) == "a"

@@ -56,6 +56,19 @@ def test_it_gives_the_engine_its_adapter_root_and_the_plugin_worker_method(
     assert f"class {cls}:" in text and f'WORKER_EXTENSION = "{WORKER_EXTENSION}"' in text
 
 
+def test_an_engine_given_cores_runs_there_whole(tmp_path: Path) -> None:
+    """bench/neighbours.py: an engine's API server detokenizes every sequence; bound only by
+    its compute threads, a busy engine's server took the other engine's core (B's p99 65x alone
+    with no gateway at all). Given cores, the whole process tree starts under taskset."""
+    config = EngineConfig(model=tmp_path, port=8123, cpu_cores="1")
+    cmd = config.command()
+    assert cmd[:3] == ["taskset", "-c", "1"]
+    assert cmd[4:6] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert config.environment()["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+    unpinned = EngineConfig(model=tmp_path, port=8123).command()
+    assert "taskset" not in unpinned and unpinned[1] == "-m"
+
+
 def test_it_refuses_ranks_vllm_does_not_accept(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_lora_rank"):
         EngineConfig(model=tmp_path, port=1, max_lora_rank=24)

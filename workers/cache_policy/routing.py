@@ -10,8 +10,11 @@ requests in flight (NEIGHBOUR_RATE). A tenant's traffic therefore keeps to engin
 tenants are not using while the pool has room, and spreads over all of them when it is alone: an
 engine decoding one tenant's long requests slows every other sequence in its batch (on a CPU
 engine nearly in proportion; bench/neighbours.py), so tenants kept apart do not slow each other.
-A saturated engine still loses its preference, so nobody waits for a busy engine while another
-has room. With no other tenant (the cache simulator's single stream) the order is unchanged.
+An engine whose queue reaches `saturation` times its capacity loses its preference to an open
+one only if that one is less loaded, its neighbours' work counted: a tenant whose engine is full
+queues there rather than spill onto an engine its neighbours keep busy. Residency still comes
+first: no version is loaded elsewhere to avoid a neighbour. With no other tenant (the cache
+simulator's single stream) the order is unchanged.
 """
 
 from __future__ import annotations
@@ -68,5 +71,12 @@ def choose_engine(candidates: Sequence[EngineChoice], *, saturation: float = 2.0
     if not candidates:
         raise ValueError("no engine to choose from")
     open_ = [c for c in candidates if c.in_flight < saturation * max(1, c.capacity)]
-    pool = open_ or list(candidates)
-    return min(pool, key=_preference).engine
+    best = min(open_ or candidates, key=_preference)
+    if open_ and len(open_) < len(candidates):
+        # A saturated engine is passed over only for a less loaded one, its neighbours' work
+        # counted: a tenant whose own engine is full queues there rather than spill onto an
+        # engine its neighbours keep busy (its long requests would slow every one of theirs).
+        home = min((c for c in candidates if c not in open_), key=load)
+        if load(home) <= load(best):
+            return home.engine
+    return best.engine
