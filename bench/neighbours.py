@@ -256,8 +256,10 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     keys = {name: secrets.token_hex(16) for name in ENGINE_NAMES}
     cores = os.cpu_count() or 1
     for i, name in enumerate(ENGINE_NAMES):
-        # A core each, as each engine has its own accelerator in production: unbound, vLLM
-        # puts both on core 0 and B's TTFT measures two engines time-slicing one core.
+        # A core each, as each engine has its own accelerator and host in production: unbound,
+        # vLLM puts both on core 0 and B's TTFT measures two engines time-slicing one core; with
+        # only the compute threads bound, A's engine's API server (detokenizing 8 sequences at
+        # full speed) ran on B's engine's core: overtime p99 9.1 s via the gateway (session 10).
         config = gs.engine_config(
             tiny, VAR, name, keys[name], max_loras=2, max_cpu_loras=2, cpu_cores=str(i % cores)
         )
@@ -330,7 +332,8 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         "## Noisy neighbours: tenant B while tenant A misbehaves (`make bench-neighbours`)",
         "",
         f"Run {result.started_at}; {result.machine}. Two CPU engines (tiny model, 8 sequences "
-        f"each, a core each), one gateway; both tenants call the base model. B: Poisson "
+        f"each, a core each: each engine's whole process tree under `taskset`), one gateway; "
+        f"both tenants call the base model. B: Poisson "
         f"{result.b_rate}/s short streams (max_tokens {B_BODY['max_tokens']}). A's plan: {A_RPM} "
         f"requests/min, {A_PLAN['max_in_flight_requests']} in flight, n <= {A_PLAN['max_n']}, "
         f"{A_PLAN['max_prompts']} prompts, max_tokens <= {A_PLAN['max_tokens']}. Gateway budget "
