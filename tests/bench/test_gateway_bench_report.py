@@ -212,6 +212,44 @@ def test_overhead_goals_met_and_missed():
     assert good.load("gateway", "nowhere") is None and good.rps_ratio("nowhere") is None
 
 
+def test_the_paired_estimate_follows_the_gateway_not_the_engines_mode_share():
+    """The engine's TTFT is bimodal (one step or two): when its share of slow rounds moves
+    past half, the difference of the two p50s jumps by the gap between the modes; the median of
+    per-round differences stays at what the gateway adds (here 1 ms)."""
+
+    def run(slow_rounds: set[int]) -> tuple[float, float | None]:
+        engine = [5.0 + (14.0 if i in slow_rounds else 0.0) for i in range(100)]
+        direct = [gs.Sample(True, 200, e + 1, e) for e in engine]
+        # the gateway's request of the same round lands in the same mode, except round 0's
+        gateway = [
+            gs.Sample(True, 200, e + 2, e + 1 + (14.0 if i == 0 else 0.0))
+            for i, e in enumerate(engine)
+        ]
+        p50s = gs.percentile([g.ttft_ms or 0.0 for g in gateway], 0.5) - gs.percentile(engine, 0.5)
+        return p50s, overhead.paired_added(direct, gateway, ttft=True)
+
+    # 50 slow rounds of 100 (round 0 fast for the engine): the p50s differ by 15 ms
+    assert run(set(range(1, 51))) == pytest.approx((15.0, 1.0))
+    assert run(set(range(1, 40))) == pytest.approx((1.0, 1.0))
+    failed = [gs.Sample(False, 503, 1.0)]
+    assert overhead.paired_added(failed, failed, ttft=False) is None
+
+
+def test_the_paired_goal_joins_the_goals_when_measured():
+    result = _overhead(gateway_add=0.8, gateway_cpu=2.0)
+    result.paired = {"chat": {"gateway": 0.7}, "chat, streaming": {"gateway": 2.5}}
+    goals = result.goals()
+    assert goals[1] == (
+        "added per request, median over rounds < 2 ms (worst kind)",
+        "2.50 ms",
+        False,
+    )
+    assert (
+        "| chat (max_tokens 1) | total | 10.00 / 20.00 | 10.80 / 22.40 | **+0.80 / +2.40** | +0.70 |"
+        in overhead.render(result, "x")
+    )
+
+
 def test_overhead_report_has_the_numbers_and_the_verdicts(tmp_path: Path):
     text = overhead.render(_overhead(gateway_add=4.0), "python -m bench.gateway_overhead")
     assert text.startswith(overhead.BEGIN) and text.rstrip().endswith(overhead.END)

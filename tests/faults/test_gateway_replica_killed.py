@@ -6,8 +6,8 @@
 - Replica 1 is killed in the middle of those streams: each caller retries on replica 2 and gets
   its whole answer; what replica 1 held in the shared counts is given back by replica 2's
   reaper once replica 1's lease lapses (GATEWAY_REPLICA_LEASE_SECONDS), not after the counters'
-  one-hour TTL; the cap still holds on replica 2 afterwards (two streams nobody reads fill it),
-  and nothing is left held at the end.
+  one-hour TTL; the cap still holds on replica 2 afterwards (two requests held in flight by a
+  paused engine fill it), and nothing is left held at the end.
 
 The session's real CPU engine A (B down) and its worker; two gateway replicas of the test's own.
 """
@@ -20,7 +20,6 @@ import threading
 import time
 
 import httpx
-import orjson
 import pytest
 from django.utils import timezone
 
@@ -29,8 +28,8 @@ from tests.fixtures.gateway import running_gateway_process
 from tests.gateway.hostile_support import (
     chat,
     one_engine_fixture,  # noqa: F401 - fixture
+    paused_engine,
     redis_int,
-    unread_stream,
 )
 from tests.gateway.test_hostile_engines import _save, token
 from tests.workers.fleet import servable_version
@@ -166,26 +165,31 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
             assert c.done, c.seen  # each caller got its whole answer, from replica 2
         heal_s = round(min(c.ok_at or killed_at for c in callers) - killed_at, 2)
         # The cap still holds on replica 2: its own holds were not reaped with replica 1's.
-        # Two streams nobody reads hold their counts until the write deadline (10 s): a stream
-        # read slowly could end at the gateway (its tail in the sockets' buffers) before the
-        # third request is sent, and the check would prove nothing.
-        body = orjson.dumps({"model": "tiny-llama", **STREAM})
+        # The engine paused, two requests stay in flight on replica 2 for as long as the check
+        # takes (a stream, even one nobody reads, can end at the gateway before it: its whole
+        # tail fits in the sockets' buffers on loopback).
         wait_until(
             lambda: redis_int(tenant_flight) == 0, timeout=30, what="the callers' holds back"
         )
-        holders = [unread_stream(two, alice, body) for _ in range(2)]
-        try:
+        holders = [
+            threading.Thread(
+                target=lambda: chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
+            )
+            for _ in range(2)
+        ]
+        with paused_engine(fleet.handle_a):
+            for t in holders:
+                t.start()
             wait_until(
                 lambda: redis_int(tenant_flight) == 2,
                 timeout=60,
-                what="both unread streams admitted on replica 2",
+                what="both requests admitted on replica 2",
             )
             over = chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
             assert over.status_code == 429, over.text
             assert over.json()["error"]["code"] == "tenant_concurrency_limit_exceeded"
-        finally:
-            for sock in holders:
-                sock.close()
+        for t in holders:
+            t.join()
         # Nothing left held once every request ended.
         wait_until(
             lambda: redis_int(tenant_flight) == 0,

@@ -5,6 +5,9 @@ the engines' own counters, and the gateway's Redis counts."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -120,3 +123,25 @@ def unread_stream(base: str, tok: str, body: bytes) -> socket.socket:
     )
     sock.sendall(head.encode() + body)
     return sock
+
+
+@contextlib.contextmanager
+def paused_engine(handle: EngineHandle) -> Iterator[None]:
+    """The engine's whole process group stopped (SIGSTOP) for the block: requests sent to it
+    stay in flight, holding what they hold at the gateway, however fast the engine would have
+    answered them or however much of a stream the sockets' buffers would have taken."""
+    pid = handle.process.pid
+    assert pid is not None, "the engine is not running"
+    group = os.getpgid(pid)
+    os.killpg(group, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.killpg(group, signal.SIGCONT)
+
+
+def past_the_sharing_window() -> None:
+    """Wait out the replicas' sharing window: the previous test's requests came from other
+    tenants (every test makes its own), and while the engine counts as shared a request
+    heavier than three quarters of it is refused at once (429 fair_share_exceeded)."""
+    time.sleep(SHARED_WINDOW_S + 0.2)

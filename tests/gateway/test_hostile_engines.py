@@ -9,20 +9,21 @@ succeeds."""
 from __future__ import annotations
 
 import datetime
+import threading
 import time
 
-import httpx
 import pytest
 
 from adapters.access import AccessContext
 from adapters.services.releases import Guard, canary_series, canary_verdict, window_minutes
 from tenants.tokens import token_issue
 from tests.gateway.hostile_support import (
-    SHARED_WINDOW_S,
     chat,
     complete,
     engine_counter,
     one_engine_fixture,  # noqa: F401 - fixture
+    past_the_sharing_window,
+    paused_engine,
     redis_int,
     replicas_fixture,  # noqa: F401 - fixture
     unread_stream,
@@ -118,9 +119,7 @@ def test_a_request_over_its_budget_is_a_504_aborted_at_the_engine_blaming_no_eng
     _save(world.acme, max_n=32, quota_requests_per_minute=100_000)
     alice = token(world, "alice", world.acme)
     generated = engine_counter(handle, "vllm:generation_tokens_total")
-    # 512 sequences are more than acme's share while another tenant uses the engine (refused
-    # 429 fair_share_exceeded at once): the previous test's globex request must age out first.
-    time.sleep(SHARED_WINDOW_S + 0.2)
+    past_the_sharing_window()  # 512 sequences: more than a shared engine's share
     reply = complete(replicas[0], alice, {"model": "tiny-llama", **OVER_BUDGET})
     assert reply.status_code == 504, reply.text
     assert reply.headers["content-type"] == "application/json"
@@ -177,6 +176,7 @@ def test_a_stream_nobody_reads_is_cut_off_and_its_slots_come_back(one_engine, re
     # Big events (20 top logprobs each), so the socket's buffers fill within a few tokens.
     body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     body |= {**HEAVY, "logprobs": True, "top_logprobs": 20}
+    past_the_sharing_window()  # 8 sequences: more than a shared engine's share
     sock = unread_stream(replicas[0], alice, orjson.dumps(body))
     try:
         assert wait_for(lambda: redis_int(f"lp:gw:tflight:{world.acme.id}") == 8)
@@ -198,26 +198,26 @@ def test_the_tenants_in_flight_cap_holds_across_replicas(one_engine, replicas):
     world = one_engine.world
     _save(world.acme, max_in_flight_requests=2, quota_requests_per_minute=100_000)
     alice = token(world, "alice", world.acme)
-    body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    # Long enough (2 x 900 tokens) that it still runs when the second request comes, even on a
-    # quiet machine where the tiny engine makes hundreds of tokens a second.
-    body |= {"n": 2, "max_tokens": 900, "ignore_eos": True}
-    with httpx.stream(
-        "POST",
-        replicas[0] + "/v1/chat/completions",
-        json=body,
-        headers={"authorization": f"Bearer {alice}"},
-        timeout=120,
-    ) as first:
-        assert first.status_code == 200
-        lines = first.iter_lines()
-        next(lines)  # running: its weight (2) is the tenant's whole cap
+    flight = f"lp:gw:tflight:{world.acme.id}"
+    assert wait_for(lambda: redis_int(flight) == 0)
+    answers: list[int] = []
+    first = threading.Thread(
+        target=lambda: answers.append(
+            chat(replicas[0], alice, {"model": "tiny-llama", "max_tokens": 2, "n": 2}).status_code
+        )
+    )
+    # The engine paused: the first request (weight 2, the tenant's whole cap) stays in flight
+    # on replica 1 for as long as the check takes. (A stream read from the caller's side could
+    # have ended at the gateway, its tail in the sockets' buffers, before the check: CI.)
+    with paused_engine(one_engine.handle_a):
+        first.start()
+        assert wait_for(lambda: redis_int(flight) == 2)
         refused = chat(replicas[1], alice, {"model": "tiny-llama", "max_tokens": 2})
         assert refused.status_code == 429
         assert refused.json()["error"]["code"] == "tenant_concurrency_limit_exceeded"
         assert refused.headers["retry-after"] == "1"
-        for _ in lines:
-            pass
+    first.join()
+    assert answers == [200]
     assert chat(replicas[1], alice, {"model": "tiny-llama", "max_tokens": 2}).status_code == 200
 
 
