@@ -245,6 +245,16 @@ def _reading(r: OverheadResult) -> list[str]:
         "gateway adds on this CPU once the noise averages out. The sequential added p50s above "
         "bracket it; they are noisy at the ms level (the engine's own p50 differs by several "
         "ms between kinds, and other sessions' engines shared the cores).",
+        "- The engine's own time to first token is bimodal: the first text comes after one "
+        "engine step or after two (session 10, straight at an engine, chat streaming: 62% at "
+        "4-8 ms, 37% at 12-16 ms; in this bench's setup the modes sit ~14 ms apart). When the "
+        "share of slow ones is near half, the p50 jumps between the modes with it, and the "
+        "difference of two p50s (gateway minus engine) swings by several ms from run to run "
+        "whatever the gateway does (the engine's own streaming p50s: 12.5, 30.9, 14.1 ms in "
+        "three runs for chat; 20.1, 29.4, 27.5 ms for completions). The column 'per request, "
+        "median' pairs each gateway request with the engine request of the same round (sent "
+        "back to back) and takes the median of the differences: what one request pays for "
+        "going through the gateway, the engine's mode mostly the same for both.",
     ]
     if not all(met for *_, met in r.goals()[:2]):
         lines += [
