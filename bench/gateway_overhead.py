@@ -33,10 +33,12 @@ the end unless --keep-db); Redis: BENCH_GATEWAY_REDIS_URL (default DB 12, flushe
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import json
 import os
 import platform
+import random
 import secrets
 import shutil
 import sys
@@ -116,6 +118,7 @@ class OverheadResult:
     profile: list[str] = field(default_factory=list)  # the gateway's top functions, if profiled
     # kind -> target -> the median of what the target added per round, in ms (paired_added)
     paired: dict[str, dict[str, float]] = field(default_factory=dict)
+    gap_ms: float = 0.0  # the random pause before each latency request: [0, gap_ms)
 
     def added(self, kind: str, target: str) -> tuple[float, float]:
         """(p50, p99) of `target` minus the engine's own, in ms."""
@@ -289,7 +292,9 @@ def render(r: OverheadResult, command: str) -> str:
         "to core 0 while it sends; the engine not pinned. "
         f"Run took {r.seconds:.0f} s.",
         "",
-        f"### Latency ({r.requests} requests per target and kind, one at a time, interleaved)",
+        f"### Latency ({r.requests} requests per target and kind, one at a time, interleaved"
+        + (f", a random pause of 0-{r.gap_ms:g} ms before each" if r.gap_ms else "")
+        + ")",
         "",
         "Non-streaming: total time of the request (max_tokens 1). Streaming: time to the first "
         "SSE event carrying text (max_tokens 4). Added = the proxy's percentile minus the "
@@ -333,8 +338,13 @@ def render(r: OverheadResult, command: str) -> str:
 
 
 async def measure_latency(
-    targets: dict[str, gs.Target], *, requests: int, warmup: int
+    targets: dict[str, gs.Target], *, requests: int, warmup: int, gap_ms: float = 0.0
 ) -> dict[str, dict[str, list[gs.Sample]]]:
+    """One request at a time, the targets interleaved in rotating order. `gap_ms`: before each
+    request, a pause drawn uniformly from [0, gap_ms) (seeded), so a request reaches the engine
+    at a random point of its step cadence rather than a fixed time after the previous one
+    ended, whatever the target adds in front of the engine."""
+    pauses = random.Random(7)
     out: dict[str, dict[str, list[gs.Sample]]] = {}
     started = time.monotonic()
     clients = {name: gs.RawClient(t.base_url) for name, t in targets.items()}
@@ -357,6 +367,8 @@ async def measure_latency(
                 if time.monotonic() - started > LATENCY_DEADLINE_S:
                     break
                 for name in names[i % len(names) :] + names[: i % len(names)]:
+                    if gap_ms:
+                        await asyncio.sleep(pauses.uniform(0, gap_ms) / 1000)
                     sample = await clients[name].send(requests_of[name], stream=stream)
                     if i >= warmup:
                         samples[name].append(sample)
@@ -684,7 +696,9 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     load = {"count": args.load_requests, "concurrency": args.concurrency}
     stub_load = {"count": args.stub_requests, "concurrency": args.concurrency}
     with gs.pinned_to(LOADGEN_CPUS):
-        raw = uvloop.run(measure_latency(targets, requests=args.requests, warmup=args.warmup))
+        raw = uvloop.run(
+            measure_latency(targets, requests=args.requests, warmup=args.warmup, gap_ms=args.gap_ms)
+        )
         throughput = [
             uvloop.run(measure_throughput(targets[n], pids[n], upstream="engine", **load))
             for n in TARGETS
@@ -731,6 +745,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     return OverheadResult(
         latency=latency,
         paired=paired,
+        gap_ms=args.gap_ms,
         throughput=throughput,
         requests=args.requests,
         load_requests=args.load_requests,
@@ -768,6 +783,12 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=300, help="per target and kind")
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument(
+        "--gap-ms",
+        type=float,
+        default=0.0,
+        help="a random pause in [0, GAP) before each latency request (0: back to back)",
+    )
     parser.add_argument("--load-requests", type=int, default=1000, help="via the real engine")
     parser.add_argument("--stub-requests", type=int, default=5000, help="via the stub engine")
     parser.add_argument("--concurrency", type=int, default=16)

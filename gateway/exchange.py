@@ -13,6 +13,7 @@ on a fresh connection before the engine is blamed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from gateway.upstream import EnginePool, StreamWatch, relay, usage_of
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 SENT, FAILED, STALE = "sent", "failed", "stale"
 # Before any reply byte, these mean the engine (or the connection to it) is gone.
+log = logging.getLogger(__name__)
 CONNECTION_ERRORS = (aiohttp.ClientConnectionError, ConnectionError)
 # While a reply passes through, these mean it was cut short.
 STREAM_ERRORS = (aiohttp.ClientError, ConnectionError)
@@ -114,12 +116,20 @@ class Exchange:
     ) -> aiohttp.ClientResponse | None:
         try:
             return await self.engines.session(engine).post(path, data=body)
-        except CONNECTION_ERRORS:
-            pass
+        except CONNECTION_ERRORS as exc:
+            pooled = exc
         # Once more on a fresh connection: a pooled one may have outlived an engine restart.
         try:
             return await self.engines.fresh_post(engine, path, body)
-        except CONNECTION_ERRORS:
+        except CONNECTION_ERRORS as exc:
+            # The engine is then kept out for its cooldown: say why (a load test's lone 503
+            # engine_unavailable could not be traced without it).
+            log.warning(
+                "gateway: engine %s unreachable: %r (pooled connection: %r)",
+                engine.name,
+                exc,
+                pooled,
+            )
             return None
 
     async def _reply(
