@@ -145,12 +145,16 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
         # Counted in Redis, not seen by the callers: a caller may read its first token only
         # after the gateway has written the whole stream (and given its hold back).
         tenant_flight = f"lp:gw:tflight:{world.acme.id}"
-        wait_until(lambda: redis_int(tenant_flight) == 0, timeout=30, what="no hold left")
+
+        def held_reaches(count: int, what: str) -> None:
+            wait_until(lambda: redis_int(tenant_flight) == count, timeout=120, what=what)
+
+        held_reaches(0, "no hold left")
         callers = [Caller([one, two], alice) for _ in range(2)]
         threads = [threading.Thread(target=c.run) for c in callers]
         for t in threads:
             t.start()
-        wait_until(lambda: redis_int(tenant_flight) == 2, timeout=120, what="both streams held")
+        held_reaches(2, "both streams held")
         refused = chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
         assert refused.status_code == 429
         assert refused.json()["error"]["code"] == "tenant_concurrency_limit_exceeded"
@@ -168,9 +172,7 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
         # The engine paused, two requests stay in flight on replica 2 for as long as the check
         # takes (a stream, even one nobody reads, can end at the gateway before it: its whole
         # tail fits in the sockets' buffers on loopback).
-        wait_until(
-            lambda: redis_int(tenant_flight) == 0, timeout=30, what="the callers' holds back"
-        )
+        held_reaches(0, "the callers' holds back")
         holders = [
             threading.Thread(
                 target=lambda: chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
@@ -180,22 +182,14 @@ def test_a_gateway_replica_killed_while_requests_flow_loses_nothing_and_holds_no
         with paused_engine(fleet.handle_a):
             for t in holders:
                 t.start()
-            wait_until(
-                lambda: redis_int(tenant_flight) == 2,
-                timeout=60,
-                what="both requests admitted on replica 2",
-            )
+            held_reaches(2, "both requests admitted on replica 2")
             over = chat(two, alice, {"model": "tiny-llama", "max_tokens": 2})
             assert over.status_code == 429, over.text
             assert over.json()["error"]["code"] == "tenant_concurrency_limit_exceeded"
         for t in holders:
             t.join()
         # Nothing left held once every request ended.
-        wait_until(
-            lambda: redis_int(tenant_flight) == 0,
-            timeout=30,
-            what="the tenant's in-flight count back to 0",
-        )
+        held_reaches(0, "the tenant's in-flight count back to 0")
         assert redis_int(f"lp:gw:conc:{cold.served_name}") == 0
         assert cold.served_name not in shared_state.inflight_counts(fleet.a.name)
 
