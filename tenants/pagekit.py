@@ -27,6 +27,15 @@ def access_for(request: HttpRequest) -> Access:
     return access_for_request(request)
 
 
+def tenant_scope(request: HttpRequest, slug: str, capability: str = "view") -> tuple[Access, Any]:
+    """The caller's access and the tenant `slug` names, once the caller may do `capability`
+    there (another tenant's slug: a 404, as everywhere)."""
+    access = access_for(request)
+    tenant = access.get_tenant(slug)
+    access.require_tenant(tenant, capability)
+    return access, tenant
+
+
 def render_error(request: HttpRequest, exc: ApplicationError) -> HttpResponse:
     template = "portal/_error.html" if is_htmx(request) else "portal/error.html"
     return render(request, template, {"error": exc}, status=exc.status)

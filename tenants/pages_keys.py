@@ -13,14 +13,7 @@ from core.request import PortalRequest
 from tenants import signing_keys as service
 from tenants.access_port import Access
 from tenants.models import Tenant
-from tenants.pagekit import access_for, page_view, post_text, render_page
-
-
-def _tenant(request: PortalRequest, slug: str) -> tuple[Access, Tenant]:
-    access = access_for(request)
-    tenant = access.get_tenant(slug)
-    access.require_tenant(tenant, "view")
-    return access, tenant
+from tenants.pagekit import page_view, post_text, render_page, tenant_scope
 
 
 def _page(
@@ -50,7 +43,7 @@ def _page(
 @page_view
 def keys(request: PortalRequest, tenant: str) -> HttpResponse:
     """GET: keys and policy; POST {name, public_key_pem}: add a key."""
-    access, found = _tenant(request, tenant)
+    access, found = tenant_scope(request, tenant)
     if request.method != "POST":
         return _page(request, access, found)
     access.require_tenant(found, "manage_keys")
@@ -72,7 +65,7 @@ def keys(request: PortalRequest, tenant: str) -> HttpResponse:
 @page_view
 @require_POST
 def key_revoke(request: PortalRequest, tenant: str, key: str) -> HttpResponse:
-    access, found = _tenant(request, tenant)
+    access, found = tenant_scope(request, tenant)
     service.signing_key_revoke(
         access=access,
         key=service.signing_key_get(tenant=found, name=key),
@@ -85,7 +78,7 @@ def key_revoke(request: PortalRequest, tenant: str, key: str) -> HttpResponse:
 @page_view
 @require_POST
 def signature_policy(request: PortalRequest, tenant: str) -> HttpResponse:
-    access, found = _tenant(request, tenant)
+    access, found = tenant_scope(request, tenant)
     required = request.POST.get("require_signatures") == "on"
     try:
         service.signature_policy_set(

@@ -16,7 +16,7 @@ from core.errors import ApplicationError, NotFound
 from core.request import PortalRequest
 from tenants.access_port import Access
 from tenants.models import Tenant, TenantRole
-from tenants.pagekit import access_for, page_view, post_text, render_page
+from tenants.pagekit import page_view, post_text, render_page, tenant_scope
 from tenants.selectors import members_of, tenant_tokens
 from tenants.services import (
     GRANTABLE_ADAPTER_PERMS,
@@ -26,13 +26,6 @@ from tenants.services import (
     membership_set,
 )
 from tenants.tokens import token_revoke
-
-
-def _scope(request: PortalRequest, tenant: str, capability: str) -> tuple[Access, Tenant]:
-    access = access_for(request)
-    found = access.get_tenant(tenant)
-    access.require_tenant(found, capability)
-    return access, found
 
 
 def _page(
@@ -68,9 +61,9 @@ def _done(request: PortalRequest, tenant: Tenant, text: str) -> HttpResponse:
 def members(request: PortalRequest, tenant: str) -> HttpResponse:
     """GET: the page; POST {username, role}: add a member or change a role."""
     if request.method != "POST":
-        access, found = _scope(request, tenant, "view")
+        access, found = tenant_scope(request, tenant, "view")
         return _page(request, access, found)
-    access, found = _scope(request, tenant, "manage_members")
+    access, found = tenant_scope(request, tenant, "manage_members")
     username = post_text(request, "username", max_length=150)
     try:
         membership_set(
@@ -88,7 +81,7 @@ def members(request: PortalRequest, tenant: str) -> HttpResponse:
 @page_view
 @require_POST
 def member_remove(request: PortalRequest, tenant: str, username: str) -> HttpResponse:
-    access, found = _scope(request, tenant, "manage_members")
+    access, found = tenant_scope(request, tenant, "manage_members")
     membership = members_of(tenant=found).filter(user__username=username).first()
     if membership is None:
         raise NotFound("membership.not_found", f"'{username}' is not a member of '{found.slug}'.")
@@ -103,7 +96,7 @@ def member_remove(request: PortalRequest, tenant: str, username: str) -> HttpRes
 @require_POST
 def grant_add(request: PortalRequest, tenant: str) -> HttpResponse:
     """{adapter, username, perms[]}: rights on one adapter only, as POST .../adapters/{a}/grants/."""
-    access, found = _scope(request, tenant, "manage_members")
+    access, found = tenant_scope(request, tenant, "manage_members")
     username = post_text(request, "username", max_length=150)
     try:
         adapter = adapter_get(access=access, tenant=found, name=post_text(request, "adapter"))
@@ -122,7 +115,7 @@ def grant_add(request: PortalRequest, tenant: str) -> HttpResponse:
 @page_view
 @require_POST
 def grant_revoke(request: PortalRequest, tenant: str, adapter: str, username: str) -> HttpResponse:
-    access, found = _scope(request, tenant, "manage_members")
+    access, found = tenant_scope(request, tenant, "manage_members")
     target = adapter_get(access=access, tenant=found, name=adapter)
     adapter_revoke_grants(
         access=access, adapter=target, username=username, request_id=request.request_id
@@ -134,7 +127,7 @@ def grant_revoke(request: PortalRequest, tenant: str, adapter: str, username: st
 @require_POST
 def tenant_token_revoke(request: PortalRequest, tenant: str, prefix: str) -> HttpResponse:
     """Owners revoke any token bound to the tenant; others only their own (as the API)."""
-    access, found = _scope(request, tenant, "view")
+    access, found = tenant_scope(request, tenant, "view")
     token = tenant_tokens(access=access, tenant=found).filter(prefix=prefix).first()
     if token is None:
         raise NotFound("token.not_found", f"No token '{prefix}' of '{found.slug}' you may revoke.")
