@@ -67,9 +67,8 @@ class _EngineSlots:
     queues: dict[int, deque[tuple[asyncio.Future[None], int]]] = field(default_factory=dict)
     turn: deque[int] = field(default_factory=deque)  # tenants with waiters, in admission order
     held: dict[int, int] = field(default_factory=dict)  # tenant -> slots it holds
-    seen: dict[int, float] = field(default_factory=dict)  # tenant -> when it last asked
     window_s: float = SHARED_WINDOW_S  # another tenant asked within it: the engine is shared
-    # tenant -> (sequences asked for, decayed with USAGE_HALF_LIFE_S; when last updated)
+    # tenant -> (sequences it asked for, decayed with USAGE_HALF_LIFE_S; when it last asked)
     usage: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def waiting(self) -> int:
@@ -77,12 +76,13 @@ class _EngineSlots:
 
     def note(self, tenant: int, weight: int) -> None:
         now = time.monotonic()
-        self.seen[tenant] = now
-        if len(self.seen) > 64:  # forget tenants gone quiet
-            self.seen = {t: at for t, at in self.seen.items() if now - at < self.window_s}
         self.usage[tenant] = (_decayed(self.usage.get(tenant), now) + weight, now)
-        if len(self.usage) > 64:
-            self.usage = {t: u for t, u in self.usage.items() if _decayed(u, now) >= 0.01}
+        if len(self.usage) > 64:  # forget tenants gone quiet (past the window, work faded)
+            self.usage = {
+                t: u
+                for t, u in self.usage.items()
+                if now - u[1] < self.window_s or _decayed(u, now) >= 0.01
+            }
 
     def others_rate(self, tenant: int) -> float:
         """Sequences a second that the other tenants sent here lately (a decayed sum turned into
@@ -95,12 +95,12 @@ class _EngineSlots:
         """The most `tenant` may hold: every slot while no other tenant used the engine
         lately, else all but a quarter of them (at least one left for the others)."""
         now = time.monotonic()
-        shared = any(t != tenant and now - at < self.window_s for t, at in self.seen.items())
+        shared = any(t != tenant and now - at < self.window_s for t, (_, at) in self.usage.items())
         return max(1, self.capacity - max(1, self.capacity // 4)) if shared else self.capacity
 
     def shared_until(self, tenant: int) -> float:
         """When the engine stops being shared for `tenant` (monotonic time; 0: it is not)."""
-        others = [at for t, at in self.seen.items() if t != tenant]
+        others = [at for t, (_, at) in self.usage.items() if t != tenant]
         until = max(others) + self.window_s if others else 0.0
         return until if until > time.monotonic() else 0.0
 
