@@ -424,7 +424,11 @@ class AccessContext:
             return qs.none()
         if self.tenant_role(tenant) is not None or self.sees_all_tenants():
             return qs
-        # Per-object grants only; never a model-wide permission (it would cross tenants).
+        return self._granted_only(qs)
+
+    def _granted_only(self, qs: QuerySet) -> QuerySet:
+        """The adapters of `qs` granted to the caller one by one: per-object grants only, never
+        a model-wide permission (it would cross tenants)."""
         return get_objects_for_user(
             self.user,
             "adapters.view_adapter",
@@ -448,13 +452,7 @@ class AccessContext:
             qs = qs.filter(tenant_id=self.bound_tenant_id)
         if not self.is_authenticated:
             return qs.none()
-        return get_objects_for_user(
-            self.user,
-            "adapters.view_adapter",
-            klass=qs,
-            accept_global_perms=False,
-            with_superuser=False,
-        )
+        return self._granted_only(qs)
 
     def adapter_can(self, adapter: Any, perm: str) -> bool:
         if not self._in_token_reach(adapter.tenant_id):
