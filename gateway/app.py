@@ -321,6 +321,7 @@ class Gateway:
         admission: limits.Admission,
     ) -> None:
         tried: set[str] = set()
+        left_out: dict[str, str] = {}  # engine -> why this request left it (for the log)
         stream, wants_usage = checked.stream, checked.wants_usage
         if stream:  # the gateway counts tokens from the usage chunk, asked for or not
             payload["stream_options"] = {
@@ -342,6 +343,15 @@ class Gateway:
                     tried -= no_room
                     no_room.clear()
                     continue
+                if not load_error:
+                    # Say why each engine was left out (a load test's lone 503 could not be
+                    # traced without it): tried here, or kept out by an earlier failure.
+                    log.warning(
+                        "gateway: no engine for %s: %s; cooling down: %s",
+                        payload.get("model"),
+                        left_out or "none tried",
+                        sorted(n for n, t in self.failed_until.items() if t > time.monotonic()),
+                    )
                 raise load_error or unavailable(
                     "No engine can serve this model right now; try again shortly."
                 ) from None
@@ -356,6 +366,7 @@ class Gateway:
                     # Refused on this engine (no room now, or the load failed): another one.
                     load_error = err
                     tried.add(engine.name)
+                    left_out[engine.name] = err.code
                     if err.code == "engine_busy":
                         no_room.add(engine.name)
                     continue
@@ -406,6 +417,7 @@ class Gateway:
                 stale_retries += 1
                 continue
             tried.add(engine.name)  # failed before the first byte: the next engine
+            left_out[engine.name] = sent if sent == FAILED else f"{sent} x{stale_retries + 1}"
 
     def choose(
         self,

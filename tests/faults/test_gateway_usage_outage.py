@@ -22,7 +22,6 @@ from gateway.recorder import Measurement, Recorder
 from tests.faults.record import FaultRecord, Stopwatch
 from tests.faults.redis_server import OwnRedis
 
-DAY = time.strftime("%Y-%m-%d", time.gmtime())
 
 
 def _served(at: float, tokens: int = 7) -> Measurement:
@@ -45,8 +44,11 @@ def _served(at: float, tokens: int = 7) -> Measurement:
     )
 
 
-def _usage(server: OwnRedis) -> tuple[int, int]:
-    row = server.client().hgetall(f"lp:usage:{DAY}")
+def _usage(server: OwnRedis, at: float) -> tuple[int, int]:
+    # The day of the measurements, as the recorder keys it (a run that crosses midnight UTC
+    # must not look in the next day's hash: CI did, once).
+    day = time.strftime("%Y-%m-%d", time.gmtime(at))
+    row = server.client().hgetall(f"lp:usage:{day}")
     return int(row.get(b"5|11|requests", 0)), int(row.get(b"5|11|out", 0))
 
 
@@ -71,7 +73,7 @@ def test_measurements_outlive_a_redis_outage_and_count_once(own_redis):
         seen["stalled"] = await _flush(recorder)
         await asyncio.sleep(2.5)  # the pause is over: Redis ran the stalled batch by now
         seen["after the stall"] = await _flush(recorder)  # its marker is there: not again
-        seen["usage after the stall"] = _usage(own_redis)
+        seen["usage after the stall"] = _usage(own_redis, now)
         # Away: nothing reaches Redis; the batch waits in the gateway.
         own_redis.kill()
         recorder.add(_served(now, tokens=13))
@@ -82,7 +84,7 @@ def test_measurements_outlive_a_redis_outage_and_count_once(own_redis):
         watch = Stopwatch()
         seen["back"] = await _flush(recorder)
         seen["heal_s"] = watch.elapsed()
-        seen["usage after the restart"] = _usage(own_redis)
+        seen["usage after the restart"] = _usage(own_redis, now)
         await client.aclose()
         return seen
 
