@@ -15,7 +15,8 @@ pinned to core 0 while it sends; the engine is not pinned.
 
 Latency: chat and completions, non-streaming (max_tokens 1: total time) and streaming
 (max_tokens 4: time to the first event carrying text), one request at a time, the three targets
-interleaved in rotating order so drift hits all alike. Added latency = the target's p50 (p99)
+in an order where each follows each equally often (send_order), so neither drift nor what the
+engine did just before favours one. Added latency = the target's p50 (p99)
 minus the engine's own p50 (p99).
 
 Throughput: non-streaming chat, a fixed count at concurrency 16 per target, one after another,
@@ -119,6 +120,7 @@ class OverheadResult:
     # kind -> target -> the median of what the target added per round, in ms (paired_added)
     paired: dict[str, dict[str, float]] = field(default_factory=dict)
     gap_ms: float = 0.0  # the random pause before each latency request: [0, gap_ms)
+    engine_cpus: str = ""  # the cores the engine's whole process tree runs on ("": any)
 
     def added(self, kind: str, target: str) -> tuple[float, float]:
         """(p50, p99) of `target` minus the engine's own, in ms."""
@@ -202,8 +204,8 @@ def _signed(value: float | None) -> str:
 
 
 def paired_added(direct: list[gs.Sample], target: list[gs.Sample], *, ttft: bool) -> float | None:
-    """The median, over rounds, of what `target` took minus what the engine took in the same
-    round (each round sends one request to each target, back to back). The engine's own TTFT
+    """The median of what `target` took minus what the engine took, the i-th request of each
+    paired (sent in the same cycle of `send_order`, a few requests apart). The engine's own TTFT
     is bimodal here (the first token in one step or in two, ~7-14 ms apart, the share in each
     mode moving between runs), so the difference of two p50s swings by several ms with that
     share; paired per round, the engine's mode is mostly the same for both requests."""
@@ -289,8 +291,13 @@ def render(r: OverheadResult, command: str) -> str:
         "worker, a master key, no database; uvicorn's access log off like the gateway's; "
         "otherwise its defaults). Each proxy under `taskset -c 1`; the load generator (raw "
         "HTTP/1.1 keep-alive connections on asyncio/uvloop, ~0.1 ms of CPU per request) pinned "
-        "to core 0 while it sends; the engine not pinned. "
-        f"Run took {r.seconds:.0f} s.",
+        "to core 0 while it sends; "
+        + (
+            f"the engine's whole process tree under `taskset -c {r.engine_cpus}`. "
+            if r.engine_cpus
+            else "the engine not pinned. "
+        )
+        + f"Run took {r.seconds:.0f} s.",
         "",
         f"### Latency ({r.requests} requests per target and kind, one at a time, interleaved"
         + (f", a random pause of 0-{r.gap_ms:g} ms before each" if r.gap_ms else "")
@@ -337,18 +344,46 @@ def render(r: OverheadResult, command: str) -> str:
 # --- measuring ---
 
 
+def send_order(names: list[str]) -> list[str]:
+    """One cycle of the order requests go in: a de Bruijn sequence over the targets, in which
+    every ordered pair of targets (a target and itself too) follows once, so every target comes
+    after every target equally often. Why it matters: an engine's time to first token depends on
+    what it did just before (a request that arrives while the engine finishes the previous one
+    waits a step; one that arrives after a long idle wakes it slower), and the previous request
+    ends at the engine long before LiteLLM's caller sees it. A plain rotation (d g l, g l d,
+    l d g) puts the gateway after the engine's own request two times in three and the engine
+    after LiteLLM two times in three: a bias of several ms either way at the p50."""
+    k = len(names)
+    sequence: list[int] = []
+    word = [0] * (k * 2)
+
+    def extend(t: int, p: int) -> None:  # the classic Lyndon-word construction, n = 2
+        if t > 2:
+            if 2 % p == 0:
+                sequence.extend(word[1 : p + 1])
+            return
+        word[t] = word[t - p]
+        extend(t + 1, p)
+        for j in range(word[t - p] + 1, k):
+            word[t] = j
+            extend(t + 1, t)
+
+    extend(1, 1)
+    return [names[i] for i in sequence]
+
+
 async def measure_latency(
     targets: dict[str, gs.Target], *, requests: int, warmup: int, gap_ms: float = 0.0
 ) -> dict[str, dict[str, list[gs.Sample]]]:
-    """One request at a time, the targets interleaved in rotating order. `gap_ms`: before each
-    request, a pause drawn uniformly from [0, gap_ms) (seeded), so a request reaches the engine
-    at a random point of its step cadence rather than a fixed time after the previous one
-    ended, whatever the target adds in front of the engine."""
+    """One request at a time, the targets in the order of `send_order`, cycle after cycle.
+    `gap_ms`: before each request, a pause drawn uniformly from [0, gap_ms) (seeded), so a
+    request reaches the engine at a random point of its step cadence rather than a fixed time
+    after the previous one ended, whatever the target adds in front of the engine."""
     pauses = random.Random(7)
     out: dict[str, dict[str, list[gs.Sample]]] = {}
     started = time.monotonic()
     clients = {name: gs.RawClient(t.base_url) for name, t in targets.items()}
-    names = list(targets)
+    cycle = send_order(list(targets))
     try:
         for label, chat, stream, max_tokens in KINDS:
             path = "/v1/chat/completions" if chat else "/v1/completions"
@@ -363,14 +398,16 @@ async def measure_latency(
                 for name, t in targets.items()
             }
             samples: dict[str, list[gs.Sample]] = {name: [] for name in targets}
-            for i in range(warmup + requests):
+            sent = dict.fromkeys(targets, 0)
+            while min(sent.values()) < warmup + requests:
                 if time.monotonic() - started > LATENCY_DEADLINE_S:
                     break
-                for name in names[i % len(names) :] + names[: i % len(names)]:
+                for name in cycle:
                     if gap_ms:
                         await asyncio.sleep(pauses.uniform(0, gap_ms) / 1000)
                     sample = await clients[name].send(requests_of[name], stream=stream)
-                    if i >= warmup:
+                    sent[name] += 1
+                    if warmup < sent[name] <= warmup + requests:
                         samples[name].append(sample)
             out[label] = samples
             print(f"latency {label}: done at {time.monotonic() - started:.0f} s", flush=True)
@@ -655,7 +692,9 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     started, load_before = time.time(), os.getloadavg()[0]
     tiny = gs.tiny_model()
     key = secrets.token_hex(16)
-    config = gs.engine_config(tiny, VAR, "engine", key, max_loras=2, max_cpu_loras=3)
+    config = gs.engine_config(
+        tiny, VAR, "engine", key, max_loras=2, max_cpu_loras=3, cpu_cores=args.engine_cpus or None
+    )
     services.engine = EngineProcess(config).start()  # a minute or two; migrate meanwhile
     redis_url = os.environ.get("BENCH_GATEWAY_REDIS_URL", DEFAULT_REDIS_URL)
     env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys={"bench-engine": key})
@@ -746,6 +785,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
         latency=latency,
         paired=paired,
         gap_ms=args.gap_ms,
+        engine_cpus=args.engine_cpus,
         throughput=throughput,
         requests=args.requests,
         load_requests=args.load_requests,
@@ -788,6 +828,12 @@ def main() -> None:
         type=float,
         default=0.0,
         help="a random pause in [0, GAP) before each latency request (0: back to back)",
+    )
+    parser.add_argument(
+        "--engine-cpus",
+        default="",
+        help="run the engine's whole process tree on these cores (taskset -c), e.g. 0: the "
+        "proxies' core 1 then serves the proxy alone, as a gateway's own cores do in production",
     )
     parser.add_argument("--load-requests", type=int, default=1000, help="via the real engine")
     parser.add_argument("--stub-requests", type=int, default=5000, help="via the stub engine")

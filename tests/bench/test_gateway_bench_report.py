@@ -3,6 +3,7 @@ bench/gateway_support.py, bench/gateway_overhead.py and bench/gateway_routing.py
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +234,18 @@ def test_the_paired_estimate_follows_the_gateway_not_the_engines_mode_share():
     assert run(set(range(1, 40))) == pytest.approx((1.0, 1.0))
     failed = [gs.Sample(False, 503, 1.0)]
     assert overhead.paired_added(failed, failed, ttft=False) is None
+
+
+@pytest.mark.parametrize("names", [["d", "g"], ["d", "g", "l"], ["a", "b", "c", "d"]])
+def test_in_the_send_order_every_target_follows_every_target_once(names):
+    cycle = overhead.send_order(names)
+    # Round the cycle's end too: cycles follow one another.
+    pairs = Counter(zip(cycle, cycle[1:] + cycle[:1], strict=True))
+    assert set(pairs) == {(a, b) for a in names for b in names}
+    assert set(pairs.values()) == {1}
+    # A rotation (d g l, g l d, l d g) fails this: the gateway would follow the engine twice.
+    rotation = ["d", "g", "l", "g", "l", "d", "l", "d", "g"]
+    assert Counter(zip(rotation, rotation[1:] + rotation[:1], strict=True))[("d", "g")] == 2
 
 
 def test_the_paired_goal_joins_the_goals_when_measured():
