@@ -403,6 +403,9 @@ DEFAULT_MAX_LORA_RANK = env_int("DEFAULT_MAX_LORA_RANK", 64, minimum=1)
 ENGINE_ADAPTER_ROOT = env_str("ENGINE_ADAPTER_ROOT", str(VAR_DIR / "engine-adapters"))
 ENGINE_HTTP_TIMEOUT = env_float("ENGINE_HTTP_TIMEOUT", 60.0)
 HEALTHZ_ENGINE_TIMEOUT = env_float("HEALTHZ_ENGINE_TIMEOUT", 2.0)
+# The prober's one-token request (workers.services.probe_progress): an engine that neither
+# finishes it in this time nor processes any token meanwhile is stuck, and is marked down.
+ENGINE_PROGRESS_TIMEOUT_SECONDS = env_float("ENGINE_PROGRESS_TIMEOUT_SECONDS", 10.0)
 HEALTHZ_CELERY_TIMEOUT = env_float("HEALTHZ_CELERY_TIMEOUT", 1.0)
 # Anonymous /healthz answers from a result at most this old (portal.health): a flood of probes
 # costs one check per period, not a Celery ping and an engine probe each. Operators get a fresh one.

@@ -82,16 +82,87 @@ async def probe_guard(url: str) -> str:
     return ""
 
 
+# The engine's own count of tokens it has processed: it moves with every step the engine core
+# takes, and stands still while the core makes no progress.
+PROGRESS_COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+
+
+def tokens_processed(metrics_text: str) -> float | None:
+    """The sum of PROGRESS_COUNTERS in a /metrics page; None when it has neither."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found = [
+        sample.value
+        for family in text_string_to_metric_families(metrics_text)
+        for sample in family.samples
+        if sample.name in PROGRESS_COUNTERS
+    ]
+    return sum(found) if found else None
+
+
+def stall_verdict(
+    finished: bool, before: float | None, after: float | None, waited_s: float
+) -> str:
+    """'' unless the engine is stuck: a one-token request did not finish within `waited_s` and
+    the engine's token counters did not move meanwhile (a busy engine's do: it is slow, not
+    stuck, and keeps its traffic). No counters to read count as no movement."""
+    if finished or (before is not None and after is not None and after > before):
+        return ""
+    return (
+        f"engine.stalled: a one-token request did not finish in {waited_s:g} s and the engine "
+        "processed no token meanwhile (its API server answers /health, its engine core makes "
+        "no progress)"
+    )
+
+
+async def probe_progress(url: str, engine_key: str | None, model: str) -> str:
+    """'' when the engine still works: a one-token request finishes within
+    ENGINE_PROGRESS_TIMEOUT_SECONDS, or the engine is visibly busy; else why not.
+
+    vLLM's /health answers from its API server, which keeps answering (and accepting requests
+    with 200) while the engine core makes no progress: in bench-load a worker stalled for
+    minutes and every request sent there waited out its whole budget. Marked down, such an
+    engine gets no new traffic until it answers again."""
+    waited = settings.ENGINE_PROGRESS_TIMEOUT_SECONDS
+    client = VLLMClient(
+        url,
+        timeout=waited,
+        engine_key=engine_key,
+        allow_plaintext_key=settings.ENGINE_ALLOW_PLAINTEXT_KEY,
+    )
+
+    async def counted() -> float | None:
+        try:
+            return tokens_processed(await client.metrics())
+        except (EngineError, ValueError):
+            return None
+
+    try:
+        before = await counted()
+        try:
+            await client.completion(model, "ping", max_tokens=1, temperature=0)
+        except EngineError as exc:
+            if exc.status is not None:  # it answered: whatever it said, it is not stuck
+                return ""
+            return stall_verdict(False, before, await counted(), waited)
+        return ""
+    finally:
+        await client.aclose()
+
+
 async def probe_boundary(engine: Engine) -> str:
     """'' when the engine may be used: the portal has its key, it answers its health route
     and, outside debug, it refuses callers without the key. Else the reason, with its code."""
     refusal = selectors.engine_key_refusal(engine)
     if refusal:
         return refusal  # nothing is sent to an engine the portal has no key for
-    error = await probe_engine(engine.url, selectors.engine_key(engine))
-    if error or settings.DEBUG:
-        return error
-    return await probe_guard(engine.url)
+    key = selectors.engine_key(engine)
+    error = await probe_engine(engine.url, key)
+    if not error and not settings.DEBUG:
+        error = await probe_guard(engine.url)
+    if not error and engine.served_model_name:
+        error = await probe_progress(engine.url, key, engine.served_model_name)
+    return error
 
 
 def engine_record_probe(

@@ -4,7 +4,7 @@ and a Redis server of the test's own (`own_redis`), to stall, kill and restart."
 import pytest
 
 from tests.faults.redis_server import OwnRedis
-from tests.workers.conftest import worker_fleet  # noqa: F401 - a fixture, used by name
+from tests.workers.conftest import fleet, worker_fleet  # noqa: F401 - fixtures, used by name
 
 
 @pytest.fixture

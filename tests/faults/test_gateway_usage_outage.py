@@ -23,7 +23,6 @@ from tests.faults.record import FaultRecord, Stopwatch
 from tests.faults.redis_server import OwnRedis
 
 
-
 def _served(at: float, tokens: int = 7) -> Measurement:
     return Measurement(
         tenant="acme",
