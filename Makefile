@@ -106,7 +106,7 @@ litellm-venv:
 bench-gateway: bench-gateway-overhead bench-gateway-routing
 
 bench-gateway-overhead: venv services engine-venv tiny-model litellm-venv
-	@$(PY) -m bench.gateway_overhead --requests 1000 --load-requests 1000 --stub-requests 5000 --concurrency 16 --profile --write-docs
+	@$(PY) -m bench.gateway_overhead --requests 1000 --load-requests 1000 --stub-requests 5000 --concurrency 16 --engine-cpus 0 --profile --write-docs
 
 bench-gateway-routing: venv services engine-venv tiny-model
 	@$(PY) -m bench.gateway_routing --requests 300 --rates 1.5,4 --adapters 16 --zipf 1.1 --seed 1 --write-docs
