@@ -18,6 +18,7 @@ import pytest
 from adapters.access import AccessContext
 from adapters.models import Adapter
 from tenants.tokens import token_issue
+from tests.gateway.hostile_support import paused_engine
 from tests.workers.fleet import chat, residency_report, servable_version
 from workers import engine_slots, shared_state
 from workers.controller import EngineBusy, converge_engine
@@ -218,11 +219,14 @@ def test_pins_placed_while_other_adapters_stream_never_kill_the_engine(
 
     adapter_name = {v.served_name: v.adapter.name for v in (hot, a, b)}
     # Long streams (900 tokens: seconds on the tiny model), so both run through the pass below.
-    streams = [client(adapter_name[v.served_name], 900) for v in (a, b)]
+    # Both are let in while the engine is paused: on a busy machine the second one's admission
+    # came after the first had streamed to its end (the full run, once), so they never overlapped.
     inflight = shared_state.inflight_key(worker_fleet.a.name)
-    deadline = time.monotonic() + 60
-    while len(shared_state.client().hgetall(inflight)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    with paused_engine(worker_fleet.handle_a):
+        streams = [client(adapter_name[v.served_name], 900) for v in (a, b)]
+        deadline = time.monotonic() + 60
+        while len(shared_state.client().hgetall(inflight)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
     assert len(shared_state.inflight_counts(worker_fleet.a.name)) == 2  # both streaming
     want(worker_fleet.a, hot, "pinned")
     first = converge_engine(worker_fleet.a)
