@@ -60,9 +60,6 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/12"
 VAR = REPO_ROOT / "var" / "bench" / "gateway-overhead"
 LITELLM = REPO_ROOT / ".venv-litellm" / "bin" / "litellm"
 PROXY_CPUS, LOADGEN_CPUS, STUB_CPUS = "1", {0}, "0"
-# With the engine on a core of its own, the latency load generator shares the proxies' core:
-# one request at a time, it and the proxy take turns, and the engine's core serves the engine.
-LATENCY_LOADGEN_CPUS = {"0": {1}}
 GOAL_P50_MS, GOAL_P99_MS, GOAL_RPS_RATIO = 2.0, 10.0, 2.0
 TARGETS = ("direct", "gateway", "litellm")
 PROMPT = "Tell me about tea."
@@ -737,7 +734,10 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     pids = {"direct": None, "gateway": services.gateway.pid, "litellm": services.litellm.pid}
     load = {"count": args.load_requests, "concurrency": args.concurrency}
     stub_load = {"count": args.stub_requests, "concurrency": args.concurrency}
-    with gs.pinned_to(LATENCY_LOADGEN_CPUS.get(args.engine_cpus, LOADGEN_CPUS)):
+    # With the engine on cores of its own, the latency load generator shares the proxies' core:
+    # one request at a time, it and the proxy take turns, and the engine's cores serve the engine.
+    latency_cpus = {int(PROXY_CPUS)} if args.engine_cpus else LOADGEN_CPUS
+    with gs.pinned_to(latency_cpus):
         raw = uvloop.run(
             measure_latency(targets, requests=args.requests, warmup=args.warmup, gap_ms=args.gap_ms)
         )

@@ -49,12 +49,13 @@ def _when_admitted(server: OwnRedis, tenant_id: int, act: Callable[[], None]) ->
     stream into the sockets' buffers, and give its counts back, before the caller reads a line."""
 
     def watch() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if _in_flight(server, tenant_id) == 1:
-                act()
-                return
-            time.sleep(0.005)
+        wait_until(
+            lambda: _in_flight(server, tenant_id) == 1,
+            timeout=30,
+            interval=0.005,
+            what="the request counted in flight",
+        )
+        act()
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
