@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-live bench-redis-footprint bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: redis run test lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -145,6 +145,10 @@ bench-live: venv services
 # REDIS_URL must name an empty database (default: 10), emptied afterwards. About 30 s.
 bench-redis-footprint: venv redis
 	@REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/10} $(PY) -m bench.redis_footprint --shapes 10x10,100x10,100x100 --write-docs
+
+# The admission script's round trip, redis-py against the gateway's lean path, after idle gaps.
+bench-script-link: venv redis
+	@REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/10} $(PY) -m bench.script_link --rounds 300 --gaps-ms 0,5,20,50 --cpu 1 --write-docs
 
 # PostgreSQL connections per uvicorn process and per prefork Celery worker, measured under load
 # (docs/deploy.md's sizing). DATABASE_URL must name a migrated PostgreSQL database. About 1 min.

@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from core.errors import ApplicationError
 from gateway import limits
+from gateway.background import stop_if_cancelled, stop_tasks
 from gateway.conversations import NO_TURN, turn_of
 from gateway.errors import (
     GatewayError,
@@ -34,7 +35,7 @@ from gateway.errors import (
     unauthorized,
     unavailable,
 )
-from gateway.exchange import FAILED, SENT, STALE, Exchange
+from gateway.exchange import FAILED, GONE, SENT, STALE, Exchange
 from gateway.fairness import FairSlots, NoSlot
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
 from gateway.offloop import off_loop
@@ -64,35 +65,43 @@ PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
 JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
+def gateway_redis(client_name: str) -> aioredis.Redis:
+    """The gateway's Redis client (bench.script_link measures with the same one).
+
+    Named, so that an operator (and a test) can tell a replica's connections apart. Bounded
+    waits: a stalled Redis must become a 503 within seconds, not hold requests. A bounded pool
+    that waits for a free connection (as long as a command may take) rather than raise past its
+    size under a burst."""
+    return aioredis.Redis.from_pool(
+        aioredis.BlockingConnectionPool.from_url(
+            settings.REDIS_URL,
+            max_connections=settings.GATEWAY_REDIS_MAX_CONNECTIONS,
+            timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
+            client_name=client_name,
+            socket_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
+            socket_connect_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
+        )
+    )
+
+
 class Gateway:
     def __init__(self) -> None:
         self.table = RouteTable()
-        # Named, so that an operator (and a test) can tell a replica's connections apart.
-        # Bounded waits: a stalled Redis must become a 503 within seconds, not hold requests.
-        # A bounded pool that waits for a free connection (as long as a command may take)
-        # rather than raise past its size under a burst.
-        self.redis = aioredis.Redis.from_pool(
-            aioredis.BlockingConnectionPool.from_url(
-                settings.REDIS_URL,
-                max_connections=settings.GATEWAY_REDIS_MAX_CONNECTIONS,
-                timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
-                client_name=f"lp-gateway-{os.getpid()}",
-                socket_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
-                socket_connect_timeout=settings.GATEWAY_REDIS_TIMEOUT_SECONDS,
-            )
-        )
+        self.redis = gateway_redis(f"lp-gateway-{os.getpid()}")
         self.recorder = Recorder(self.redis)
         self.scripts = limits.Scripts(self.redis)
         self.lease = ReplicaLease(self.redis, self.scripts)
         self.engines = EnginePool()
         self.failed_until: dict[str, float] = {}
         self.loading: dict[tuple[str, str], asyncio.Future[float]] = {}
+        self.exchanges: dict[str, set[Exchange]] = {}  # engine -> requests waiting on it
         self._gens = (-1, -1)
         self._checked = 0.0
         self._refresh = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._leaser: asyncio.Task[None] | None = None
+        self._refresher: asyncio.Task[None] | None = None
         self._listening = False  # subscribed to change messages (CHANGED_CHANNEL)
         self._stale = True
         self._rr = 0
@@ -122,6 +131,7 @@ class Gateway:
             gens = (int(raw[0] or 0), int(raw[1] or 0))
             if gens[0] != self._gens[0] or self.table.generation < 0:
                 self.table = await off_loop(build_table)(gens[0])
+                self._leave_down_engines()
             elif gens[1] != self._gens[1]:
                 self.table.residency = await off_loop(residency_map)()
             self._gens = gens
@@ -139,16 +149,25 @@ class Gateway:
         a request reads nothing from Redis for staleness; when the subscription drops, every
         request checks the counters until it is back."""
         while True:
+            stop_if_cancelled()  # a cancellation the last subscription's library swallowed
             pubsub = self.redis.pubsub()
             try:
                 await pubsub.subscribe(CHANGED_CHANNEL)
-                async for message in pubsub.listen():
+                while True:
+                    # Bounded reads, not listen()'s endless one: a cancellation a library
+                    # swallows mid-read is seen within a second (gateway.background).
+                    message = await pubsub.get_message(timeout=1.0)
+                    stop_if_cancelled()
+                    if message is None:
+                        continue
                     if message["type"] == "subscribe":  # confirmed: from here no change is missed
                         self._listening = True
                     self._stale = True  # the confirmation too: a change may precede it
+                    self._refresh_for_waiting()
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - serving goes on, checking on every request
+                stop_if_cancelled()
                 log.warning("gateway change subscription dropped", exc_info=True)
             finally:
                 self._listening = False
@@ -156,13 +175,56 @@ class Gateway:
                 await pubsub.aclose()
             await asyncio.sleep(1.0)
 
+    def _refresh_for_waiting(self) -> None:
+        """A change came while requests wait on engines: read the tables now, not at the next
+        request, so that what waits on an engine the prober just marked down stops waiting."""
+        if not any(self.exchanges.values()):
+            return
+        if self._refresher is None or self._refresher.done():
+            self._refresher = asyncio.create_task(self._refresh_quietly())
+
+    async def _refresh_quietly(self) -> None:
+        try:
+            await self.fresh_table()
+        except Exception:  # noqa: BLE001 - the next request reads them again
+            stop_if_cancelled()
+            log.warning("gateway: could not re-read the tables", exc_info=True)
+
+    def _leave_down_engines(self) -> None:
+        """Requests waiting on an engine the prober marked down stop waiting: a stalled core
+        keeps its connections open and answers nothing (gateway.exchange, engine_gone)."""
+        for name in self.table.down:
+            waiting = list(self.exchanges.get(name, ()))
+            if not waiting:
+                continue
+            log.warning(
+                "gateway: engine %s is down: %d request(s) on it stop waiting", name, len(waiting)
+            )
+            for exchange in waiting:
+                exchange.engine_gone()
+
     async def _flush_forever(self) -> None:
         while True:
             await asyncio.sleep(1.0)
+            stop_if_cancelled()  # a cancellation the last flush's library swallowed
             try:
                 await self.recorder.flush()
             except Exception:  # noqa: BLE001 - measurements are best effort, serving is not
+                stop_if_cancelled()
                 log.warning("could not flush gateway measurements", exc_info=True)
+
+    async def aclose(self) -> None:
+        """A replica's orderly end (and each test's own gateway): stop the background loops, send
+        the measurements still held, close the engine sessions and Redis connections. An event
+        loop that closes with a loop still running waits for it forever (gateway.background)."""
+        await stop_tasks([self._flusher, self._listener, self._leaser, self._refresher])
+        try:
+            await self.recorder.flush()
+        except Exception:  # noqa: BLE001 - measurements are best effort, the shutdown is not
+            log.warning("could not flush gateway measurements at close", exc_info=True)
+        await self.engines.aclose()
+        await self.scripts.link.aclose()
+        await self.redis.aclose()
 
     # --- ASGI -----------------------------------------------------------------------------
 
@@ -417,7 +479,8 @@ class Gateway:
                 stale_retries += 1
                 continue
             tried.add(engine.name)  # failed before the first byte: the next engine
-            left_out[engine.name] = sent if sent == FAILED else f"{sent} x{stale_retries + 1}"
+            left_out[engine.name] = sent if sent != STALE else f"{sent} x{stale_retries + 1}"
+            table = self.table  # the newest tables: an engine may have gone or come meanwhile
 
     def choose(
         self,
@@ -524,8 +587,12 @@ class Gateway:
         caused_load: bool,
         started: float,
     ) -> str:
-        """Send to one engine: SENT, or FAILED / STALE before anything reached the caller.
-        Only FAILED (no connection) marks the engine; gateway.exchange says why."""
+        """Send to one engine: SENT, or FAILED / STALE / GONE before anything reached the caller.
+        FAILED (no connection) and GONE (marked down) mark the engine; gateway.exchange says
+        why."""
+        if engine.name in self.table.down:  # went down while this request waited for a slot
+            self.mark_failed(engine)
+            return GONE
         exchange = Exchange(
             self.engines,
             send,
@@ -534,17 +601,22 @@ class Gateway:
             started=started,
         )
         path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
-        outcome = await exchange.run(
-            engine,
-            path,
-            orjson.dumps(payload),
-            stream=stream,
-            wants_usage=wants_usage,
-            adapter_request=target is not None,
-        )
-        if outcome.sent == FAILED:
+        waiting = self.exchanges.setdefault(engine.name, set())
+        waiting.add(exchange)
+        try:
+            outcome = await exchange.run(
+                engine,
+                path,
+                orjson.dumps(payload),
+                stream=stream,
+                wants_usage=wants_usage,
+                adapter_request=target is not None,
+            )
+        finally:
+            waiting.discard(exchange)
+        if outcome.sent in (FAILED, GONE):
             self.mark_failed(engine)
-            return FAILED
+            return outcome.sent
         if outcome.sent == STALE:
             if target is not None:  # our residency was stale
                 table.residency.get(target.served_name, {}).pop(engine.name, None)

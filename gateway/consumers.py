@@ -6,7 +6,8 @@ prompt is checked again: the session first (after a log-out the socket closes 44
 as the live sockets do), then access (gateway.playground.play): a revoked membership or grant is
 refused and the socket closed.
 
-In:  {"prompt": "...", "models": ["support@3", "base:tiny-llama"], "max_tokens": 64}
+In:  {"prompt": "...", "models": ["support@3", "base:tiny-llama"], "max_tokens": 64,
+      "temperature": 0.7}  (temperature optional: the engine's default sampling without it)
 Out: {"type": "start" | "token" | "done" | "error", "pane": 0 | 1, ...}; errors carry a code.
 """
 
@@ -88,14 +89,23 @@ class PlaygroundConsumer(PortalSocket):
             await self.close(code=CLOSE_LOGGED_OUT)
             return
         prompt, budget = content.get("prompt"), content.get("max_tokens", DEFAULT_MAX_TOKENS)
-        self.answering = asyncio.create_task(self.answer(models, prompt, budget, received))
+        temperature = content.get("temperature")
+        self.answering = asyncio.create_task(
+            self.answer(models, prompt, budget, temperature, received)
+        )
 
-    async def answer(self, models: list[str], prompt: object, budget: object, at: float) -> None:
-        await asyncio.gather(*(self.pane(i, m, prompt, budget, at) for i, m in enumerate(models)))
+    async def answer(
+        self, models: list[str], prompt: object, budget: object, temperature: object, at: float
+    ) -> None:
+        await asyncio.gather(
+            *(self.pane(i, m, prompt, budget, temperature, at) for i, m in enumerate(models))
+        )
         if self.closing_code is not None:
             await self.close(code=self.closing_code)
 
-    async def pane(self, pane: int, key: str, prompt: object, budget: object, at: float) -> None:
+    async def pane(
+        self, pane: int, key: str, prompt: object, budget: object, temperature: object, at: float
+    ) -> None:
         await self.send_json({"type": "start", "pane": pane, "model": key})
 
         async def on_token(text: str) -> None:
@@ -109,6 +119,7 @@ class PlaygroundConsumer(PortalSocket):
                 prompt=prompt,
                 max_tokens=budget,
                 on_token=on_token,
+                temperature=temperature,
                 started=at,
             )
         except ApplicationError as exc:

@@ -8,6 +8,12 @@ whose client went away) and answered 504; a caller that stops reading a stream f
 the write deadline has its request aborted the same way, and its slots come back at once.
 A pooled connection found dead (an engine restarted since it was opened) is tried once more
 on a fresh connection before the engine is blamed.
+
+The prober's verdict is the other thing that blames an engine: one whose core stalled keeps
+its connections open and answers nothing, so what waits on it would wait out its budget. When
+the tables show the engine down, `engine_gone` stops the wait: a request that has sent the
+caller nothing moves to another engine (a stream's response head is held until its first piece
+for this), a stream under way ends with an error event.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from gateway.routes import EngineInfo
 from gateway.upstream import EnginePool, StreamWatch, relay, usage_of
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-SENT, FAILED, STALE = "sent", "failed", "stale"
+SENT, FAILED, STALE, GONE = "sent", "failed", "stale", "gone"
 # Before any reply byte, these mean the engine (or the connection to it) is gone.
 log = logging.getLogger(__name__)
 CONNECTION_ERRORS = (aiohttp.ClientConnectionError, ConnectionError)
@@ -37,7 +43,7 @@ STREAM_ERRORS = (aiohttp.ClientError, ConnectionError)
 
 @dataclass
 class Outcome:
-    sent: str  # SENT, or FAILED / STALE before anything reached the caller
+    sent: str  # SENT, or FAILED / STALE / GONE before anything reached the caller
     ok: bool = False
     caller_fault: bool = False  # a 4xx, a slow reader: nothing the engine did
     status: int = 0
@@ -48,6 +54,16 @@ class Outcome:
 
 class SlowReader(Exception):
     """The caller took no bytes for the write deadline."""
+
+
+def engine_down() -> GatewayError:
+    return GatewayError(
+        502,
+        "The engine serving this request stopped answering (its health check marked it down); "
+        "the reply ends here. Send the request again.",
+        code="engine_down",
+        err_type="server_error",
+    )
 
 
 def timed_out(budget_s: float) -> GatewayError:
@@ -78,6 +94,20 @@ class Exchange:
         self.write_deadline_s = write_deadline_s
         self.started = started
         self.begun = False  # the caller has the response's start: no other engine now
+        self.stream = False
+        self.gone = False  # the prober marked the engine down while this waited on it
+        self.watch: StreamWatch | None = None
+        self._budget: asyncio.Timeout | None = None  # set while the budget runs
+
+    def engine_gone(self) -> None:
+        """The tables show this request's engine down: stop waiting on it (see the module's
+        docstring). A whole answer already on its way to the caller is left to finish."""
+        if self.begun and not self.stream:
+            return
+        budget = self._budget
+        if budget is not None and not budget.expired():
+            self.gone = True
+            budget.reschedule(asyncio.get_running_loop().time())  # ends the wait at once
 
     async def run(
         self,
@@ -91,8 +121,10 @@ class Exchange:
     ) -> Outcome:
         left = self.budget_s - (time.perf_counter() - self.started)
         budget = asyncio.timeout(max(0.0, left))
+        self.stream = stream
         try:
             async with budget:
+                self._budget = budget
                 response = await self._post(engine, path, body)
                 if response is None:
                     return Outcome(FAILED)
@@ -106,10 +138,27 @@ class Exchange:
         except TimeoutError:
             if not budget.expired():
                 raise
-            await self._abort(timed_out(self.budget_s), stream)
-            return Outcome(SENT, status=504)
+            if self.gone and not self.begun:
+                return Outcome(GONE)  # nothing reached the caller: another engine
+            error = engine_down() if self.gone else timed_out(self.budget_s)
+            await self._abort(error, stream)
+            return self._cut_short(error.status)
         except SlowReader:
-            return Outcome(SENT, caller_fault=True, status=499)
+            return self._cut_short(499, caller_fault=True)
+        finally:
+            self._budget = None
+
+    def _cut_short(self, status: int, *, caller_fault: bool = False) -> Outcome:
+        """A reply stopped before its end (budget, slow reader, engine down)."""
+        return self._billed(Outcome(SENT, caller_fault=caller_fault, status=status))
+
+    def _billed(self, outcome: Outcome) -> Outcome:
+        """The tokens the reply carried: a stream cut before its usage chunk (the engine died,
+        the budget ran out, the reader stopped) is billed the tokens it delivered."""
+        if self.watch is not None:
+            outcome.prompt_tokens = self.watch.prompt_tokens
+            outcome.completion_tokens = self.watch.completion_tokens or self.watch.streamed
+        return outcome
 
     async def _post(
         self, engine: EngineInfo, path: str, body: bytes
@@ -143,28 +192,32 @@ class Exchange:
         if status == 404 and adapter_request:
             await response.read()  # the engine no longer holds the adapter
             return Outcome(STALE, status=status)
-        watch = StreamWatch(started=self.started, strip_usage=stream and not wants_usage)
+        watch = self.watch = StreamWatch(
+            started=self.started, strip_usage=stream and not wants_usage
+        )
         ok = status < 400
         content_type = response.headers.get("content-type", "application/json").encode()
-        await self._deliver(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", content_type)],
-            }
-        )
-        self.begun = True
+        head = {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type)],
+        }
         outcome = Outcome(SENT, ok=ok, caller_fault=400 <= status < 500, status=status)
         try:
             if stream and ok:
+                # The head waits for the first piece (vLLM sends its head before the engine
+                # core has done anything): until then the request may still move elsewhere.
                 async for piece in relay(response, watch):
+                    await self._begin(head)
                     await self._deliver(
                         {"type": "http.response.body", "body": piece, "more_body": True}
                     )
+                await self._begin(head)
                 outcome.ok = watch.done and not watch.error
                 if not watch.done:  # the engine's stream ended without its [DONE]
                     await self._deliver(_error_event("The engine ended the stream early."))
             else:
+                await self._begin(head)
                 data = await response.read()
                 if ok:
                     watch.first_token_at = time.perf_counter()
@@ -172,15 +225,16 @@ class Exchange:
                 await self._deliver({"type": "http.response.body", "body": data, "more_body": True})
         except STREAM_ERRORS:
             outcome.ok = False
+            await self._begin(head)
             await self._deliver(_error_event("The engine went away during the reply."))
         await self._deliver({"type": "http.response.body", "body": b"", "more_body": False})
-        outcome.prompt_tokens, outcome.completion_tokens = (
-            watch.prompt_tokens,
-            # A stream cut before its usage chunk (the engine died) is billed what it delivered.
-            watch.completion_tokens or watch.streamed,
-        )
         outcome.first_token_at = watch.first_token_at
-        return outcome
+        return self._billed(outcome)
+
+    async def _begin(self, head: dict[str, Any]) -> None:
+        if not self.begun:
+            self.begun = True  # from here the caller has the start: no other engine
+            await self._deliver(head)
 
     async def _deliver(self, message: dict[str, Any]) -> None:
         """Hand a message to the caller's connection, within the write deadline."""

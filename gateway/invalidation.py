@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
@@ -21,7 +22,8 @@ from workers import shared_state
 log = logging.getLogger(__name__)
 ROUTES_KEY = "lp:gw:gen"
 RESIDENCY_KEY = "lp:gw:resgen"
-CHANGED_CHANNEL = "lp:gw:changed"
+# Scoped to the Redis database: pub/sub channels are shared by every database on the server.
+CHANGED_CHANNEL = f"lp:gw:changed:{settings.REDIS_PUBSUB_SCOPE}"
 
 
 def announce(key: str) -> None:

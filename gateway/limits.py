@@ -3,9 +3,9 @@ target's own lower cap), and the engine's in-flight count — shared by every re
 
 One request costs two Redis round trips on its usual path: one script before it is sent (rate,
 concurrency and the engine's in-flight count, all or nothing) and one after it ends (both counts
-lowered). Each round trip is also a wake-up that waits for a core on a busy machine, which is
-where the gateway's p99 went when these were six separate commands. Refusals are 429 with
-Retry-After.
+lowered), both over a lean transport of their own (gateway.script_link). Each round trip is
+also a wake-up that waits for a core on a busy machine, which is where the gateway's p99 went
+when these were six separate commands. Refusals are 429 with Retry-After.
 
 The engine's in-flight count (workers.shared_state) is what the cache controller reads: it never
 evicts a version with requests in flight or queued.
@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from gateway.errors import too_many, unavailable
 from gateway.routes import Target
+from gateway.script_link import ScriptLink
 from workers.engine_slots import ADMIT_FUNCTION, inflight_key, pinned_key
 
 log = logging.getLogger(__name__)
@@ -232,16 +233,19 @@ class Held(Protocol):
 
 
 class Scripts:
-    """The admission scripts, registered once per Redis client (EVALSHA afterwards), for one
-    replica: what its requests hold goes into its ledger; releases that Redis did not take (an
-    outage) wait in `pending` until it answers again (gateway.replicas flushes them)."""
+    """The admission scripts (EVALSHA over gateway.script_link) for one replica: what its
+    requests hold goes into its ledger; releases that Redis did not take (an outage) wait in
+    `pending` until it answers again (gateway.replicas flushes them)."""
 
     def __init__(self, redis: aioredis.Redis, replica: str | None = None) -> None:
         self.redis = redis
         self.replica = replica or new_replica_id()
         self.ledger = ledger_key(self.replica)
-        self.enter = redis.register_script(_leased_enter(_ENTER))
-        self.leave = redis.register_script(_LEAVE)
+        # The two scripts every request runs go over the lean path (gateway.script_link), on
+        # the client's own settings.
+        self.link = ScriptLink(redis)
+        self.enter = self.link.script(_leased_enter(_ENTER))
+        self.leave = self.link.script(_LEAVE)
         self.pending: list[tuple[list[str], list[str | int]]] = []
 
     async def give_back(self, keys: list[str], args: list[str | int]) -> None:

@@ -25,6 +25,8 @@ from gateway.playground_choices import resolve_choice, table_choice
 OnToken = Callable[[str], Awaitable[None]]
 MAX_PROMPT_CHARS = 8000
 MAX_TOKENS = 512
+# OpenAI's range; 0 is greedy (the same reply to the same prompt, for comparing versions).
+MAX_TEMPERATURE = 2.0
 # Served from an ASGI scope of its own: the gateway's serve() reads no header from it.
 PLAYGROUND_SCOPE: dict[str, Any] = {"type": "http", "path": "/v1/chat/completions", "headers": []}
 
@@ -125,6 +127,19 @@ def error_of(body: bytes, status: int) -> tuple[str, str]:
     return f"gateway.{code}", str(error.get("message") or "The engine refused the request.")
 
 
+def clean_temperature(temperature: object) -> float | None:
+    """None (the engine's default sampling) or a number from 0 to 2, else a refusal."""
+    if temperature is None:
+        return None
+    if not isinstance(temperature, int | float) or isinstance(temperature, bool):
+        raise ApplicationError("playground.bad_temperature", "temperature must be a number.")
+    if not 0 <= temperature <= MAX_TEMPERATURE:
+        raise ApplicationError(
+            "playground.bad_temperature", f"temperature must be between 0 and {MAX_TEMPERATURE:g}."
+        )
+    return float(temperature)
+
+
 def clean_prompt(prompt: object, max_tokens: object) -> tuple[list[dict[str, str]], int]:
     """The chat messages and the token budget, or a refusal saying what to change."""
     if not isinstance(prompt, str) or not prompt.strip():
@@ -151,6 +166,7 @@ async def play(
     prompt: object,
     max_tokens: object,
     on_token: OnToken,
+    temperature: object = None,
     started: float | None = None,
     gateway: Gateway | None = None,
 ) -> PlayResult:
@@ -163,9 +179,12 @@ async def play(
     """
     started = time.perf_counter() if started is None else started
     messages, budget = clean_prompt(prompt, max_tokens)
+    temperature = clean_temperature(temperature)
     gateway = gateway or gateway_app
     try:
-        return await _play(gateway, user, tenant_slug, key, messages, budget, on_token, started)
+        return await _play(
+            gateway, user, tenant_slug, key, messages, budget, temperature, on_token, started
+        )
     except RedisError:
         # The same policy as /v1/ (fail closed: no tenant's limits can be checked).
         err = limits_unavailable()
@@ -179,6 +198,7 @@ async def _play(
     key: object,
     messages: list[dict[str, str]],
     budget: int,
+    temperature: float | None,
     on_token: OnToken,
     started: float,
 ) -> PlayResult:
@@ -195,6 +215,8 @@ async def _play(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if temperature is not None:
+        payload["temperature"] = temperature
     sink = TokenSink(on_token, started)
     try:
         await gateway.serve_admitted(

@@ -15,6 +15,7 @@ import logging
 from django.conf import settings
 from redis import asyncio as aioredis
 
+from gateway.background import stop_if_cancelled
 from gateway.limits import REAP, Scripts
 
 log = logging.getLogger(__name__)
@@ -56,10 +57,12 @@ class ReplicaLease:
 
     async def run_forever(self) -> None:
         while True:
+            stop_if_cancelled()  # a cancellation the last beat's library swallowed
             try:
                 await self.beat()
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - Redis away: the next beat tries again
+                stop_if_cancelled()
                 log.warning("gateway: replica lease beat failed", exc_info=True)
             await asyncio.sleep(self.lease_s / 4)

@@ -76,6 +76,8 @@ class WatchKeeper:
     async def run(self) -> None:
         while self.members:
             await asyncio.sleep(WATCH_RENEW_SECONDS)
+            if not self.members:  # the last socket closed during the sleep
+                return
             try:
                 await asyncio.to_thread(_watch_all, list(self.members))
             except Exception as exc:  # noqa: BLE001 - Redis away: the next round tries again

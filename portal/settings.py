@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from redis.connection import parse_url as parse_redis_url
 
 from portal.env import (
     SettingError,
@@ -173,6 +174,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Redis pub/sub ignores the database number: a PUBLISH on database 3 reaches a subscriber on
+# database 5. Every pub/sub channel name carries the database, so deployments (and test
+# workers) sharing one Redis server on different databases never hear each other's messages.
+REDIS_PUBSUB_SCOPE = f"db{parse_redis_url(REDIS_URL).get('db', 0)}"
 
 CACHES = {
     "default": {
@@ -365,7 +370,7 @@ CHANNEL_LAYERS = {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {
             "hosts": [{"address": REDIS_URL}],
-            "prefix": env_str("CHANNELS_PREFIX", "lp-asgi") + "-live",
+            "prefix": env_str("CHANNELS_PREFIX", "lp-asgi") + f"-live-{REDIS_PUBSUB_SCOPE}",
         },
     },
 }

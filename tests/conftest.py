@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.fixtures.s3",
     "tests.fixtures.celery_worker",
     "tests.fixtures.gateway",
+    "tests.fixtures.timing",
 ]
 
 
@@ -29,3 +30,11 @@ def fresh_login_counters():
     from core.login_guard import clear_login_counters
 
     clear_login_counters("127.0.0.1")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`) every test that uses the two CPU engines runs on
+    one worker: the engines are a session fixture, and a second pair would not fit the machine."""
+    for item in items:
+        if item.get_closest_marker("engine"):
+            item.add_marker(pytest.mark.xdist_group("engines"))

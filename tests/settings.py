@@ -2,14 +2,19 @@
 
 import os
 
+from tests.paths import TEST_VAR, WORKER, worker_redis_url
+
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production-0123456789")
 os.environ.setdefault("DATABASE_URL", "postgres://root@127.0.0.1:5432/lora_portal")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")
-os.environ.setdefault(
-    "PORTAL_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test")
-)
+os.environ.setdefault("PORTAL_VAR_DIR", str(TEST_VAR))
+# A pytest-xdist worker's own Redis database, once: the services a test starts inherit this
+# environment (and the marker), so they use the same database and do not move it again.
+if os.environ.get("PORTAL_TEST_WORKER") != WORKER:
+    os.environ["PORTAL_TEST_WORKER"] = WORKER
+    os.environ["REDIS_URL"] = worker_redis_url(os.environ["REDIS_URL"])
 
 from portal.settings import *  # noqa: E402,F403
 from portal.settings import DATABASES  # noqa: E402
@@ -24,5 +29,9 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
 # Tests that serve portal.asgi under uvicorn (browser, live pages, playground) get the static files
-# straight from static/, with no collectstatic step (WhiteNoise reads them once at start-up).
+# straight from static/, with no collectstatic step. Looked up per request (autorefresh), not
+# listed when the middleware is built: Django's test client builds it for every client, and the
+# listing (every installed app's static files, os.stat'ed) cost 43 ms each time, a third of
+# the permission-matrix tests' time.
 WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True

@@ -100,13 +100,11 @@ def tokens_processed(metrics_text: str) -> float | None:
     return sum(found) if found else None
 
 
-def stall_verdict(
-    finished: bool, before: float | None, after: float | None, waited_s: float
-) -> str:
-    """'' unless the engine is stuck: a one-token request did not finish within `waited_s` and
-    the engine's token counters did not move meanwhile (a busy engine's do: it is slow, not
-    stuck, and keeps its traffic). No counters to read count as no movement."""
-    if finished or (before is not None and after is not None and after > before):
+def stall_verdict(before: float | None, after: float | None, waited_s: float) -> str:
+    """For a one-token request that did not finish within `waited_s`: '' unless the engine is
+    stuck, its token counters unmoved meanwhile (a busy engine's move: it is slow, not stuck,
+    and keeps its traffic). No counters to read count as no movement."""
+    if before is not None and after is not None and after > before:
         return ""
     return (
         f"engine.stalled: a one-token request did not finish in {waited_s:g} s and the engine "
@@ -144,7 +142,7 @@ async def probe_progress(url: str, engine_key: str | None, model: str) -> str:
         except EngineError as exc:
             if exc.status is not None:  # it answered: whatever it said, it is not stuck
                 return ""
-            return stall_verdict(False, before, await counted(), waited)
+            return stall_verdict(before, await counted(), waited)
         return ""
     finally:
         await client.aclose()

@@ -81,6 +81,8 @@
       prompt: data.get("prompt"),
       models: models,
       max_tokens: Number(data.get("max_tokens") || 64),
+      // Left empty: the engine's default sampling (JSON.stringify drops an undefined field).
+      temperature: data.get("temperature") ? Number(data.get("temperature")) : undefined,
     }));
   });
   setBusy(true);

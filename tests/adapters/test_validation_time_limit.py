@@ -21,6 +21,7 @@ from adapters.services import uploads
 from adapters.tasks import validate_version
 from tests.factories import adapter_files, upload
 from tests.fixtures.celery_worker import REPO, _service_env, _stop
+from tests.paths import TEST_VAR
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +31,7 @@ def prefork_worker(db, tmp_path) -> Iterator[dict]:
     from portal.celery import app
 
     queue = f"test-limit-{uuid.uuid4().hex[:8]}"
-    log = REPO / "var" / "test" / f"{queue}.log"
+    log = TEST_VAR / f"{queue}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     storage = tmp_path / "storage"
     env = _service_env(queue, ADAPTER_STORAGE_ROOT=str(storage), VALIDATION_SOFT_TIME_LIMIT="5")

@@ -18,8 +18,8 @@ import pytest
 
 from adapters.access import AccessContext
 from tenants.tokens import token_issue
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CLIENT_SRC = REPO / "client"
 
 

@@ -11,12 +11,12 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
 K8S = REPO / "deploy" / "k8s"
 OVERLAYS = ("dev", "production")
 PORTAL_IMAGE = "lora-portal"

@@ -17,6 +17,7 @@ from django.db import connection
 
 from bench.upload_support import PortalServer
 from tests.faults.record import REPO
+from tests.paths import TEST_VAR
 
 
 def portal_env(**extra: str) -> dict[str, str]:
@@ -28,13 +29,13 @@ def portal_env(**extra: str) -> dict[str, str]:
         "REDIS_URL": settings.REDIS_URL,
         "ADAPTER_STORAGE_BACKEND": settings.ADAPTER_STORAGE_BACKEND,
         "ADAPTER_STORAGE_ROOT": str(settings.ADAPTER_STORAGE_ROOT),
-        "PORTAL_VAR_DIR": str(REPO / "var" / "test" / "faults-portal"),
+        "PORTAL_VAR_DIR": str(TEST_VAR / "faults-portal"),
         **extra,
     }
 
 
 def start_portal(name: str, **extra: str) -> PortalServer:
-    log = REPO / "var" / "test" / f"faults-{name}.log"
+    log = TEST_VAR / f"faults-{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     server = PortalServer(portal_env(**extra), log_path=log)
     server.start()
@@ -131,7 +132,7 @@ def spawn_worker(
     from tests.faults.record import wait_until
     from tests.fixtures.celery_worker import _service_env, _stop, worker_command
 
-    log = REPO / "var" / "test" / f"faults-worker-{queue}.log"
+    log = TEST_VAR / f"faults-worker-{queue}.log"
     proc = subprocess.Popen(
         worker_command([queue], name=queue, pool=pool, concurrency=concurrency),
         cwd=REPO,

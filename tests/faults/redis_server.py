@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from bench.upload_support import free_port
@@ -68,3 +69,12 @@ class OwnRedis:
 
     def stop(self) -> None:
         self.kill()
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A Redis server of the test's own, stopped at its end."""
+    server = OwnRedis(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()

@@ -19,6 +19,7 @@ import pytest
 
 from tests.faults.record import REPO, FaultRecord, Stopwatch, wait_until
 from tests.fixtures.celery_worker import _service_env, beat_command
+from tests.paths import TEST_VAR
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PERIOD_S = 5
@@ -37,7 +38,7 @@ def _received(log) -> list[float]:
 
 
 def _beat(queue: str, tmp_path, name: str) -> subprocess.Popen[bytes]:
-    log = REPO / "var" / "test" / f"faults-beat-{name}.log"
+    log = TEST_VAR / f"faults-beat-{name}.log"
     return subprocess.Popen(
         beat_command(tmp_path / f"beat-{name}"),
         cwd=REPO,

@@ -25,6 +25,7 @@ import pytest
 from adapters.models import WarmupPolicy
 from tests.faults.record import REPO, FaultRecord, Stopwatch, wait_until
 from tests.fixtures.celery_worker import _service_env, beat_command
+from tests.paths import TEST_VAR
 from tests.workers.fleet import servable_version
 from workers.models import Engine, Residency, ResidencyState
 from workers.schedules import sync_adapter_schedule
@@ -45,7 +46,7 @@ def _received(log) -> list[float]:
 
 
 def _beat(queue: str, tmp_path, name: str) -> subprocess.Popen[bytes]:
-    log = REPO / "var" / "test" / f"faults-beat-schedules-{name}.log"
+    log = TEST_VAR / f"faults-beat-schedules-{name}.log"
     return subprocess.Popen(
         beat_command(tmp_path / f"beat-{name}"),
         cwd=REPO,

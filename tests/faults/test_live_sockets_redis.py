@@ -34,6 +34,7 @@ from tests.faults.redis_server import OwnRedis
 from tests.fixtures.gateway import running_gateway
 from tests.gateway.hostile_support import one_engine_fixture  # noqa: F401 - fixture
 from tests.gateway.test_playground_engines import browser_headers
+from tests.paths import TEST_VAR
 
 DOWN_S = 3.0
 PAGE_RECONNECT_S = 3.0  # static/portal/live.js
@@ -94,7 +95,7 @@ def test_a_live_page_gets_numbers_again_after_redis_restarts_empty(
         [sys.executable, "manage.py", "publish_live_metrics"],
         cwd=REPO,
         env={**portal_env(REDIS_URL=own_redis.url), "PYTHONUNBUFFERED": "1"},
-        stdout=(REPO / "var" / "test" / "faults-live-publisher.log").open("wb"),
+        stdout=(TEST_VAR / "faults-live-publisher.log").open("wb"),
         stderr=subprocess.STDOUT,
     )
     try:

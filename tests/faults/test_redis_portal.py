@@ -20,6 +20,7 @@ from adapters.access import AccessContext
 from tenants.tokens import token_issue
 from tests.faults.harness import CallerLog, chain_verifies, ledger, portal_env, start_portal
 from tests.faults.record import REPO, FaultRecord, Stopwatch, wait_until
+from tests.paths import TEST_VAR
 from tests.portal.live_helpers import session_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,7 +47,7 @@ def test_the_portal_and_the_publisher_ride_out_a_stalled_then_restarted_redis(wo
     cookie = dict(session_headers(world.users["alice"]))[b"cookie"].decode()
     before = ledger()
     server = start_portal("redis", REDIS_URL=own_redis.url, HEALTHZ_CACHE_SECONDS="0")
-    publisher_log = REPO / "var" / "test" / "faults-publisher.log"
+    publisher_log = TEST_VAR / "faults-publisher.log"
     publisher = subprocess.Popen(
         [sys.executable, "manage.py", "publish_live_metrics"],
         cwd=REPO,

@@ -140,6 +140,14 @@ def paused_engine(handle: EngineHandle) -> Iterator[None]:
         os.killpg(group, signal.SIGCONT)
 
 
+def room_in_this_minute(seconds: float = 20.0) -> None:
+    """Start with at least `seconds` left in the current minute: the requests-per-minute count is
+    per calendar minute, so requests that straddle a minute boundary are counted in two."""
+    left = 60.0 - time.time() % 60.0
+    if left < seconds:
+        time.sleep(left + 0.1)
+
+
 def past_the_sharing_window() -> None:
     """Wait out the replicas' sharing window: the previous test's requests came from other
     tenants (every test makes its own), and while the engine counts as shared a request

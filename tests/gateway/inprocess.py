@@ -22,11 +22,7 @@ async def gw_fixture(transactional_db, settings) -> AsyncIterator[Gateway]:
     settings.GATEWAY_REFRESH_SECONDS = 0  # tables follow every change at once
     app = Gateway()
     yield app
-    for task in (app._flusher, app._listener):
-        if task is not None:
-            task.cancel()
-    await app.engines.aclose()
-    await app.redis.aclose()
+    await app.aclose()  # its lease loop too: left to the event loop's close, one hung the suite
 
 
 def token_for(user, tenant=None, scopes=("inference",)) -> str:

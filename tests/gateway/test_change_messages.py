@@ -13,6 +13,7 @@ from redis import asyncio as aioredis
 
 from gateway.app import Gateway
 from gateway.invalidation import CHANGED_CHANNEL, ROUTES_KEY, announce
+from tests.other_redis_database import run_on_other_redis_database
 
 
 async def _until(condition, timeout: float = 5.0) -> bool:
@@ -30,9 +31,7 @@ async def gateway():
     gw = Gateway()
     gw._listener = asyncio.create_task(gw._listen_forever())
     yield gw
-    gw._listener.cancel()
-    await asyncio.gather(gw._listener, return_exceptions=True)
-    await gw.redis.aclose()
+    await gw.aclose()
 
 
 async def test_an_announced_change_marks_the_tables_stale(gateway):
@@ -64,3 +63,19 @@ async def test_a_dropped_subscription_makes_every_request_check_until_it_is_back
         assert await _until(lambda: gateway._stale)
     finally:
         await admin.aclose()
+
+
+async def test_a_change_announced_on_another_redis_database_is_not_heard(gateway):
+    """Redis pub/sub ignores the database number: another deployment sharing the server (CI's
+    other test worker) made every replica here re-read its tables on each of its changes."""
+    assert await _until(lambda: gateway._listening)
+    gateway._stale = False
+    await asyncio.to_thread(
+        run_on_other_redis_database,
+        "from gateway.invalidation import ROUTES_KEY, announce\n"
+        "from workers import shared_state\n"
+        "announce(ROUTES_KEY)\n"
+        "shared_state.client().delete(ROUTES_KEY)\n",
+    )
+    await asyncio.sleep(1)
+    assert not gateway._stale

@@ -26,6 +26,7 @@ from tests.gateway.hostile_support import (
     paused_engine,
     redis_int,
     replicas_fixture,  # noqa: F401 - fixture
+    room_in_this_minute,
     unread_stream,
     wait_for,
 )
@@ -68,6 +69,7 @@ def test_base_model_calls_are_limited_billed_and_pooled_as_the_tenant(worker_fle
     on_a = engine_counter(worker_fleet.handle_a, "vllm:request_success_total")
     on_b = engine_counter(worker_fleet.handle_b, "vllm:request_success_total")
 
+    room_in_this_minute()  # the four below counted in one minute
     replies = [chat(replicas[0], alice, {"model": "tiny-llama", "max_tokens": 2}) for _ in range(4)]
     assert [r.status_code for r in replies] == [200, 200, 200, 429]
     assert replies[3].json()["error"]["code"] == "rate_limit_exceeded"
@@ -86,6 +88,7 @@ def test_a_request_is_charged_by_the_sequences_it_runs(one_engine, replicas):
     _save(world.acme, quota_requests_per_minute=5)
     alice = token(world, "alice", world.acme)
     heavy = {"model": "tiny-llama", "prompt": ["a", "b"], "n": 2, "max_tokens": 1}
+    room_in_this_minute()  # the three below counted in one minute
     assert complete(replicas[0], alice, heavy).status_code == 200  # weight 4
     light = {"model": "tiny-llama", "max_tokens": 1}
     assert chat(replicas[1], alice, light).status_code == 200  # weight 1: 5 in all
@@ -191,6 +194,11 @@ def test_a_stream_nobody_reads_is_cut_off_and_its_slots_come_back(one_engine, re
         # Cut off as a slow reader (the caller's fault), not by the request's time budget.
         assert wait_for(lambda: redis_int("lp:gwm:counters", "acme||tiny-llama|rejected") == 1)
         assert redis_int("lp:gwm:counters", "acme||tiny-llama|errors") == 0
+        # Billed what it streamed before it was cut off, not nothing.
+        day = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+        usage = f"lp:usage:{day}"
+        assert wait_for(lambda: redis_int(usage, f"{world.acme.id}|0|requests") == 1)
+        assert redis_int(usage, f"{world.acme.id}|0|out") > 0
         assert wait_for(
             lambda: engine_counter(one_engine.handle_a, "vllm:num_requests_running") == 0
         )

@@ -62,6 +62,9 @@ def test_a_maintainer_streams_a_staged_version_beside_the_base_model(
         "prompt": "Say something about tea.",
         "models": [f"support@{staged.number}", f"base:{TINY_BASE_MODEL_NAME}"],
         "max_tokens": 8,
+        # Greedy: the same reply on every run. Sampled, the tiny random model's 8 tokens can end
+        # at once or decode to empty pieces (CI once saw a pane with no token frame).
+        "temperature": 0,
     }
     headers = browser_headers(gateway_server, world.users["bob"])
     frames = asyncio.run(chat(gateway_server, headers, message))
@@ -89,6 +92,28 @@ def test_a_maintainer_streams_a_staged_version_beside_the_base_model(
             break
         time.sleep(0.1)
     assert int(counters.hget("lp:gwm:counters", field) or 0) == 1
+
+
+def test_a_greedy_prompt_gets_the_same_reply_every_time(
+    worker_fleet,
+    gateway_server,
+    gw_redis,  # noqa: F811 - fixture
+):
+    """The page's temperature reaches the engine: at 0 the same prompt gets the same reply (at
+    the engine's default sampling two replies of the tiny random model differ)."""
+    message = {
+        "prompt": "Tell me about tea.",
+        "models": [f"base:{TINY_BASE_MODEL_NAME}"],
+        "max_tokens": 12,
+        "temperature": 0,
+    }
+    headers = browser_headers(gateway_server, worker_fleet.world.users["bob"])
+    replies = []
+    for _ in range(2):
+        frames = asyncio.run(chat(gateway_server, headers, message))
+        assert not [f for _, f in frames if f["type"] == "error"]
+        replies.append("".join(t["text"] for t in pane(frames, 0, "token")))
+    assert replies[0] and replies[0] == replies[1], replies
 
 
 def test_the_api_never_serves_a_staged_version(worker_fleet, gateway_server, tmp_path):

@@ -8,9 +8,9 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from gateway import playground
-from gateway.app import Gateway
 from portal.asgi import application
 from tenants.models import Membership
+from tests.gateway.inprocess import gw_fixture  # noqa: F401 - fixture
 from tests.gateway.playground_world import build_playground_world
 from tests.portal.test_tenant_events_socket import session_cookie
 
@@ -21,6 +21,13 @@ PATH = "/ws/tenants/acme/playground/"
 @pytest.fixture
 def pw(world):
     return build_playground_world(world)
+
+
+@pytest.fixture
+def own_gateway(gw, monkeypatch):
+    """The playground's gateway: the test's own (tests.gateway.inprocess), closed at its end."""
+    monkeypatch.setattr(playground, "gateway_app", gw)
+    return gw
 
 
 async def connect(pw, who: str | None, *, origin: bytes = b"http://testserver"):
@@ -69,8 +76,7 @@ async def test_a_grantee_is_refused_beyond_the_grant(pw, key):
     await communicator.disconnect()
 
 
-async def test_a_grantee_reaches_the_request_path_within_the_grant(pw, monkeypatch):
-    monkeypatch.setattr(playground, "gateway_app", Gateway())
+async def test_a_grantee_reaches_the_request_path_within_the_grant(pw, own_gateway):
     communicator, connected, _ = await connect(pw, "nora")
     assert connected
     assert (await ask(communicator, ["support@1"]))["type"] == "start"
@@ -88,10 +94,9 @@ async def test_a_maintainer_cannot_reach_another_tenants_version_by_its_name(pw)
     await communicator.disconnect()
 
 
-async def test_a_maintainers_staged_version_reaches_the_gateways_request_path(pw, monkeypatch):
+async def test_a_maintainers_staged_version_reaches_the_gateways_request_path(pw, own_gateway):
     # No engine is up for the tiny base model here: the request path itself answers, which a
     # refused choice never reaches.
-    monkeypatch.setattr(playground, "gateway_app", Gateway())
     communicator, connected, _ = await connect(pw, "bob")
     assert connected
     assert (await ask(communicator, ["support@2"]))["type"] == "start"
@@ -136,6 +141,9 @@ async def test_a_malformed_message_gets_a_coded_error(pw, message, code):
         ({"prompt": "x" * 9000}, "playground.prompt_too_long"),
         ({"max_tokens": 0}, "playground.bad_max_tokens"),
         ({"max_tokens": "many"}, "playground.bad_max_tokens"),
+        ({"temperature": "hot"}, "playground.bad_temperature"),
+        ({"temperature": True}, "playground.bad_temperature"),
+        ({"temperature": 2.5}, "playground.bad_temperature"),
     ],
 )
 async def test_a_bad_prompt_gets_a_coded_error_in_its_pane(pw, extra, code):

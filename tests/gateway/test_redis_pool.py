@@ -26,5 +26,4 @@ async def test_more_callers_than_connections_wait_for_one(transactional_db, sett
         mine = [c for c in clients if c.get("name") == name and c["id"] not in before]
         assert 1 <= len(mine) <= 4
     finally:
-        await app.engines.aclose()
-        await app.redis.aclose()
+        await app.aclose()

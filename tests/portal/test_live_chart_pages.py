@@ -54,11 +54,13 @@ def test_the_version_page_draws_its_history_and_listens_for_more(world, tmp_path
         created_by=world.users["alice"],
     )
     version = validated(world, "bob", adapter, tmp_path)
-    now = time.time()
-    earlier = (int(now) // 60 - 1) * 60 + 1.0  # in the last completed minute
+    recent = time.time() - 3
+    # In the minute before the recent one's (not before now's: in a minute's first 3 seconds both
+    # would fall in one minute).
+    earlier = (int(recent) // 60 - 1) * 60 + 1.0
     record_now(
         measurement("acme", f"{name}@1", at=earlier, served_from="cold", load_ms=300.0),
-        measurement("acme", f"{name}@1", at=now - 3, served_from="gpu", ttft_ms=14.0),
+        measurement("acme", f"{name}@1", at=recent, served_from="gpu", ttft_ms=14.0),
     )
     url = reverse("version-detail", args=["acme", name, version.number])
     html = client_for(world, "vera").get(url).content.decode()
@@ -76,7 +78,7 @@ def test_the_version_page_draws_its_history_and_listens_for_more(world, tmp_path
         "ttft_count": 1,
     }
     seconds = {p["t"]: p["sums"] for p in history["seconds"]}
-    assert seconds[int(now - 3)] == {"requests": 1, "gpu": 1, "ttft_ms_sum": 14, "ttft_count": 1}
+    assert seconds[int(recent)] == {"requests": 1, "gpu": 1, "ttft_ms_sum": 14, "ttft_count": 1}
     assert len(history["minutes"]) == 60 and len(history["seconds"]) == 120
 
 

@@ -15,6 +15,7 @@ from adapters.access import AccessContext
 from adapters.models import Adapter
 from gateway.recorder import Measurement, Recorder
 from tenants.services import adapter_grant, adapter_revoke_grants, membership_remove
+from tests.other_redis_database import run_on_other_redis_database
 from tests.portal.live_helpers import open_socket, past_second, publisher, session_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -205,6 +206,23 @@ async def test_the_fleet_socket_adds_up_every_tenant(world):
         "ttft_count": 2,
         "evictions": 0,
     }
+    await socket.disconnect()
+
+
+async def test_a_publisher_on_another_redis_database_never_reaches_these_sockets(world):
+    """Redis pub/sub ignores the database number: another deployment (CI's other test worker)
+    sharing the server sent its numbers to these sockets' group until the layer's names carried
+    the database."""
+    socket, connected, _ = await open_socket(METRICS, await headers_for(world, "vera"))
+    assert connected
+    await sync_to_async(run_on_other_redis_database)(
+        "from asgiref.sync import async_to_sync\n"
+        "from channels.layers import get_channel_layer\n"
+        "from portal.live_publisher import metrics_group\n"
+        f"async_to_sync(get_channel_layer('live').group_send)(metrics_group({world.acme.pk}),"
+        " {'type': 'live.metrics', 'gen': 'other', 'text': '{\"kind\": \"other\"}'})\n"
+    )
+    assert await socket.receive_nothing(timeout=1)
     await socket.disconnect()
 
 

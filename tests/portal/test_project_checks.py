@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
 # tests/settings.py puts test defaults into os.environ; a production-like run must not inherit them.
 TEST_ONLY_VARS = {
     "SECRET_KEY",

@@ -11,18 +11,17 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from django.core.checks import run_checks
 
 from core.audit_models import AuditEvent
+from tests.paths import REPO
 from workers.models import Engine
 from workers.services import engines_probe_all
 
 pytestmark = pytest.mark.django_db
 
-REPO = Path(__file__).resolve().parents[2]
 MINE = "m" * 40
 SHARED = "s" * 40
 

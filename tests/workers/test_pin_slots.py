@@ -18,6 +18,8 @@ import pytest
 from adapters.access import AccessContext
 from adapters.models import Adapter
 from tenants.tokens import token_issue
+from tests.faults.test_engine_stalled import stopped
+from tests.fixtures.gateway import ROOM_WAIT_S, running_gateway_process
 from tests.gateway.hostile_support import paused_engine
 from tests.workers.fleet import chat, residency_report, servable_version
 from workers import engine_slots, shared_state
@@ -187,7 +189,7 @@ def _stream(base: str, token: str, model: str, max_tokens: int) -> tuple[int, st
 @pytest.mark.engine
 @pytest.mark.django_db(transaction=True)
 def test_pins_placed_while_other_adapters_stream_never_kill_the_engine(
-    worker_fleet, gateway_server, tmp_path
+    worker_fleet, celery_worker_process, tmp_path
 ):
     """On one engine (--max-loras 2): two adapters stream while a third is pinned, then more
     streams for all three come in while the pin holds. A batch with more distinct unpinned
@@ -207,50 +209,67 @@ def test_pins_placed_while_other_adapters_stream_never_kill_the_engine(
         access=AccessContext.for_user(world.users["alice"]), scopes=["inference"], tenant=world.acme
     ).plaintext
     answers: list[tuple[int, str]] = []
+    with running_gateway_process(
+        celery_worker_process["queue"],
+        GATEWAY_REFRESH_SECONDS="0",
+        GATEWAY_LOAD_ROOM_WAIT_SECONDS=str(ROOM_WAIT_S),
+        # Its lease outlives the stop below: another replica on this Redis (the suite's shared
+        # gateway) would give back the holds of a replica whose lease lapsed.
+        GATEWAY_REPLICA_LEASE_SECONDS="120",
+    ) as (base, gateway):
 
-    def client(model: str, max_tokens: int, times: int = 1) -> threading.Thread:
-        def run() -> None:
-            for _ in range(times):
-                answers.append(_stream(gateway_server, token, model, max_tokens))
+        def client(model: str, max_tokens: int, times: int = 1) -> threading.Thread:
+            def run() -> None:
+                for _ in range(times):
+                    answers.append(_stream(base, token, model, max_tokens))
 
-        thread = threading.Thread(target=run)
-        thread.start()
-        return thread
+            thread = threading.Thread(target=run)
+            thread.start()
+            return thread
 
-    adapter_name = {v.served_name: v.adapter.name for v in (hot, a, b)}
-    # Long streams (900 tokens: seconds on the tiny model), so both run through the pass below.
-    # Both are let in while the engine is paused: on a busy machine the second one's admission
-    # came after the first had streamed to its end (the full run, once), so they never overlapped.
-    inflight = shared_state.inflight_key(worker_fleet.a.name)
-    with paused_engine(worker_fleet.handle_a):
-        streams = [client(adapter_name[v.served_name], 900) for v in (a, b)]
-        deadline = time.monotonic() + 60
-        while len(shared_state.client().hgetall(inflight)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    assert len(shared_state.inflight_counts(worker_fleet.a.name)) == 2  # both streaming
-    want(worker_fleet.a, hot, "pinned")
-    first = converge_engine(worker_fleet.a)
-    # Two unpinned adapters in flight on two slots: no room for a pin (the plan's rules refuse
-    # it when the pass sees both streams; the pinned-set claim when they came after its snapshot).
-    assert residency_report(worker_fleet.handle_a)["pinned"] == []
-    assert {s["code"] for s in first.skipped} & {
-        "no-gpu-slot",
-        "pins-starve-requests",
-        "fleet.pin_no_room",
-    }
+        adapter_name = {v.served_name: v.adapter.name for v in (hot, a, b)}
+        # Both streams are let in while the engine is paused (on a busy machine the second one's
+        # admission came after the first had ended, once), and the gateway is stopped before
+        # the engine goes on: both stay in flight (counted, not given back) all through the pass
+        # below, on any machine (two streams read as they came ended before the pass looked, in
+        # the full run once; and a caller that reads nothing does not hold them: the gateway's
+        # socket takes some 1.7 MB unread on loopback).
+        inflight = shared_state.inflight_key(worker_fleet.a.name)
+        with contextlib.ExitStack() as stopped_gateway:
+            with paused_engine(worker_fleet.handle_a):
+                streams = [client(adapter_name[v.served_name], 900) for v in (a, b)]
+                deadline = time.monotonic() + 60
+                while (
+                    len(shared_state.client().hgetall(inflight)) < 2 and time.monotonic() < deadline
+                ):
+                    time.sleep(0.05)
+                stopped_gateway.enter_context(stopped([gateway.pid]))  # uvicorn: one process
+            assert len(shared_state.inflight_counts(worker_fleet.a.name)) == 2  # both streaming
+            want(worker_fleet.a, hot, "pinned")
+            first = converge_engine(worker_fleet.a)
+            # Two unpinned adapters in flight on two slots: no room for a pin (the plan's rules
+            # refuse it when the pass sees both streams; the pinned-set claim when they came
+            # after its snapshot).
+            assert residency_report(worker_fleet.handle_a)["pinned"] == []
+            assert {s["code"] for s in first.skipped} & {
+                "no-gpu-slot",
+                "pins-starve-requests",
+                "fleet.pin_no_room",
+            }
+        # The gateway goes on: the two streams end.
 
-    # Short requests for all three keep coming from three clients while passes run until the
-    # pin fits (once at most one unpinned adapter is in flight) and is made.
-    mixers = [client(adapter_name[v.served_name], 8, times=6) for v in (hot, a, b)]
-    deadline = time.monotonic() + 120
-    while not residency_report(worker_fleet.handle_a)["pinned"] and time.monotonic() < deadline:
-        # EngineBusy: the worker's pass (asked for by held requests) holds the lock.
-        with contextlib.suppress(EngineBusy):
-            converge_engine(worker_fleet.a)
-        time.sleep(0.2)
-    assert residency_report(worker_fleet.handle_a)["pinned"] == [hot.served_name]
-    for thread in streams + mixers:
-        thread.join(timeout=300)
+        # Short requests for all three keep coming from three clients while passes run until
+        # the pin fits (once at most one unpinned adapter is in flight) and is made.
+        mixers = [client(adapter_name[v.served_name], 8, times=6) for v in (hot, a, b)]
+        deadline = time.monotonic() + 120
+        while not residency_report(worker_fleet.handle_a)["pinned"] and time.monotonic() < deadline:
+            # EngineBusy: the worker's pass (asked for by held requests) holds the lock.
+            with contextlib.suppress(EngineBusy):
+                converge_engine(worker_fleet.a)
+            time.sleep(0.2)
+        assert residency_report(worker_fleet.handle_a)["pinned"] == [hot.served_name]
+        for thread in streams + mixers:
+            thread.join(timeout=300)
 
     assert len(answers) == 2 + 3 * 6
     capacity = [(s, c) for s, c in answers if s == 429 or (s, c) == (503, "engine_busy")]
