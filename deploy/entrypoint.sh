@@ -9,7 +9,7 @@ case "$role" in
     # The gateway is the same ASGI app (portal/asgi.py routes /v1/ to it); its own Deployment
     # lets it scale apart from the pages.
     exec uvicorn portal.asgi:application --host 0.0.0.0 --port "${PORT:-8000}" \
-      --lifespan off --ws-per-message-deflate false "$@" ;;
+      --lifespan on --ws-per-message-deflate false "$@" ;;
   worker)
     exec celery -A portal worker --loglevel INFO -Q "${CELERY_QUEUES:-portal}" \
       --concurrency "${CELERY_CONCURRENCY:-2}" -n "portal@%h" "$@" ;;

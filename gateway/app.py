@@ -205,7 +205,7 @@ class Gateway:
 
     async def _flush_forever(self) -> None:
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(settings.GATEWAY_MEASUREMENT_FLUSH_SECONDS)
             stop_if_cancelled()  # a cancellation the last flush's library swallowed
             try:
                 await self.recorder.flush()

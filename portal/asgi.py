@@ -27,8 +27,25 @@ async def http_router(scope, receive, send):
         await django_http_app(scope, receive, send)
 
 
+async def lifespan(scope, receive, send):
+    """uvicorn's start and orderly stop (`--lifespan on`): on SIGTERM, once the requests under
+    way have finished, the gateway stops its loops and sends the measurements it still holds
+    (else the last second of usage and latency of a stopped replica is lost)."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            try:
+                await gateway_app.aclose()
+            finally:
+                await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 application = ProtocolTypeRouter(
     {
+        "lifespan": lifespan,
         "http": http_router,
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))

@@ -463,6 +463,9 @@ GATEWAY_ENGINE_CHOICE = env_choice("GATEWAY_ENGINE_CHOICE", "policy", ("policy",
 # A request that runs longer than this at its engine is aborted there (the connection is closed)
 # and answered 504; the engine is not blamed (issue 19).
 GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float("GATEWAY_REQUEST_TIMEOUT_SECONDS", 120.0)
+# How often a replica sends its measurements (counters, latency sums, demand) to Redis; what
+# it holds at SIGTERM is sent by its orderly stop (portal.asgi's lifespan).
+GATEWAY_MEASUREMENT_FLUSH_SECONDS = env_float("GATEWAY_MEASUREMENT_FLUSH_SECONDS", 1.0)
 # A stream whose caller takes no bytes for this long is aborted at the engine, its slots freed.
 GATEWAY_WRITE_DEADLINE_SECONDS = env_float("GATEWAY_WRITE_DEADLINE_SECONDS", 10.0)
 # The gateway waits at most this long for one Redis command; when Redis is away (stalled,

@@ -12,7 +12,7 @@ import pytest
 
 from adapters.access import AccessContext
 from tenants.tokens import token_issue
-from tests.fixtures.gateway import ROOM_WAIT_S
+from tests.fixtures.gateway import ROOM_WAIT_S, gateway_log_tail
 from tests.workers.fleet import residency_report, servable_version
 from workers import shared_state
 from workers.controller import converge_engine
@@ -114,7 +114,7 @@ def test_requests_fail_over_when_an_engine_dies(
         set_desired(version=version, engine=engine, state="registered", reason="t", converge=False)
         converge_engine(engine)
     client = client_for(world, gateway_server)
-    results: list[tuple[float, bool]] = []
+    results: list[tuple[float, float, bool]] = []  # (started, ended, answered)
     stop = threading.Event()
 
     def traffic() -> None:
@@ -123,29 +123,51 @@ def test_requests_fail_over_when_an_engine_dies(
             started = time.monotonic()
             try:
                 ask(local, "support")
-                results.append((started, True))
+                ok = True
             except openai.APIError:
-                results.append((started, False))
+                ok = False
+            results.append((started, time.monotonic(), ok))
 
     threads = [threading.Thread(target=traffic) for _ in range(3)]
     for t in threads:
         t.start()
     time.sleep(2)
     killed_at = time.monotonic()
-    engine_control.stop(worker_fleet.handle_a)
+    engine_control.stop(worker_fleet.handle_a)  # SIGTERM, SIGKILL after 30 s: the group is gone
     stopped_at = time.monotonic()
+    # At least 4 s of traffic after the engine is gone, and (on a loaded machine) until ten
+    # requests have started since, for at most 30 s.
+    deadline = stopped_at + 30
     time.sleep(4)
+    while time.monotonic() < deadline and sum(at > stopped_at for at, _, _ in results) < 10:
+        time.sleep(0.2)
     stop.set()
     for t in threads:
         t.join(timeout=60)
 
-    assert any(ok for at, ok in results if at < killed_at)
-    after = [ok for at, ok in results if at > stopped_at]
-    assert len(after) >= 10
+    def timeline() -> str:
+        """Each request from 1 s before the stop: start and end after the SIGTERM, answered?"""
+        rows = [
+            f"{at - killed_at:+7.2f} {end - killed_at:+7.2f} {'ok' if ok else 'ERROR'}"
+            for at, end, ok in sorted(results)
+            if end > killed_at - 1
+        ]
+        return (
+            f"engine stopped {stopped_at - killed_at:.2f} s after its SIGTERM; requests:\n"
+            + "\n".join(rows[-60:])
+            + "\ngateway log:\n"
+            + gateway_log_tail(gateway_server)
+        )
+
+    assert any(ok for at, _, ok in results if at < killed_at), timeline()
+    after = [ok for at, _, ok in results if at > stopped_at]
+    assert len(after) >= 10, timeline()
     # Requests that started after the engine was gone all went to the other engine.
-    assert all(after), f"{after.count(False)} of {len(after)} failed after the engine stopped"
+    assert all(after), f"{after.count(False)} of {len(after)} failed after the engine stopped\n" + (
+        timeline()
+    )
     # Only requests already running on the dying engine may have failed.
-    assert [ok for at, ok in results if not ok and at < killed_at].count(False) <= len(threads)
+    assert [ok for at, _, ok in results if at < killed_at].count(False) <= len(threads), timeline()
     assert ask(client, "support") == version.served_name
 
 
