@@ -13,17 +13,50 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Any
+from urllib.parse import urlparse
 
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier
 from django.conf import settings
 
 CLOSE_TOO_MANY = 4429
+# A channel layer alias CHANNEL_LAYERS does not define: a consumer with it gets no layer
+# (channels.layers.get_channel_layer answers None), so it neither makes a channel nor listens.
+NO_LAYER = "no-layer"
 
 # Sockets open per user id in this process. Per process on purpose: the cap protects the
 # process's memory and file descriptors from one user's tabs or scripts, needs no Redis (so it
 # holds when Redis is gone) and cannot leak counts when another process dies.
 _open_per_user: Counter[int] = Counter()
+
+
+class RefusedSocket(WebsocketDenier):
+    """Closes a socket before accept, with no channel layer. Channels' own denier has the
+    default layer: each refused socket made a channel and held a blocking Redis read
+    (BZPOPMIN) until its client went away, so cross-origin attempts cost Redis reads; and a
+    blocking read is where redis-py can swallow a cancellation (redis/redis-py#2028): a test's
+    event loop waited 15 min on one at its close."""
+
+    channel_layer_alias = NO_LAYER
+
+
+class OriginCheck:
+    """Channels' AllowedHostsOriginValidator (the same hosts and matching), refusing with
+    RefusedSocket."""
+
+    def __init__(self, application: Any) -> None:
+        self.validator = AllowedHostsOriginValidator(application)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        origin = None
+        for name, value in scope.get("headers", []):
+            if name == b"origin":
+                origin = urlparse(value.decode("latin1"))  # latin-1 decodes any bytes
+        if self.validator.valid_origin(origin):
+            await self.validator.application(scope, receive, send)
+        else:
+            await RefusedSocket()(scope, receive, send)
 
 
 def session_alive(session: Any) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from core.errors import ApplicationError
-from core.socket_base import PortalSocket, session_alive
+from core.socket_base import NO_LAYER, PortalSocket, session_alive
 from gateway.playground import play
 from gateway.playground_choices import playground_tenant
 
@@ -38,7 +38,7 @@ class PlaygroundConsumer(PortalSocket):
     # No channel layer: nothing is ever sent to this socket through one, and listening on the
     # Redis layer would end the socket whenever Redis goes away (the prompt's own Redis needs,
     # the gateway's limits, answer with an error frame instead: gateway.playground.play).
-    channel_layer_alias = "no-layer"
+    channel_layer_alias = NO_LAYER
     answering: asyncio.Task[None] | None = None
     closing_code: int | None = None
 

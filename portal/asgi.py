@@ -10,8 +10,8 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from core.socket_base import OriginCheck  # noqa: E402
 from gateway.app import gateway_app  # noqa: E402
 from portal.body_limits import limit_request_bodies  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
@@ -47,8 +47,6 @@ application = ProtocolTypeRouter(
     {
         "lifespan": lifespan,
         "http": http_router,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": OriginCheck(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -28,8 +28,13 @@ def session_headers(user, *, origin: tuple[bytes, bytes] = ORIGIN) -> list[tuple
 
 
 async def open_socket(path: str, headers: list[tuple[bytes, bytes]]):
+    """A socket through the full stack: (communicator, connected, close code). A refused one is
+    ended here, as a server ends it (websocket.disconnect), so no consumer outlives its test: a
+    consumer on the Redis layer left to the event loop's close can hold that close forever."""
     communicator = WebsocketCommunicator(application, path, headers=headers)
     connected, code = await communicator.connect(timeout=5)
+    if not connected:
+        await communicator.disconnect()
     return communicator, connected, code
 
 

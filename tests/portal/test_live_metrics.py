@@ -87,6 +87,25 @@ async def test_a_foreign_origin_is_refused(world):
     assert not connected
 
 
+async def test_a_foreign_origin_is_refused_without_listening_on_the_channel_layer(world):
+    """A refused socket makes no channel and holds no Redis read while its client lingers
+    (channels' own denier listened on the default layer until the client went away)."""
+    from channels.testing import WebsocketCommunicator
+
+    from portal.asgi import application
+
+    layer = get_channel_layer()
+    headers = await headers_for(world, "alice", origin=(b"origin", b"https://evil.example"))
+    communicator = WebsocketCommunicator(application, METRICS, headers=headers)
+    connected, _ = await communicator.connect(timeout=5)
+    try:
+        assert not connected
+        await asyncio.sleep(0.2)  # a listener, if the refusal starts one, is running by now
+        assert layer.receive_count == 0
+    finally:
+        await communicator.disconnect()
+
+
 async def test_another_tenants_member_is_not_found(world):
     _, connected, code = await open_socket(METRICS, await headers_for(world, "charlie"))
     assert not connected and code == 4404

@@ -4,32 +4,12 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.sessions.backends.db import SessionStore
 
 from adapters.access import AccessContext
-from portal.asgi import application
+from tests.portal.live_helpers import open_socket as connect
+from tests.portal.live_helpers import session_headers as session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def session_cookie(user) -> list[tuple[bytes, bytes]]:
-    session = SessionStore()
-    session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.save()
-    return [
-        (b"cookie", f"sessionid={session.session_key}".encode()),
-        (b"origin", b"http://testserver"),
-    ]
-
-
-async def connect(path: str, headers: list[tuple[bytes, bytes]]):
-    communicator = WebsocketCommunicator(application, path, headers=headers)
-    connected, code = await communicator.connect(timeout=5)
-    return communicator, connected, code
 
 
 async def test_anonymous_sockets_are_refused_before_accept(world):
