@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 pytest_plugins = [
@@ -11,6 +13,23 @@ pytest_plugins = [
     "tests.fixtures.gateway",
     "tests.fixtures.timing",
 ]
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database; at the end of the run, any other session still on it is
+    reported by its process (tests.fixtures.database_sessions), since PostgreSQL will not drop a
+    database in use and pytest-django then only warns."""
+    yield
+    from tests.fixtures.database_sessions import other_sessions
+
+    with django_db_blocker.unblock():
+        lingering = other_sessions()
+    if lingering:
+        warnings.warn(
+            "still on the test database at the end of the run:\n" + "\n".join(lingering),
+            stacklevel=1,
+        )
 
 
 @pytest.fixture
