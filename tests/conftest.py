@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import pytest
+from asgiref.sync import SyncToAsync
 
 pytest_plugins = [
     "tests.fixtures.engines",
@@ -30,6 +32,22 @@ def django_db_setup(django_db_setup, django_db_blocker):
             "still on the test database at the end of the run:\n" + "\n".join(lingering),
             stacklevel=1,
         )
+
+
+@pytest.fixture(autouse=True)
+def close_the_shared_threads_connections():
+    """An async test's `sync_to_async` calls run on asgiref's one shared thread (a pytest-asyncio
+    loop has no outer sync thread), and a connection opened there outlived the test: nothing
+    closes it as Django does at a request's end. Session 18's runs kept one such connection
+    checked out of the pool from the first async test to the end, and PostgreSQL then refused
+    to drop the test database. Closed after every test, as Django closes a request's."""
+    from django.db import connections
+
+    yield
+    try:
+        SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
+    except FutureTimeout:
+        warnings.warn("asgiref's shared thread is still busy after the test", stacklevel=1)
 
 
 @pytest.fixture
