@@ -8,7 +8,6 @@ import json
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
 
 from core.audit_models import AuditEvent
 from portal.asgi import application
@@ -18,14 +17,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MiB = 1024 * 1024
 TOKEN_URL = "/api/v1/auth/token/"
 UPLOAD_URL = "/api/v1/tenants/acme/adapters/support/versions/"
-
-
-@pytest.fixture(autouse=True)
-async def close_the_views_connection():
-    """Django runs the views in asgiref's shared thread: close its database connection after,
-    or the test database cannot be dropped at the end of the session."""
-    yield
-    await sync_to_async(connections.close_all)()
 
 
 def portal() -> httpx.AsyncClient:
