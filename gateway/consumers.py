@@ -8,7 +8,9 @@ refused and the socket closed.
 
 In:  {"prompt": "...", "models": ["support@3", "base:tiny-llama"], "max_tokens": 64,
       "temperature": 0.7}  (temperature optional: the engine's default sampling without it)
-Out: {"type": "start" | "token" | "done" | "error", "pane": 0 | 1, ...}; errors carry a code.
+Out: first {"type": "choices", "pane": null, "choices": [{"key", "label", "status"}, ...]} (what
+     the picker offers now), then {"type": "start" | "token" | "done" | "error", "pane": 0 | 1,
+     ...} per prompt; errors carry a code.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import asdict
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -24,7 +27,7 @@ from channels.db import database_sync_to_async
 from core.errors import ApplicationError
 from core.socket_base import NO_LAYER, PortalSocket, session_alive
 from gateway.playground import play
-from gateway.playground_choices import playground_tenant
+from gateway.playground_choices import playground_offer
 
 log = logging.getLogger(__name__)
 MAX_PANES = 2
@@ -49,11 +52,18 @@ class PlaygroundConsumer(PortalSocket):
             return
         self.tenant_slug = self.scope["url_route"]["kwargs"]["tenant"]
         try:
-            await database_sync_to_async(playground_tenant)(user=user, tenant_slug=self.tenant_slug)
+            _, choices = await database_sync_to_async(playground_offer)(
+                user=user, tenant_slug=self.tenant_slug
+            )
         except ApplicationError as exc:
             await self.close(code=4404 if exc.status == 404 else 4403)
             return
         await self.accept()
+        # What the picker offers now: a version released (or a grant changed) after the page
+        # was drawn, or while the socket was reconnecting, shows without a reload.
+        await self.send_json(
+            {"type": "choices", "pane": None, "choices": [asdict(c) for c in choices]}
+        )
 
     async def disconnect(self, code: int) -> None:
         if self.answering is not None:

@@ -6,14 +6,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from gateway.playground import MAX_TOKENS
-from gateway.playground_choices import playground_choices, playground_tenant
+from gateway.playground_choices import playground_offer
 from tenants.pagekit import page_view
 
 
 @page_view
 def playground(request: HttpRequest, tenant: str) -> HttpResponse:
-    access, found = playground_tenant(user=request.user, tenant_slug=tenant)
-    choices = playground_choices(access=access, tenant=found)
+    found, choices = playground_offer(user=request.user, tenant_slug=tenant)
     return render(
         request,
         "gateway/playground.html",

@@ -81,13 +81,15 @@ def _denied(tenant: Tenant) -> PermissionDenied:
     )
 
 
-def playground_tenant(*, user: Any, tenant_slug: str) -> tuple[Access, Tenant]:
-    """The tenant, if this user may use its playground at all: 404 when the tenant is out of
-    reach, 403 when it is visible but offers this user nothing to chat with."""
+def playground_offer(*, user: Any, tenant_slug: str) -> tuple[Tenant, list[Choice]]:
+    """The tenant and what this user may chat with there now (the page's picker, and the
+    socket's first message): 404 when the tenant is out of reach, 403 when it is visible but
+    offers this user nothing to chat with."""
     access, tenant = _fresh_access(user, tenant_slug)
-    if not playground_choices(access=access, tenant=tenant):
+    choices = playground_choices(access=access, tenant=tenant)
+    if not choices:
         raise _denied(tenant)
-    return access, tenant
+    return tenant, choices
 
 
 def resolve_choice(*, user: Any, tenant_slug: str, key: object) -> Resolved:

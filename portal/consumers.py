@@ -13,6 +13,7 @@ import random
 import time
 from collections import Counter
 from typing import Any
+from urllib.parse import parse_qs
 
 import orjson
 from channels.db import database_sync_to_async
@@ -33,6 +34,7 @@ from portal.live_publisher import (
     metrics_group,
     watched_member,
 )
+from portal.live_series import fleet_catch_up, tenant_catch_up
 from workers import shared_state
 
 log = logging.getLogger(__name__)
@@ -176,6 +178,18 @@ class LiveNumbersSocket(ReadOnlySocket):
         """(channel layer group, member of the publisher's watched set)."""
         raise NotImplementedError
 
+    def catch_up(self, decision: Any, *, since: int, now: float) -> dict[str, Any]:
+        """The seconds after `since` in the publisher's message shape (sync: reads Redis)."""
+        raise NotImplementedError
+
+    def since(self) -> int | None:
+        """The last second the page has (`?since=`): the socket first sends what came after,
+        so nothing recorded before it joined, or while it was reconnecting, is missed."""
+        raw = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("since")
+        if not raw or not raw[0].isdigit() or len(raw[0]) > 12:
+            return None
+        return int(raw[0])
+
     @database_sync_to_async
     def _decide(self, user: Any, *, watch: bool) -> tuple[str, Any]:
         # The generation is read before deciding: a change after this read bumps it again.
@@ -206,6 +220,22 @@ class LiveNumbersSocket(ReadOnlySocket):
         if self.counted_user is not None:  # accepted (not refused over the per-user cap)
             self.kept_member = member
             watch_keeper.add(member)
+            await self.send_catch_up()
+
+    async def send_catch_up(self) -> None:
+        # After joining the group: whatever is recorded from here on comes from the publisher,
+        # and what came before is read now; a second in both is replaced by the page, not added.
+        since = self.since()
+        if since is None:
+            return
+        try:
+            payload = await database_sync_to_async(self.catch_up)(
+                self.decision, since=since, now=time.time()
+            )
+        except Exception as exc:  # noqa: BLE001 - Redis away: the publisher's seconds still come
+            log.warning("live socket: could not read the seconds it missed: %s", exc)
+            return
+        await self.send(text_data=self.shape_text(orjson.dumps(payload).decode()))
 
     async def live_metrics(self, message: dict) -> None:
         if self.group is None:
@@ -281,6 +311,9 @@ class LiveMetricsConsumer(LiveNumbersSocket):
     def generation_tenant(self) -> str | None:
         return str(self.scope["url_route"]["kwargs"]["tenant"])
 
+    def catch_up(self, decision: LiveScope, *, since: int, now: float) -> dict[str, Any]:
+        return tenant_catch_up(tenant=decision.tenant, since=since, now=now)
+
     def shape(self, payload: dict[str, Any]) -> dict[str, Any]:
         assert self.decision is not None
         if self.decision.adapters is None:
@@ -306,3 +339,6 @@ class FleetMetricsConsumer(LiveNumbersSocket):
 
     def group_for(self, decision: bool) -> tuple[str, str]:
         return FLEET_GROUP, FLEET_GROUP
+
+    def catch_up(self, decision: bool, *, since: int, now: float) -> dict[str, Any]:
+        return fleet_catch_up(since=since, now=now)

@@ -27,7 +27,13 @@ from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
 from portal.live_access import ACCESS_GENERATION_KEY, TENANT_GENERATIONS_KEY, generation_of
-from portal.live_series import SECOND_PREFIX, fleet_total, parse_period
+from portal.live_series import (
+    SECOND_PREFIX,
+    evictions_by_period,
+    fleet_payload,
+    parse_period,
+    tenant_payload,
+)
 
 log = logging.getLogger(__name__)
 WATCHED_KEY = "lp:live:watched"  # sorted set: group -> lease expiry (epoch seconds)
@@ -92,29 +98,15 @@ class MetricsPublisher:
                 _, tenant_id, slug = member.split("|", 2)
                 gen = generation_of(global_gen, tenant_gens.get(slug))
                 group = metrics_group(int(tenant_id))
-                payload = {
-                    "kind": "metrics",
-                    "step": 1,
-                    "points": [
-                        {"t": s, "versions": p.get(slug, {})}
-                        for s, p in zip(seconds, periods, strict=True)
-                    ],
-                }
+                payload = tenant_payload(tenant=slug, seconds=seconds, periods=periods)
             report.groups.append(group)
             sends.append(self._send(group, payload, gen))
         await asyncio.gather(*sends)
         return report
 
     async def _fleet_payload(self, seconds: list[int], periods: list[Any]) -> dict[str, Any]:
-        from portal.live_series import evictions_by_period
-
         evicted = await sync_to_async(evictions_by_period)(since=seconds[0], until=seconds[-1] + 1)
-        points = []
-        for s, p in zip(seconds, periods, strict=True):
-            sums = fleet_total(p)
-            sums["evictions"] = evicted.get(s, 0)
-            points.append({"t": s, "sums": sums})
-        return {"kind": "fleet-metrics", "step": 1, "points": points}
+        return fleet_payload(seconds=seconds, periods=periods, evicted=evicted)
 
     async def _send(self, group: str, payload: dict[str, Any], gen: str) -> None:
         payload["sent_at"] = time.time()  # publish -> receipt delay (bench/live_fanout.py)

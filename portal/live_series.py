@@ -32,6 +32,9 @@ CHART_FIELDS = (
 )
 HISTORY_MINUTES = 60
 HISTORY_SECONDS = 120
+# How far back a socket that (re)joins is brought up to date: the per-second hashes' lifetime
+# (gateway.recorder.SECOND_TTL_S); older seconds are in the minutes a reload shows.
+CATCH_UP_SECONDS = 600
 
 Sums = dict[str, float]
 TenantSums = dict[str, dict[str, Sums]]  # tenant slug -> version label ("support@3") -> sums
@@ -197,3 +200,60 @@ def evictions_by_period(*, since: float, until: float) -> dict[int, int]:
     for at in times:
         counts[int(at.timestamp())] += 1
     return dict(counts)
+
+
+# --- the live messages: what the publisher sends each second and a joining socket first ---
+
+
+def tenant_payload(*, tenant: str, seconds: list[int], periods: list[TenantSums]) -> dict[str, Any]:
+    """One tenant's versions for each of `seconds` (its message on the tenant's group)."""
+    return {
+        "kind": "metrics",
+        "step": 1,
+        "points": [
+            {"t": s, "versions": p.get(tenant, {})} for s, p in zip(seconds, periods, strict=True)
+        ],
+    }
+
+
+def fleet_payload(
+    *, seconds: list[int], periods: list[TenantSums], evicted: dict[int, int]
+) -> dict[str, Any]:
+    """The fleet's totals, with evictions, for each of `seconds` (the operators' message)."""
+    points = []
+    for s, p in zip(seconds, periods, strict=True):
+        sums = fleet_total(p)
+        sums["evictions"] = evicted.get(s, 0)
+        points.append({"t": s, "sums": sums})
+    return {"kind": "fleet-metrics", "step": 1, "points": points}
+
+
+def catch_up_seconds(*, since: int, now: float) -> list[int]:
+    """The seconds after `since` up to the current one (partial: the publisher sends it again
+    complete), at most CATCH_UP_SECONDS of them."""
+    current = int(now)
+    return list(range(max(since + 1, current - CATCH_UP_SECONDS + 1), current + 1))
+
+
+def read_seconds(seconds: list[int], *, client: redis.Redis | None = None) -> list[TenantSums]:
+    """The per-second hashes of `seconds`, parsed; one pipelined round trip."""
+    if not seconds:
+        return []
+    pipe = (client or shared_state.client()).pipeline(transaction=False)
+    for s in seconds:
+        pipe.hgetall(f"{SECOND_PREFIX}{s}")
+    return [parse_period(raw) for raw in pipe.execute()]
+
+
+def tenant_catch_up(*, tenant: str, since: int, now: float) -> dict[str, Any]:
+    """What a tenant's metrics socket missed since second `since` (before it joined, or while
+    it was reconnecting), in the publisher's message shape."""
+    seconds = catch_up_seconds(since=since, now=now)
+    return tenant_payload(tenant=tenant, seconds=seconds, periods=read_seconds(seconds))
+
+
+def fleet_catch_up(*, since: int, now: float) -> dict[str, Any]:
+    """The same for the operators' fleet socket (evictions from the database)."""
+    seconds = catch_up_seconds(since=since, now=now)
+    evicted = evictions_by_period(since=seconds[0], until=seconds[-1] + 1) if seconds else {}
+    return fleet_payload(seconds=seconds, periods=read_seconds(seconds), evicted=evicted)

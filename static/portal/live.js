@@ -1,7 +1,8 @@
 // Live charts: sections marked data-live-charts (templates/portal/_live_charts.html) draw the
 // history the page embedded, then update in place from the metrics socket (portal.consumers),
-// which sends the last seconds' raw sums once a second. Ratios are derived here from sums, so
-// seconds add up into the current minute exactly; a second sent again replaces the one we have.
+// which first sends the seconds the page missed when it (re)joins, then the last seconds' raw sums
+// once a second. Ratios are derived here from sums, so seconds add up into the current minute
+// exactly; a second sent again replaces the one we have.
 (function () {
   "use strict";
   if (window.portalLive) return; // the partial may be included twice on one page
@@ -168,7 +169,12 @@
   Live.prototype.connect = function () {
     var self = this;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    var socket = new WebSocket(scheme + location.host + this.section.dataset.socket);
+    // `since`: the socket first sends every second after it (LiveNumbersSocket.send_catch_up in
+    // portal/consumers.py), so what was recorded before it joined, or while it was reconnecting,
+    // is drawn too. A few seconds before the last one we have: it may have come while the
+    // gateway's replicas were still writing it.
+    var url = this.section.dataset.socket + "?since=" + Math.max(0, this.latest - 3);
+    var socket = new WebSocket(scheme + location.host + url);
     socket.addEventListener("open", function () { self.state.textContent = "live"; });
     socket.addEventListener("message", function (e) { self.receive(JSON.parse(e.data)); });
     socket.addEventListener("close", function (e) {

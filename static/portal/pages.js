@@ -12,43 +12,61 @@ document.addEventListener("htmx:beforeSwap", function (event) {
 // socket, portal.consumers.TenantEventsConsumer) keeps every [data-version-status="name@N"] on the
 // page current, refreshes [data-refresh-on-status] parts from the server (the actions a new
 // status allows), and fires `portal:version-status` on document.body for anything else.
+// Whenever the socket opens (first, or again after a drop) the page is brought up to date from
+// the server: a change made before the socket joined, or while it was away, sends no event to it.
 (function () {
   "use strict";
   var holder = document.querySelector("[data-live-events]");
   if (!holder || typeof WebSocket === "undefined") return;
-  function apply(event) {
-    document.querySelectorAll('[data-version-status="' + event.version + '"]').forEach(function (el) {
-      el.textContent = event.to;
+  function setStatus(version, to) {
+    var changed = false;
+    document.querySelectorAll('[data-version-status="' + version + '"]').forEach(function (el) {
+      if (el.textContent === to) return;
+      changed = true;
+      el.textContent = to;
       Array.from(el.classList).forEach(function (c) { if (c.indexOf("state-") === 0) el.classList.remove(c); });
-      el.classList.add("state-" + event.to);
+      el.classList.add("state-" + to);
     });
-    refreshParts();
-    document.body.dispatchEvent(new CustomEvent("portal:version-status", { detail: event }));
+    if (changed) {
+      document.body.dispatchEvent(new CustomEvent("portal:version-status", { detail: { version: version, to: to } }));
+    }
   }
-  // One request for the page, then every part that asked for it swapped from the answer.
-  function refreshParts() {
-    var parts = document.querySelectorAll("[data-refresh-on-status][id]");
-    if (!parts.length) return;
+  // Forms carry a fresh CSRF token on every render: not a difference worth a swap.
+  function comparable(el) {
+    return el.innerHTML.replace(/name="csrfmiddlewaretoken" value="[^"]*"/g, "");
+  }
+  // One request for the page; every status and every part that asked for it taken from the
+  // answer. Answers that come back out of order: only the newest asked is applied.
+  var asked = 0;
+  function sync() {
+    var mine = ++asked;
     fetch(location.href, { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
       .then(function (html) {
+        if (mine !== asked) return;
         var fresh = new DOMParser().parseFromString(html, "text/html");
-        parts.forEach(function (el) {
+        fresh.querySelectorAll("[data-version-status]").forEach(function (el) {
+          setStatus(el.dataset.versionStatus, el.textContent);
+        });
+        document.querySelectorAll("[data-refresh-on-status][id]").forEach(function (el) {
           var next = fresh.getElementById(el.id);
-          if (!next) return;
+          if (!next || comparable(next) === comparable(el)) return;
           var adopted = document.importNode(next, true);
           el.replaceWith(adopted);
           if (window.htmx) htmx.process(adopted);
         });
       })
-      .catch(function () { /* the next event or a reload shows it */ });
+      .catch(function () { /* the next event, reconnect or reload shows it */ });
   }
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var socket = new WebSocket(scheme + location.host + holder.dataset.liveEvents);
+    socket.addEventListener("open", sync);
     socket.addEventListener("message", function (e) {
       var event = JSON.parse(e.data);
-      if (event.kind === "version.status") apply(event);
+      if (event.kind !== "version.status") return;
+      setStatus(event.version, event.to);
+      sync();
     });
     socket.addEventListener("close", function (e) {
       if (e.code >= 4400 && e.code < 4500) return; // refused or revoked: do not knock again

@@ -8,7 +8,7 @@ import pytest
 from adapters.access import AccessContext
 from core.errors import NotFound, PermissionDenied
 from engine.sample_adapters import TINY_BASE_MODEL_NAME
-from gateway.playground_choices import playground_choices, playground_tenant, resolve_choice
+from gateway.playground_choices import playground_choices, playground_offer, resolve_choice
 from tests.gateway.playground_world import build_playground_world
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +72,7 @@ def test_another_tenants_version_is_never_usable_through_this_tenant(pw):
 )
 def test_entering_the_playground_is_refused(pw, who, error):
     with pytest.raises(error):
-        playground_tenant(user=pw.world.users[who], tenant_slug="acme")
+        playground_offer(user=pw.world.users[who], tenant_slug="acme")
 
 
 def test_a_deactivated_user_is_refused(pw):
@@ -80,7 +80,7 @@ def test_a_deactivated_user_is_refused(pw):
     bob.is_active = False
     bob.save()
     with pytest.raises(NotFound):
-        playground_tenant(user=bob, tenant_slug="acme")
+        playground_offer(user=bob, tenant_slug="acme")
 
 
 def test_it_resolves_a_staged_version_to_the_gateways_own_target(pw):

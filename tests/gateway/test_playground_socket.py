@@ -37,6 +37,10 @@ async def connect(pw, who: str | None, *, origin: bytes = b"http://testserver"):
         headers = [h for h in cookie if h[0] != b"origin"] + headers
     communicator = WebsocketCommunicator(application, PATH, headers=headers)
     connected, code = await communicator.connect(timeout=5)
+    if connected:  # the first frame: what the picker offers now
+        first = await communicator.receive_json_from(timeout=10)
+        assert first["type"] == "choices", first
+        communicator.offered = [c["key"] for c in first["choices"]]
     return communicator, connected, code
 
 

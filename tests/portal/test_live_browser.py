@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.urls import reverse
@@ -46,9 +47,10 @@ def _spawn(args: list[str], env: dict[str, str], name: str) -> subprocess.Popen:
     )
 
 
-@pytest.fixture
-def live_portal(transactional_db) -> Iterator[str]:
-    """uvicorn with portal.asgi on the test database, and the live metrics publisher beside it."""
+@contextmanager
+def serve_live_portal(*, publisher: bool) -> Iterator[str]:
+    """uvicorn with portal.asgi on the test database, and (if asked) the live metrics publisher
+    beside it; the base URL."""
     port = _free_port()
     env = _service_env(f"live-{uuid.uuid4().hex[:6]}")
     web = _spawn(
@@ -67,7 +69,9 @@ def live_portal(transactional_db) -> Iterator[str]:
         env,
         "live-web",
     )
-    publisher = _spawn(["manage.py", "publish_live_metrics"], env, "live-publisher")
+    beside = (
+        _spawn(["manage.py", "publish_live_metrics"], env, "live-publisher") if publisher else None
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -81,8 +85,16 @@ def live_portal(transactional_db) -> Iterator[str]:
                 time.sleep(0.2)
         yield base
     finally:
-        _stop(publisher)
+        if beside is not None:
+            _stop(beside)
         _stop(web)
+
+
+@pytest.fixture
+def live_portal(transactional_db) -> Iterator[str]:
+    """uvicorn with portal.asgi on the test database, and the live metrics publisher beside it."""
+    with serve_live_portal(publisher=True) as base:
+        yield base
 
 
 def _log_in(page, base: str, who: str, next_path: str) -> None:
@@ -154,12 +166,13 @@ def test_a_version_page_goes_live(world, tmp_path, monkeypatch, live_portal):
         status = page.get_by_test_id("status")
         expect(status).to_have_text("uploaded")
 
-        # Parts marked data-refresh-on-status are fetched again: mark one to see it replaced.
-        page.evaluate("document.getElementById('version-actions').dataset.stale = 'yes'")
+        # Parts marked data-refresh-on-status that changed are drawn again: mark one to see it
+        # replaced (the validation report: a viewer's actions do not change).
+        page.evaluate("document.getElementById('validation-report').dataset.stale = 'yes'")
         _in_thread(lambda: run_validation(version_id=version.pk))
         expect(status).to_have_text("validated", timeout=15_000)
         expect(status).to_have_class("state-validated")
-        expect(page.locator("#version-actions")).not_to_have_attribute(
+        expect(page.locator("#validation-report")).not_to_have_attribute(
             "data-stale", "yes", timeout=15_000
         )
 

@@ -5,6 +5,8 @@ Real Redis channel layer, the full ASGI stack (origin check, session auth, routi
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 from typing import Any
 
 import pytest
@@ -225,6 +227,65 @@ async def test_the_fleet_socket_adds_up_every_tenant(world):
         "ttft_count": 2,
         "evictions": 0,
     }
+    await socket.disconnect()
+
+
+# --- a socket that (re)joins is first brought up to date (`?since=`, live.js) ---
+
+
+async def test_a_joining_socket_first_gets_the_seconds_since_the_page_was_drawn(world, grantee):
+    now = time.time()
+    ours = f"joined-{uuid.uuid4().hex[:6]}@1"  # a series nobody else records
+    await record(
+        *(measurement("acme", ours, at=now - 4) for _ in range(3)),
+        measurement("acme", "support@1", at=now - 4),
+    )
+    since = int(now) - 10
+    socket, connected, _ = await open_socket(
+        f"{METRICS}?since={since}", await headers_for(world, "vera")
+    )
+    assert connected
+    payload = await socket.receive_json_from(timeout=5)
+    await socket.disconnect()
+    points = {p["t"]: p["versions"] for p in payload["points"]}
+    assert payload["kind"] == "metrics" and min(points) == since + 1 and max(points) >= int(now)
+    assert points[int(now) - 4][ours] == {
+        "requests": 3,
+        "gpu": 3,
+        "ttft_ms_sum": 30,
+        "ttft_count": 3,
+    }
+
+    # A grantee's catch-up is filtered as the publisher's messages are.
+    socket, connected, _ = await open_socket(
+        f"{METRICS}?since={since}", await headers_for(world, "nora")
+    )
+    assert connected
+    payload = await socket.receive_json_from(timeout=5)
+    await socket.disconnect()
+    assert all(set(p["versions"]) <= {"support@1"} for p in payload["points"])
+    assert any(p["versions"] for p in payload["points"])
+
+
+async def test_the_fleet_socket_catches_up_too(world):
+    now = time.time()
+    await record(*(measurement(f"t-{uuid.uuid4().hex[:6]}", "x@1", at=now - 3) for _ in range(5)))
+    socket, connected, _ = await open_socket(
+        f"{FLEET}?since={int(now) - 5}", await headers_for(world, "olga")
+    )
+    assert connected
+    payload = await socket.receive_json_from(timeout=5)
+    await socket.disconnect()
+    points = {p["t"]: p["sums"] for p in payload["points"]}
+    assert payload["kind"] == "fleet-metrics"
+    assert points[int(now) - 3]["requests"] >= 5 and points[int(now) - 3]["evictions"] == 0
+
+
+@pytest.mark.parametrize("query", ["", "?since=", "?since=abc", "?since=-5", "?since=1e9"])
+async def test_without_a_valid_since_nothing_is_sent_before_the_publisher(world, query):
+    socket, connected, _ = await open_socket(f"{METRICS}{query}", await headers_for(world, "vera"))
+    assert connected
+    assert await socket.receive_nothing(timeout=0.3)
     await socket.disconnect()
 
 

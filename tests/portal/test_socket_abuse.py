@@ -28,6 +28,7 @@ async def test_the_playground_stops_answering_after_log_out(world):
     headers = await sync_to_async(session_headers)(world.users["bob"])
     socket, connected, _ = await open_socket(PLAYGROUND, headers)
     assert connected
+    assert (await socket.receive_json_from(timeout=10))["type"] == "choices"
     await sync_to_async(log_out)(headers)
     await socket.send_json_to({"prompt": "hello", "models": ["support@1"]})
     refusal = await socket.receive_json_from(timeout=10)
