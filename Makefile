@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: redis run test test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -51,6 +51,13 @@ run: deps redis
 
 test: deps services browser promtool k8s-tools
 	@CI=$${CI:-} scripts/run_tests.sh
+
+# The real-process tests (engines, faults, browsers, sockets) ROUNDS times under CPU load; lists
+# every test that failed once. CHANGED=main: only the test files changed since main; TESTS=...:
+# those files or ids.
+ROUNDS ?= 3
+test-stress: deps services browser
+	@$(PY) -m tests.stress --rounds $(ROUNDS) $(if $(CHANGED),--changed $(CHANGED)) $(TESTS)
 
 lint: venv
 	@.venv/bin/ruff check .

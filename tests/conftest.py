@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.fixtures.celery_worker",
     "tests.fixtures.gateway",
     "tests.fixtures.timing",
+    "tests.fixtures.fast_flush",
 ]
 
 
