@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -49,7 +49,16 @@ run: deps redis
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
 	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
 
-test: deps services browser promtool k8s-tools
+# Debian's tools the tests use (Chromium, promtool, kubectl), in one apt transaction.
+debian-tools:
+	@scripts/ensure_debian_tools.sh
+
+# What the tests need, set up side by side: the two virtualenvs and Debian's packages download
+# and install at once (a fresh clone's setup took 6.5 min one after another).
+test-setup: deps services debian-tools
+
+test:
+	@$(MAKE) --no-print-directory -j4 --output-sync=line test-setup
 	@CI=$${CI:-} scripts/run_tests.sh
 
 # The real-process tests (engines, faults, browsers, sockets) ROUNDS times under CPU load; lists
