@@ -8,10 +8,12 @@
 # worker has its own test database, Redis database and var/ folder (tests/paths.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# mypy over the whole tree (pyproject.toml [tool.mypy]); the tests still run when it fails, so one
-# run shows both, but a type error fails the run.
-.venv/bin/python -m mypy
-typed=$?
+# mypy over the whole tree (pyproject.toml [tool.mypy]) beside the tests (they spend much of
+# their time waiting on engines and services); its report is printed after theirs, and a type
+# error fails the run.
+mypy_log=$(mktemp)
+.venv/bin/python -m mypy >"$mypy_log" 2>&1 &
+mypy_pid=$!
 
 # The host's share of the CPU (steal) and the load, printed at the end: a slow run says whether the
 # machine was slow or the tests were.
@@ -26,6 +28,10 @@ fi
 started=$(date +%s)
 .venv/bin/python -m pytest "${parallel[@]}" "$@"
 rc=$?
+wait "$mypy_pid"
+typed=$?
+cat "$mypy_log"
+rm -f "$mypy_log"
 read -r total_after steal_after < <(cpu_ticks)
 ticks=$(( total_after - total_before ))
 echo "make test: pytest exit $rc after $(( $(date +%s) - started ))s on $workers workers;" \
