@@ -145,10 +145,11 @@ def test_plain_http_to_another_machine_is_warned_about(http_double, tmp_path):
     address = _non_loopback_address()
     double = http_double({"/api/v1/users/me/": {"username": "alice"}}, host="0.0.0.0")
     port = double.server_address[1]
-    token = {"who": None, "LORA_PORTAL_TOKEN": "lp_test"}
-    done = cli("whoami", "--json", LORA_PORTAL_URL=f"http://{address}:{port}", **token)
+    url = f"http://{address}:{port}"
+    done = cli("whoami", "--json", who=None, LORA_PORTAL_URL=url, LORA_PORTAL_TOKEN="lp_test")
     assert done.returncode == 0, done.stderr
     assert f"warning: http://{address}:{port} is plain http:// to another machine" in done.stderr
     assert double.seen  # it did go (a warning, not a refusal)
-    done = cli("whoami", "--json", LORA_PORTAL_URL=f"http://127.0.0.1:{port}", **token)
+    url = f"http://127.0.0.1:{port}"
+    done = cli("whoami", "--json", who=None, LORA_PORTAL_URL=url, LORA_PORTAL_TOKEN="lp_test")
     assert "warning" not in done.stderr
