@@ -7,7 +7,6 @@ import base64
 import json
 from pathlib import Path
 
-import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import (
     Encoding,
@@ -15,9 +14,9 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_public_key,
 )
 
-from lora_portal_client.client import USER_AGENT, Client, same_origin
+from lora_portal_client.client import Client, same_origin
 from lora_portal_client.config import Settings
-from lora_portal_client.errors import PortalError, usage_error
+from lora_portal_client.errors import usage_error
 from lora_portal_client.evidence import PinnedKeys
 
 
@@ -41,20 +40,8 @@ def _from_text(text: str, source: str) -> PinnedKeys:
 def _fetch(url: str, settings: Settings) -> PinnedKeys:
     # The token goes only to the portal it belongs to.
     token = settings.token if same_origin(url, settings.url) else None
-    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    try:
-        response = httpx.get(url, headers=headers, timeout=30.0)
-    except httpx.HTTPError as exc:
-        raise PortalError("network.unreachable", f"{url}: {exc}") from None
-    if response.status_code >= 400:
-        raise PortalError(
-            "evidence.key_unavailable",
-            f"{url} answered {response.status_code}; no key fetched.",
-            status=response.status_code,
-        )
-    return _from_text(response.text, url)
+    with Client(url, token, timeout=30.0) as client:
+        return _from_text(client.request("GET", url).text, url)
 
 
 def pinned_from_option(value: str, settings: Settings) -> PinnedKeys:

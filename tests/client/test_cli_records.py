@@ -10,7 +10,6 @@ the issue's spec: they pass once both halves are merged.
 
 from __future__ import annotations
 
-import base64
 import csv
 import json
 
@@ -21,6 +20,7 @@ from lora_portal_client.evidence import NOT_PINNED
 from adapters.models import AdapterVersion
 from tests.client.steps import released
 from tests.client.test_client_contract import missing_from_schema
+from tests.records.forgery import forged_copy
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,30 +63,10 @@ def test_evidence_is_saved_and_verifies_offline_and_fails_when_tampered(cli, tmp
 def test_a_forged_record_does_not_verify_and_no_pinned_key_is_not_verified(cli, tmp_path):
     """Re-signed by someone else with their own key: whole and correctly signed, but not by the
     portal. Without a pinned key nothing says so, so that is a failure too."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-    from lora_portal_client.evidence import (
-        SECTIONS,
-        canonical_bytes,
-        key_fingerprint,
-        section_digest,
-        signed_part,
-    )
-
     ref = released(cli, tmp_path)
     genuine = tmp_path / "genuine.json"
     assert cli("evidence", ref, "-o", str(genuine)).returncode == 0
-    forged = json.loads(genuine.read_text())
-    forged["served"].update(requests=0, prompt_tokens=0, completion_tokens=0, by_day=[])
-    forged["digests"] = {name: section_digest(forged[name]) for name in SECTIONS}
-    key = Ed25519PrivateKey.generate()
-    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-    forged["signature"] = {
-        "algorithm": "ed25519",
-        "public_key": base64.b64encode(raw).decode(),
-        "key_fingerprint": key_fingerprint(raw),
-        "value": base64.b64encode(key.sign(canonical_bytes(signed_part(forged)))).decode(),
-    }
+    forged, forger = forged_copy(json.loads(genuine.read_text()))
     forged_file = tmp_path / "forged.json"
     forged_file.write_text(json.dumps(forged))
 
@@ -108,7 +88,7 @@ def test_a_forged_record_does_not_verify_and_no_pinned_key_is_not_verified(cli, 
     assert cli("evidence", "verify", str(genuine), who=None).returncode == 0
     done = cli("evidence", "verify", str(forged_file), who=None)
     assert done.returncode == 1
-    assert f"signed with key {key_fingerprint(raw)}, not the portal's" in done.stdout
+    assert f"signed with key {forger}, not the portal's" in done.stdout
     # A key file saved from the portal pins it as well; the forger's own key is no help.
     key_file = tmp_path / "portal-key.json"
     key_file.write_text(json.dumps({"public_key": published["public_key"]}))

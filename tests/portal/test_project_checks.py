@@ -28,8 +28,9 @@ def production_env(**overrides: str) -> dict[str, str]:
     return {**env, "DJANGO_SETTINGS_MODULE": "portal.settings", **overrides}
 
 
-def test_check_deploy_is_clean_with_production_settings(tmp_path):
-    env = production_env(
+def deploy_ready_env(tmp_path, **overrides: str) -> dict[str, str]:
+    """Production settings that pass every deploy check, with `overrides` on top."""
+    settings = dict(
         DJANGO_DEBUG="0",
         SECRET_KEY="prod-like-" + "k3y" * 20,
         ALLOWED_HOSTS="portal.example.com",
@@ -42,6 +43,11 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         # The evidence signing key: required of its own outside debug (portal.E002).
         EVIDENCE_SIGNING_KEY="b" * 64,
     )
+    return production_env(**{**settings, **overrides})
+
+
+def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    env = deploy_ready_env(tmp_path)
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=REPO,
@@ -56,16 +62,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
 
 def test_check_deploy_fails_without_an_evidence_signing_key_in_production(tmp_path):
     """Not derived from SECRET_KEY: unset outside debug, the deploy check is an error."""
-    env = production_env(
-        DJANGO_DEBUG="0",
-        SECRET_KEY="prod-like-" + "k3y" * 20,
-        ALLOWED_HOSTS="portal.example.com",
-        DATABASE_URL="postgres://root@127.0.0.1:5432/test",
-        PORTAL_VAR_DIR=str(tmp_path),
-        PORTAL_ENGINE_KEYS='{"gpu-1": "' + "e" * 40 + '"}',
-        AUDIT_CHAIN_KEY="a" * 40,
-    )
-    env.pop("EVIDENCE_SIGNING_KEY", None)
+    env = deploy_ready_env(tmp_path, EVIDENCE_SIGNING_KEY="")
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy"],
         cwd=REPO,

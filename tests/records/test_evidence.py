@@ -3,7 +3,6 @@ and against the live chain, and stops verifying when an audit row or a served to
 
 from __future__ import annotations
 
-import base64
 import copy
 import io
 import json
@@ -17,6 +16,7 @@ from lora_portal_client.evidence import NOT_PINNED, PinnedKeys, verify_file, ver
 from core.audit_models import AuditEvent
 from portal.audit_checkpoint import write_checkpoint
 from portal.evidence_signing import portal_keys, public_key_b64
+from tests.records.forgery import forged_copy
 
 pytestmark = pytest.mark.django_db
 
@@ -130,28 +130,7 @@ def test_one_changed_served_total_fails_offline_and_in_the_command(history, tmp_
 
 
 def test_a_record_re_signed_by_someone_else_fails_when_the_key_is_pinned(history, tmp_path):
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-    from lora_portal_client.evidence import (
-        SECTIONS,
-        canonical_bytes,
-        key_fingerprint,
-        section_digest,
-        signed_part,
-    )
-
-    record = fetch(history)
-    forged = copy.deepcopy(record)
-    forged["served"].update(requests=0, prompt_tokens=0, completion_tokens=0, by_day=[])
-    forged["digests"] = {name: section_digest(forged[name]) for name in SECTIONS}
-    key = Ed25519PrivateKey.generate()
-    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-    forged["signature"] = {
-        "algorithm": "ed25519",
-        "public_key": base64.b64encode(raw).decode(),
-        "key_fingerprint": key_fingerprint(raw),
-        "value": base64.b64encode(key.sign(canonical_bytes(signed_part(forged)))).decode(),
-    }
+    forged, _ = forged_copy(fetch(history))
     # Whole and correctly signed, by someone: without a pinned key it does not verify.
     assert verify_record(forged) == [NOT_PINNED]
     problems = verify_record(forged, public_key=public_key_b64())
