@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gateway.api import USAGE_PARAMETERS, GatewayNumbersViewSet
-from gateway.cost import cost_report, cost_settings, cost_settings_update
+from gateway.cost import FLEET_FRACTIONS, cost_report, cost_settings, cost_settings_update
 from gateway.models import CostSettings
 from gateway.serializers import usage_range
 from tenants.api_base import PortalViewSet
@@ -36,19 +36,22 @@ CSV_COLUMNS = (
 
 
 class CostCsvRenderer(BaseRenderer):
-    """Each tenant's share as CSV, with the range, price and currency on every line."""
+    """Each tenant's share as CSV, with the range, price and currency on every line (a tenant's
+    owners: their own figures, without the fractions of the fleet's totals)."""
 
     media_type, format, charset = "text/csv", "csv", "utf-8"
 
     def render(self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None):
         out = io.StringIO()
-        columns = ("from", "to", *CSV_COLUMNS, "currency", "price_per_engine_hour")
+        own = data.get("scope") != "fleet"
+        shown = [name for name in CSV_COLUMNS if not (own and name in FLEET_FRACTIONS)]
+        columns = ("from", "to", *shown, "currency", "price_per_engine_hour")
         writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\r\n")
         writer.writeheader()
         for row in data.get("tenants", []):
             writer.writerow(
                 {
-                    **{name: row[name] for name in CSV_COLUMNS},
+                    **{name: row[name] for name in shown},
                     "from": data["from"],
                     "to": data["to"],
                     "currency": data["currency"],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.checks import Tags, Warning, register
+from django.core.checks import Error, Tags, Warning, register
 
 
 @register(Tags.security, deploy=True)
@@ -22,16 +22,17 @@ def audit_chain_key_is_its_own(app_configs, **kwargs):
 
 
 @register(Tags.security, deploy=True)
-def evidence_signing_key_is_its_own(app_configs, **kwargs):
-    if settings.DEBUG or not settings.EVIDENCE_SIGNING_KEY_DERIVED:
+def evidence_signing_key_is_set(app_configs, **kwargs):
+    if settings.DEBUG or settings.EVIDENCE_SIGNING_KEY:
         return []
     return [
-        Warning(
-            "EVIDENCE_SIGNING_KEY is not set: the key that signs compliance records is derived "
-            "from SECRET_KEY, so rotating SECRET_KEY would change the published key and records "
-            "signed before would no longer verify against it.",
-            hint="Set EVIDENCE_SIGNING_KEY to 64 random hex digits (an Ed25519 seed) kept "
-            "outside the database, and publish its public half (GET /api/v1/evidence/key/).",
-            id="portal.W002",
+        Error(
+            "EVIDENCE_SIGNING_KEY is not set: it is required when DJANGO_DEBUG is off. Without "
+            "it the portal cannot sign compliance records (their endpoints answer 503).",
+            hint="Set EVIDENCE_SIGNING_KEY to 64 random hex digits (an Ed25519 seed, e.g. "
+            "`python -c 'import secrets; print(secrets.token_hex(32))'`) kept outside the "
+            "database; on a rotation, move the old public key to EVIDENCE_VERIFY_KEYS "
+            "(docs/security.md).",
+            id="portal.E002",
         )
     ]

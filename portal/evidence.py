@@ -21,7 +21,7 @@ from core.audit import event_content
 from core.audit_models import AuditChainHead, AuditEvent
 from gateway.models import DailyUsage
 from portal.audit_checkpoint import CheckpointError, read_checkpoint
-from portal.evidence_signing import sign_record
+from portal.evidence_signing import require_signing_key, sign_record
 from tenants.models import SigningKey
 from workers.models import FleetAction, FleetActionKind, Residency
 
@@ -240,6 +240,7 @@ def version_evidence(
     found = adapter_get(access=access, tenant=tenant, name=adapter)
     version = version_get(adapter=found, number=number)
     access.require_evidence_reader(tenant)
+    require_signing_key()  # before the export is audited: a refused export leaves no trace
     who = access.user.get_username()
     record_event(
         action="version.evidence_export",

@@ -1,6 +1,7 @@
 """Checking a compliance record against the live portal (`manage.py audit_verify --evidence`).
 
-On top of the offline checks (lora_portal_client.evidence, pinned to this portal's key): the
+On top of the offline checks (lora_portal_client.evidence, pinned to this portal's keys: the
+current one and those it signed with before a rotation): the
 live chain is intact; the anchored head and checkpoint are still in it; each exported event's
 hash, recomputed from the record's own fields with the chain key (core.audit.compute_hash), is
 the hash of the row with that id; the version's files are the same; and what it served per day
@@ -24,7 +25,7 @@ from core.audit import chain_key, compute_hash, event_from_content
 from core.audit_models import AuditEvent
 from gateway.models import DailyUsage
 from portal.audit_verify import verify_chain
-from portal.evidence_signing import public_key_b64
+from portal.evidence_signing import portal_keys
 
 SERVED_TOTALS = ("requests", "prompt_tokens", "completion_tokens")
 
@@ -89,9 +90,13 @@ def _served_problems(version: AdapterVersion, served: dict[str, Any], exported: 
 
 def check_record(record: dict[str, Any]) -> list[str]:
     """The problems found; [] means the record is genuine and still matches the portal."""
-    from lora_portal_client.evidence import verify_record
+    from lora_portal_client.evidence import PinnedKeys, verify_record
 
-    problems = verify_record(record, public_key=public_key_b64())
+    keys = portal_keys()
+    if keys:
+        problems = verify_record(record, pinned=PinnedKeys.parse(keys))
+    else:
+        problems = [*verify_record(record), "this portal has no evidence key to check against"]
     chain = verify_chain()
     if not chain.ok:
         problems.append(f"the audit chain is broken at #{chain.first_broken_id}: {chain.reason}")

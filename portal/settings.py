@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,6 +33,15 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 DEBUG = env_bool("DJANGO_DEBUG", False)
 
 
+def _development_secret(name: str, make: Callable[[], str]) -> str:
+    """Development only: one secret per checkout in var/, kept so it survives restarts."""
+    key_file = VAR_DIR / name
+    if not key_file.exists():
+        key_file.write_text(make())
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
 def _secret_key() -> str:
     configured = env_str("SECRET_KEY", "")
     if configured:
@@ -38,12 +50,7 @@ def _secret_key() -> str:
         return configured
     if not DEBUG:
         raise SettingError("SECRET_KEY is required when DJANGO_DEBUG is off")
-    # Development only: one key per checkout, kept so sessions survive restarts.
-    key_file = VAR_DIR / "dev-secret-key"
-    if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    return key_file.read_text().strip()
+    return _development_secret("dev-secret-key", lambda: secrets.token_urlsafe(50))
 
 
 SECRET_KEY = _secret_key()
@@ -65,18 +72,39 @@ AUDIT_CHAIN_KEY_DERIVED = not env_str("AUDIT_CHAIN_KEY", "")  # a deploy warning
 
 
 def _evidence_signing_seed() -> str:
-    """The 32-byte Ed25519 seed (hex) that signs compliance records (portal.evidence_signing)."""
+    """The 32-byte Ed25519 seed (hex) that signs compliance records (portal.evidence_signing).
+
+    A secret of its own, never derived from SECRET_KEY (rotating that must not change who signs
+    records). Required outside debug: empty here then, and `check --deploy` fails (portal.E002)
+    and the record endpoints answer 503 until it is set. Development gets one per checkout."""
     configured = env_str("EVIDENCE_SIGNING_KEY", "")
     if configured:
         if len(configured) != 64 or any(c not in "0123456789abcdefABCDEF" for c in configured):
             raise SettingError("EVIDENCE_SIGNING_KEY must be 64 hex digits (an Ed25519 seed)")
         return configured.lower()
-    # Derived like AUDIT_CHAIN_KEY; production sets its own so records outlive a SECRET_KEY change.
-    return hmac.new(SECRET_KEY.encode(), b"lora-portal evidence v1", hashlib.sha256).hexdigest()
+    if not DEBUG:
+        return ""
+    return _development_secret("dev-evidence-key", lambda: secrets.token_hex(32))
+
+
+def _evidence_verify_keys() -> list[str]:
+    """Public keys (base64) the portal signed records with before its current one: published
+    beside it, so records signed before a rotation still verify (docs/security.md)."""
+    keys = env_list("EVIDENCE_VERIFY_KEYS", [])
+    for key in keys:
+        try:
+            raw = base64.b64decode(key, validate=True)
+        except (binascii.Error, ValueError):
+            raw = b""
+        if len(raw) != 32:
+            raise SettingError(
+                f"EVIDENCE_VERIFY_KEYS: {key!r} is not a base64 Ed25519 public key (32 bytes)"
+            )
+    return keys
 
 
 EVIDENCE_SIGNING_KEY = _evidence_signing_seed()
-EVIDENCE_SIGNING_KEY_DERIVED = not env_str("EVIDENCE_SIGNING_KEY", "")  # portal.W002
+EVIDENCE_VERIFY_KEYS = _evidence_verify_keys()
 # How often beat writes the audit chain head to the object store (portal.audit_checkpoint).
 AUDIT_CHECKPOINT_SECONDS = env_int("AUDIT_CHECKPOINT_SECONDS", 300, minimum=10)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])

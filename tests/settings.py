@@ -5,6 +5,8 @@ import os
 from tests.paths import TEST_VAR, WORKER, worker_redis_url
 
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production-0123456789")
+# Required outside debug (portal.E002): a fixed test seed, never used in production.
+os.environ.setdefault("EVIDENCE_SIGNING_KEY", "7e57" * 16)
 os.environ.setdefault("DATABASE_URL", "postgres://root@127.0.0.1:5432/lora_portal")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")

@@ -9,10 +9,17 @@ from typing import Any
 import click
 
 from lora_portal_client import cli_aliases, cli_records, cli_versions
-from lora_portal_client.cli_common import emit, json_option, with_client
+from lora_portal_client.cli_common import emit, json_option, note, warn_if_plain_http, with_client
 from lora_portal_client.client import Client
-from lora_portal_client.config import URL_ENV, config_path, load_settings, save_settings
+from lora_portal_client.config import (
+    URL_ENV,
+    Settings,
+    config_path,
+    load_settings,
+    save_settings,
+)
 from lora_portal_client.errors import ExitCode, PortalError
+from lora_portal_client.evidence_keys import pinned_from_option, published_keys
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,6 +45,12 @@ def cli() -> None:
     help="Comma-separated: read, write, approve, inference, admin.",
 )
 @click.option("--expires-in-days", type=click.IntRange(1, 365), default=90, show_default=True)
+@click.option(
+    "--evidence-key",
+    metavar="FILE|URL|FINGERPRINT",
+    help="Pin this as the portal's evidence key (as `evidence verify --key`) instead of the "
+    "keys the portal publishes now.",
+)
 @json_option
 def login(
     url: str | None,
@@ -47,10 +60,13 @@ def login(
     tenant: str | None,
     scopes: str,
     expires_in_days: int,
+    evidence_key: str | None,
     as_json: bool,
 ) -> None:
-    """Save a token (mode 0600) for later commands."""
+    """Save a token (mode 0600) for later commands, and the portal's evidence keys, fetched
+    once, that `evidence verify` checks records against."""
     url = (url or load_settings().url).rstrip("/")
+    warn_if_plain_http(url)
     if token_stdin == bool(username):
         raise click.UsageError("Give --username (a new token) or --token-stdin (an existing one).")
     if token_stdin:
@@ -72,12 +88,24 @@ def login(
         token = issued["token"]
     with Client(url, token) as client:
         me = client.whoami()  # the token works before it is saved
-    path = save_settings(url=url, token=token)
+        keys = _evidence_keys(client, Settings(url=url, token=token), evidence_key)
+    path = save_settings(url=url, token=token, evidence_keys=keys)
     emit(
         as_json,
-        {"url": url, "config": str(path), **me},
+        {"url": url, "config": str(path), "evidence_keys": keys, **me},
         f"Logged in to {url} as {me['username']}; token saved in {path}.",
     )
+
+
+def _evidence_keys(client: Client, settings: Settings, given: str | None) -> list[str]:
+    """What `evidence verify` will pin: the given key, else the portal's published keys."""
+    if given:
+        return sorted(pinned_from_option(given, settings).fingerprints)
+    try:
+        return published_keys(client)
+    except (PortalError, ValueError) as exc:
+        note(f"warning: no evidence key saved ({exc}); `evidence verify` will need --key.")
+        return []
 
 
 @cli.command()

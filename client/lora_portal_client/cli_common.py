@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from lora_portal_client.client import Client
+from lora_portal_client.config import plain_http_warning
 from lora_portal_client.errors import PortalError
 from lora_portal_client.refs import AdapterRef, AliasRef, VersionRef
 
@@ -34,12 +35,26 @@ def output_option(command: F) -> F:
     )(command)
 
 
+def warn_if_plain_http(url: str) -> None:
+    warning = plain_http_warning(url)
+    if warning:
+        note(f"warning: {warning}")
+
+
+def client_from_environment() -> Client:
+    """The Client of LORA_PORTAL_URL/LORA_PORTAL_TOKEN or the config file, warning on stderr
+    when its token would travel unencrypted."""
+    client = Client.from_environment()
+    warn_if_plain_http(client.url)
+    return client
+
+
 def with_client(command: F) -> F:
     """Passes a Client built from LORA_PORTAL_URL/LORA_PORTAL_TOKEN or the config file."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with Client.from_environment() as client:
+        with client_from_environment() as client:
             return command(client, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -12,6 +12,7 @@ from typing import Any, BinaryIO
 import click
 
 from lora_portal_client.cli_common import (
+    client_from_environment,
     emit,
     json_option,
     note,
@@ -20,7 +21,11 @@ from lora_portal_client.cli_common import (
     with_client,
 )
 from lora_portal_client.client import Client
-from lora_portal_client.errors import ExitCode, PortalError
+from lora_portal_client.config import load_settings
+from lora_portal_client.errors import ExitCode
+from lora_portal_client.evidence import NOT_PINNED, verify_file
+from lora_portal_client.evidence_keys import pinned_from_config, pinned_from_option
+from lora_portal_client.files import private_file
 from lora_portal_client.refs import VersionRef
 
 DAY = click.DateTime(formats=["%Y-%m-%d"])
@@ -33,18 +38,13 @@ def register(cli: click.Group) -> None:
 
 @contextmanager
 def _sink(output: Path | None) -> Iterator[BinaryIO]:
-    """The -o file (written whole or not at all), else stdout."""
+    """The -o file (0600, written whole or not at all, never through a link), else stdout."""
     if output is None:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    partial = output.with_name(output.name + ".part")
-    try:
-        with open(partial, "wb") as stream:
-            yield stream
-        partial.replace(output)
-    finally:
-        partial.unlink(missing_ok=True)
+    with private_file(output) as stream:
+        yield stream
 
 
 @click.command()
@@ -131,41 +131,53 @@ def audit_export(
 @click.command()
 @click.argument("target", metavar="TENANT/ADAPTER@N | verify")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--key",
+    metavar="FILE|URL|FINGERPRINT",
+    help="verify: the portal's key to pin (its GET /api/v1/evidence/key/ as a URL or saved "
+    "file, a PEM or base64 public key, or a sha256: fingerprint); default: the keys `login` "
+    "saved.",
+)
 @output_option
 @json_option
-def evidence(target: str, file: Path | None, output: Path | None, as_json: bool) -> None:
+def evidence(
+    target: str, file: Path | None, key: str | None, output: Path | None, as_json: bool
+) -> None:
     """A version's compliance record (`evidence TENANT/ADAPTER@N [-o FILE]`, JSON as the portal
-    sent it), or check a saved one offline (`evidence verify FILE`: exit 0 verified, 1 not)."""
+    sent it), or check a saved one against the portal's pinned key (`evidence verify FILE
+    [--key ...]`: exit 0 verified, 1 not, and 1 when no key is pinned)."""
     if target == "verify":
         if file is None:
             raise click.UsageError("Give the record to check: `evidence verify FILE`.")
-        _verify(file, as_json)
+        _verify(file, key, as_json)
         return
-    if file is not None:
-        raise click.UsageError("`evidence TENANT/ADAPTER@N` takes no FILE; use -o FILE.")
+    if file is not None or key is not None:
+        raise click.UsageError("`evidence TENANT/ADAPTER@N` takes no FILE or --key; use -o FILE.")
     ref = VersionRef.parse(target)
-    with Client.from_environment() as client, _sink(output) as sink:
+    with client_from_environment() as client, _sink(output) as sink:
         written = client.evidence_to(ref, sink)
     if output is not None:
         note(f"{ref}: {written} bytes of evidence in {output}")
 
 
-def _verify(file: Path, as_json: bool) -> None:
+def _verify(file: Path, key: str | None, as_json: bool) -> None:
     if not file.is_file():
         raise click.UsageError(f"{file} is not a file.")
-    try:
-        from lora_portal_client.evidence import (  # type: ignore[import-not-found,unused-ignore]
-            verify_file,
-        )
-    except ImportError:
-        raise PortalError(
-            "evidence.verifier_missing", "This client has no evidence verifier."
-        ) from None
-    problems = list(verify_file(file))
+    settings = load_settings()
+    pinned = pinned_from_option(key, settings) if key else pinned_from_config(settings)
+    problems = list(verify_file(file, pinned=pinned))
+    body = {
+        "file": str(file),
+        "ok": not problems,
+        "problems": problems,
+        "pinned": sorted(pinned.fingerprints) if pinned else [],
+    }
     emit(
         as_json,
-        {"file": str(file), "ok": not problems, "problems": problems},
+        body,
         lambda: click.echo(f"{file}: verified" if not problems else "\n".join(problems)),
     )
     if problems:
+        if problems == [NOT_PINNED] and not as_json:
+            note("The record is whole, but whose signature it carries was not checked.")
         raise click.exceptions.Exit(int(ExitCode.ERROR))

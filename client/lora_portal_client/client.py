@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -72,9 +73,21 @@ class Client:
         body = self._json("GET", path, params={**(params or {}), "page_size": 200})
         rows.extend(body.get("results", []))
         while body.get("next"):
-            body = self._json("GET", body["next"])
+            body = self._json("GET", self._own_url(str(body["next"])))
             rows.extend(body.get("results", []))
         return rows
+
+    def _own_url(self, url: str) -> str:
+        """A URL the portal answered (a page's `next`): followed only on the portal's own
+        origin, since every request carries the token."""
+        absolute = bool(urlsplit(url).scheme) or url.startswith("//")
+        if absolute and not same_origin(url, self.url):
+            raise PortalError(
+                "response.foreign_url",
+                f"The portal's answer points to {url}, outside {self.url}; not followed "
+                "(the token would go with it).",
+            )
+        return url
 
     @contextmanager
     def stream(self, path: str, params: dict[str, Any]) -> Iterator[httpx.Response]:
@@ -240,6 +253,10 @@ class Client:
         accept = "text/csv" if csv else "application/json"
         return self.request("GET", path, params=params, headers={"Accept": accept})
 
+    def evidence_keys(self) -> Json:
+        """The portal's published evidence keys: the current one and those it signed with before."""
+        return self._json("GET", paths.EVIDENCE_KEY)
+
     def evidence_to(self, ref: VersionRef, sink: BinaryIO) -> int:
         """The version's compliance record, written as the portal sent it (byte for byte)."""
         return self.download(_version_path(paths.EVIDENCE, ref), {}, sink)
@@ -257,6 +274,21 @@ class Client:
 
     def cost(self, params: dict[str, str]) -> Json:
         return self._json("GET", paths.COST, params=params)
+
+
+def same_origin(url: str, base: str) -> bool:
+    """Same scheme, host and port (default ports filled in)."""
+
+    def origin(value: str) -> tuple[str, str, int | None]:
+        parts = urlsplit(value)
+        scheme = parts.scheme.lower()
+        try:
+            port = parts.port or {"http": 80, "https": 443}.get(scheme)
+        except ValueError:
+            return ("", "", None)
+        return scheme, (parts.hostname or "").lower(), port
+
+    return origin(url) == origin(base) and bool(origin(base)[1])
 
 
 def _version_path(template: str, ref: VersionRef) -> str:

@@ -6,11 +6,13 @@ A plain digest would not do: whoever changes a record can recompute a digest, no
 
 Offline, this checks that the record is whole and unchanged since the portal signed it: each
 section against its digest, the digests and the rest against the signature, the served totals
-against their days, and the audit events against the chain anchor taken at export time. Pass
-the portal's published key as `public_key` to pin it; without it the key inside the record is
-used, which proves integrity but not who signed. `manage.py audit_verify --evidence FILE` runs
-this and then checks the record against the live audit chain (the chain's HMAC key never leaves
-the portal, so the events' own hashes can only be recomputed there).
+against their days, and the audit events against the chain anchor taken at export time. Who
+signed is only shown against keys pinned beforehand (`PinnedKeys`: the portal's published keys,
+current and old, or their fingerprints): anyone can edit a record and re-sign it with a key of
+their own, so a record checked against no pinned key never verifies ("signature not checked
+against the portal's key"). `manage.py audit_verify --evidence FILE` runs this pinned to the
+portal's own keys and then checks the record against the live audit chain (the chain's HMAC key
+never leaves the portal, so the events' own hashes can only be recomputed there).
 
 Pure Python: the standard library and `cryptography`.
 """
@@ -21,6 +23,8 @@ import base64
 import binascii
 import hashlib
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 RECORD_FORMAT = "lora-portal.evidence/1"
 SIGNATURE_ALGORITHM = "ed25519"
+NOT_PINNED = (
+    "signature not checked against the portal's key: pin it with --key FILE|URL|FINGERPRINT, "
+    "or `lora-portal login` (which saves the portal's published keys)"
+)
 # The sections each carry a digest inside the signed part, so a problem names what changed.
 SECTIONS = ("version", "validation", "decisions", "releases", "served", "audit_events", "anchor")
 # Fields each exported audit event carries (the chain's own fields, core/audit.py).
@@ -78,7 +86,53 @@ def _decode_key(text: str) -> bytes | None:
     return raw if len(raw) == 32 else None
 
 
-def _check_signature(record: dict[str, Any], public_key: str | None) -> list[str]:
+def _fingerprint_of(entry: str) -> str:
+    """A pinned entry (a base64 Ed25519 public key or a `sha256:` fingerprint) as a fingerprint."""
+    entry = entry.strip()
+    if entry.lower().startswith("sha256:"):
+        digest = entry[len("sha256:") :].lower()
+        if len(digest) == 64 and all(c in "0123456789abcdef" for c in digest):
+            return "sha256:" + digest
+        raise ValueError(f"{entry!r} is not a sha256: fingerprint (64 hex digits)")
+    raw = _decode_key(entry)
+    if raw is None:
+        raise ValueError(f"{entry!r} is neither a base64 Ed25519 public key nor a fingerprint")
+    return key_fingerprint(raw)
+
+
+@dataclass(frozen=True)
+class PinnedKeys:
+    """The keys a genuine record may be signed with, as fingerprints: a fingerprint pins a key
+    as well as the key itself does (the record carries its key; its fingerprint must be one of
+    these). Several, because the portal still publishes the keys it signed with before a
+    rotation."""
+
+    fingerprints: frozenset[str]
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> PinnedKeys:
+        """From base64 public keys and `sha256:` fingerprints; ValueError names a bad one."""
+        fingerprints = frozenset(_fingerprint_of(entry) for entry in entries)
+        if not fingerprints:
+            raise ValueError("no key to pin")
+        return cls(fingerprints)
+
+    @classmethod
+    def from_published(cls, body: Any) -> PinnedKeys:
+        """From what `GET /api/v1/evidence/key/` answers: the current key and the older ones."""
+        if not isinstance(body, dict):
+            raise ValueError("not the portal's published evidence keys (a JSON object)")
+        keys = body.get("keys")
+        entries = [k.get("public_key", "") for k in keys if isinstance(k, dict)] if keys else []
+        if isinstance(body.get("public_key"), str):
+            entries.append(body["public_key"])
+        return cls.parse(entries)
+
+    def describe(self) -> str:
+        return ", ".join(sorted(self.fingerprints))
+
+
+def _check_signature(record: dict[str, Any], pinned: PinnedKeys | None) -> list[str]:
     block = record.get("signature")
     if not isinstance(block, dict):
         return ["signature: missing; the record cannot be shown to come from the portal"]
@@ -88,22 +142,19 @@ def _check_signature(record: dict[str, Any], public_key: str | None) -> list[str
     if embedded is None:
         return ["signature: public_key is not a base64 Ed25519 key"]
     problems = []
-    if block.get("key_fingerprint") != key_fingerprint(embedded):
+    signer = key_fingerprint(embedded)
+    if block.get("key_fingerprint") != signer:
         problems.append("signature: key_fingerprint does not match public_key")
-    raw_key = embedded
-    if public_key is not None:
-        trusted = _decode_key(public_key)
-        if trusted is None:
-            return [*problems, "the trusted public key given is not a base64 Ed25519 key"]
-        if trusted != embedded:
-            problems.append(
-                "signature: the record was signed with key "
-                f"{key_fingerprint(embedded)}, not the portal's {key_fingerprint(trusted)}"
-            )
-        raw_key = trusted
+    if pinned is None:
+        problems.append(NOT_PINNED)
+    elif signer not in pinned.fingerprints:
+        problems.append(
+            f"signature: the record was signed with key {signer}, not the portal's "
+            f"({pinned.describe()})"
+        )
     try:
         value = base64.b64decode(str(block.get("value", "")), validate=True)
-        Ed25519PublicKey.from_public_bytes(raw_key).verify(
+        Ed25519PublicKey.from_public_bytes(embedded).verify(
             value, canonical_bytes(signed_part(record))
         )
     except (binascii.Error, ValueError, InvalidSignature):
@@ -165,27 +216,37 @@ def _check_audit(events: Any, anchor: Any) -> list[str]:
     return problems
 
 
-def verify_record(record: dict[str, Any], *, public_key: str | None = None) -> list[str]:
+def verify_record(
+    record: dict[str, Any], *, pinned: PinnedKeys | None = None, public_key: str | None = None
+) -> list[str]:
     """The problems found in a compliance record; [] means it verifies.
 
-    `public_key`: the portal's published evidence key (base64); pins who signed."""
+    `pinned` (or one base64 `public_key`): the portal's keys; without them the record does not
+    verify, whatever its signature, since anyone can sign."""
+    if public_key is not None:
+        try:
+            pinned = PinnedKeys.parse([public_key])
+        except ValueError:
+            return ["the trusted public key given is not a base64 Ed25519 key"]
     if not isinstance(record, dict):
         return ["the record is not a JSON object"]
     if record.get("format") != RECORD_FORMAT:
         return [f"format: {record.get('format')!r} is not {RECORD_FORMAT}"]
     return [
-        *_check_signature(record, public_key),
+        *_check_signature(record, pinned),
         *_check_digests(record),
         *_check_served(record.get("served")),
         *_check_audit(record.get("audit_events"), record.get("anchor")),
     ]
 
 
-def verify_file(path: str | Path, *, public_key: str | None = None) -> list[str]:
+def verify_file(
+    path: str | Path, *, pinned: PinnedKeys | None = None, public_key: str | None = None
+) -> list[str]:
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         return [f"{path}: cannot be read ({exc.strerror or exc})"]
     except (UnicodeDecodeError, ValueError) as exc:
         return [f"{path}: not a JSON record ({exc})"]
-    return verify_record(record, public_key=public_key)
+    return verify_record(record, pinned=pinned, public_key=public_key)

@@ -23,6 +23,7 @@ USAGE = "/api/v1/usage/"
 
 # Issue 21's records (served once its server half is merged).
 EVIDENCE = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/evidence/"
+EVIDENCE_KEY = "/api/v1/evidence/key/"
 AUDIT_EXPORT = "/api/v1/audit/export/"
 COST = "/api/v1/cost/"
 
@@ -43,4 +44,4 @@ CORE = [
     TENANT_USAGE,
     USAGE,
 ]
-RECORDS = [EVIDENCE, AUDIT_EXPORT, COST]
+RECORDS = [EVIDENCE, EVIDENCE_KEY, AUDIT_EXPORT, COST]

@@ -77,7 +77,59 @@ def test_engine_hours_by_pool_cost_and_the_dedicated_comparison(fleet_day):
         2,
         48.0,
     )
-    assert dedicated["cost"] == 120.0 and len(dedicated["assumptions"]) == 3
+    assert dedicated["cost"] == 120.0 and len(dedicated["assumptions"]) == 4
+    assert dedicated["span_hours"] == 24.0  # engine a ran the whole day
+
+
+def test_both_sides_cover_the_span_the_fleet_ran_not_the_whole_range(fleet_day):
+    """Five days asked, the fleet up 29 h of them (a: 2 March 19:00 to 4 March 00:00; b and c
+    inside): the dedicated endpoints count those 29 h, not 120."""
+    body = fleet_day.client("adam").get(URL, {"from": "2026-03-01", "to": "2026-03-05"}).json()
+    assert body["hours"] == 120.0
+    assert body["engine_hours"] == 47.0  # a 29 + b 6 + c 12
+    dedicated = body["dedicated"]
+    assert (dedicated["span_hours"], dedicated["endpoints"], dedicated["engine_hours"]) == (
+        29.0,
+        2,
+        58.0,
+    )
+    assert (dedicated["span_from"], dedicated["span_to"]) == (
+        "2026-03-02T19:00:00+00:00",
+        "2026-03-04T00:00:00+00:00",
+    )
+    assert any(
+        "the 29.00 h the shared fleet ran" in a and "of the range's 120.00 h" in a
+        for a in dedicated["assumptions"]
+    )
+
+
+def test_a_fleet_that_ran_minutes_is_compared_over_those_minutes(world):
+    """The demo's case: engines up ten minutes of a month; both sides count ten minutes."""
+    start = datetime(2026, 4, 10, 9, 0, tzinfo=UTC)
+    for name in ("m1", "m2"):  # two engines up the same ten minutes: the span is ten minutes
+        EngineUptime.objects.create(
+            engine=engine_row(world, name, "shared"),
+            pool="shared",
+            started_at=start,
+            last_seen_at=start + timedelta(minutes=10),
+            closed=True,
+        )
+    DailyUsage.objects.create(
+        tenant=world.acme, version=version(world.support, 1), day=start.date(), requests=5
+    )
+    body = world.client("adam").get(URL, {"from": "2026-04-01", "to": "2026-04-30"}).json()
+    assert body["engine_hours"] == 0.333
+    dedicated = body["dedicated"]
+    assert (dedicated["span_hours"], dedicated["endpoints"], dedicated["engine_hours"]) == (
+        0.167,
+        1,
+        0.167,
+    )
+    page = world.client("adam").get("/platform/cost/", {"from": "2026-04-01", "to": "2026-04-30"})
+    assert page.status_code == 200
+    assert "0.167 h</strong> the fleet ran (2026-04-10T09:00 to 2026-04-10T09:10 UTC)" in (
+        page.content.decode()
+    )
 
 
 def test_each_tenants_share_by_requests_tokens_and_slot_seconds(fleet_day):
@@ -96,6 +148,35 @@ def test_owners_see_their_tenants_share_only(fleet_day):
     body = fleet_day.client("alice").get(URL, {**RANGE, "tenant": "acme"}).json()
     assert [t["tenant"] for t in body["tenants"]] == ["acme"]
     assert body["pools"] == [] and body["dedicated"] is None
+
+
+def test_owners_get_no_fraction_of_the_fleets_totals(fleet_day):
+    """Own figure / share would be the fleet's total (acme's 30 requests at 0.75: 40): an owner
+    gets its own figures and nothing relative to the fleet, in JSON, CSV and on its page."""
+    client = fleet_day.client("alice")
+    body = client.get(URL, {**RANGE, "tenant": "acme"}).json()
+    assert body["scope"] == "tenant"
+    (acme,) = body["tenants"]
+    assert acme == {
+        "tenant": "acme",
+        "requests": 30,
+        "prompt_tokens": 300,
+        "completion_tokens": 150,
+        "tokens": 450,
+        "slot_seconds": 90.0,
+        "cost": 78.75,
+    }
+    assert (body["engine_hours"], body["cost"]) == (0.0, 0.0)
+    csv_body = client.get(URL, {**RANGE, "tenant": "acme", "format": "csv"}).content.decode()
+    assert "share" not in csv_body.splitlines()[0]
+    (row,) = csv.DictReader(io.StringIO(csv_body))
+    assert (row["requests"], row["cost"]) == ("30", "78.75")
+    page = client.get("/t/acme/cost/", RANGE).content.decode()
+    assert "78.75" in page and "Share of" not in page and "75%" not in page
+    # The fleet's readers still see each tenant's share, also for one tenant.
+    adam = fleet_day.client("adam").get(URL, {**RANGE, "tenant": "acme"}).json()
+    assert adam["scope"] == "fleet" and adam["tenants"][0]["share_requests"] == 0.75
+    assert "Share of" in fleet_day.client("aude").get("/platform/cost/", RANGE).content.decode()
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@ and against the live chain, and stops verifying when an audit row or a served to
 
 from __future__ import annotations
 
-import base64
 import copy
 import io
 import json
@@ -12,12 +11,18 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
-from lora_portal_client.evidence import verify_file, verify_record
+from lora_portal_client.evidence import NOT_PINNED, PinnedKeys, verify_file, verify_record
 
+from core.audit_models import AuditEvent
 from portal.audit_checkpoint import write_checkpoint
-from portal.evidence_signing import public_key_b64
+from portal.evidence_signing import portal_keys, public_key_b64
+from tests.records.forgery import forged_copy
 
 pytestmark = pytest.mark.django_db
+
+
+def pinned() -> PinnedKeys:
+    return PinnedKeys.parse(portal_keys())
 
 
 def fetch(history, who="alice"):
@@ -77,18 +82,31 @@ def test_it_holds_the_versions_files_checks_decisions_releases_serving_and_audit
 
 def test_it_verifies_offline_pinned_to_the_published_key_and_against_the_chain(history, tmp_path):
     record = fetch(history)
-    assert verify_record(record) == []
+    assert verify_record(record) == [NOT_PINNED]  # whole, but checked against no one's key
     published = history.world.client("nora").get("/api/v1/evidence/key/").json()
     assert published["public_key"] == public_key_b64() == record["signature"]["public_key"]
+    assert published["keys"] == [
+        {
+            "algorithm": "ed25519",
+            "public_key": public_key_b64(),
+            "key_fingerprint": record["signature"]["key_fingerprint"],
+            "current": True,
+        }
+    ]
     assert verify_record(record, public_key=published["public_key"]) == []
+    assert verify_record(record, pinned=PinnedKeys.from_published(published)) == []
+    fingerprint = PinnedKeys.parse([record["signature"]["key_fingerprint"]])
+    assert verify_record(record, pinned=fingerprint) == []
     path = tmp_path / "r.json"
     path.write_text(json.dumps(record))
-    assert verify_file(path) == []
+    assert verify_file(path, pinned=pinned()) == []
+    assert verify_file(path) == [NOT_PINNED]
     assert command(tmp_path, record) == (0, json.dumps({"ok": True, "problems": []}))
 
 
 def test_one_changed_audit_row_fails_offline_and_in_the_command(history, tmp_path):
     record = fetch(history)
+    assert verify_record(record, pinned=pinned()) == []
     tampered = copy.deepcopy(record)
     approve = next(e for e in tampered["audit_events"] if e["action"] == "version.approve")
     approve["actor"] = "alice"  # the uploader's tenant owner "approved" it
@@ -112,31 +130,12 @@ def test_one_changed_served_total_fails_offline_and_in_the_command(history, tmp_
 
 
 def test_a_record_re_signed_by_someone_else_fails_when_the_key_is_pinned(history, tmp_path):
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-    from lora_portal_client.evidence import (
-        SECTIONS,
-        canonical_bytes,
-        key_fingerprint,
-        section_digest,
-        signed_part,
-    )
-
-    record = fetch(history)
-    forged = copy.deepcopy(record)
-    forged["served"].update(requests=0, prompt_tokens=0, completion_tokens=0, by_day=[])
-    forged["digests"] = {name: section_digest(forged[name]) for name in SECTIONS}
-    key = Ed25519PrivateKey.generate()
-    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-    forged["signature"] = {
-        "algorithm": "ed25519",
-        "public_key": base64.b64encode(raw).decode(),
-        "key_fingerprint": key_fingerprint(raw),
-        "value": base64.b64encode(key.sign(canonical_bytes(signed_part(forged)))).decode(),
-    }
-    assert verify_record(forged) == []  # whole, but by whom: only pinning the key says
+    forged, _ = forged_copy(fetch(history))
+    # Whole and correctly signed, by someone: without a pinned key it does not verify.
+    assert verify_record(forged) == [NOT_PINNED]
     problems = verify_record(forged, public_key=public_key_b64())
     assert any("not the portal's" in p for p in problems)
+    assert problems == verify_record(forged, pinned=pinned())
     assert command(tmp_path, forged)[0] == 1
 
 
@@ -149,7 +148,7 @@ def test_the_command_fails_when_the_chain_changed_after_export(history, tmp_path
             "UPDATE portal_auditevent SET actor_label = 'nobody' WHERE id = %s", [event_id]
         )
         cursor.execute("SET session_replication_role = origin")
-    assert verify_record(record) == []  # the file itself is untouched
+    assert verify_record(record, pinned=pinned()) == []  # the file itself is untouched
     code, message = command(tmp_path, record)
     assert code == 1 and f"the audit chain is broken at #{event_id}" in message
 
@@ -195,11 +194,38 @@ def test_a_missing_version_is_not_found(history):
     assert history.world.client("alice").get(url).json()["error"]["code"] == "version.not_found"
 
 
-def test_deploy_check_warns_while_the_signing_key_is_derived(settings):
+def test_without_a_signing_key_the_deploy_check_fails_and_no_record_is_signed(history, settings):
     from django.core.checks import run_checks
 
     settings.DEBUG = False
-    settings.EVIDENCE_SIGNING_KEY_DERIVED = True
-    assert "portal.W002" in {m.id for m in run_checks(include_deployment_checks=True)}
-    settings.EVIDENCE_SIGNING_KEY_DERIVED = False
-    assert "portal.W002" not in {m.id for m in run_checks(include_deployment_checks=True)}
+    settings.EVIDENCE_SIGNING_KEY = ""
+    assert "portal.E002" in {m.id for m in run_checks(include_deployment_checks=True)}
+    response = history.world.client("alice").get(history.url)
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "evidence.signing_key_missing"
+    assert not AuditEvent.objects.filter(action="version.evidence_export").exists()
+    settings.EVIDENCE_SIGNING_KEY = "7e57" * 16
+    assert "portal.E002" not in {m.id for m in run_checks(include_deployment_checks=True)}
+
+
+def test_records_signed_before_a_key_rotation_still_verify(history, settings, tmp_path):
+    old_record = fetch(history)
+    old_key = public_key_b64()
+    settings.EVIDENCE_SIGNING_KEY = "0123" * 16  # the new seed
+    settings.EVIDENCE_VERIFY_KEYS = [old_key]  # the old public key, still published
+    published = history.world.client("alice").get("/api/v1/evidence/key/").json()
+    assert published["public_key"] == public_key_b64() != old_key
+    assert [(k["public_key"], k["current"]) for k in published["keys"]] == [
+        (public_key_b64(), True),
+        (old_key, False),
+    ]
+    new_record = fetch(history)
+    assert new_record["signature"]["public_key"] == public_key_b64()
+    keys = PinnedKeys.from_published(published)
+    assert verify_record(old_record, pinned=keys) == []
+    assert verify_record(new_record, pinned=keys) == []
+    assert command(tmp_path, old_record)[0] == 0
+    assert command(tmp_path, new_record)[0] == 0
+    # Pinned to the new key only, the old record names its key as not the portal's.
+    problems = verify_record(old_record, public_key=public_key_b64())
+    assert any("not the portal's" in p for p in problems)
