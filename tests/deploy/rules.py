@@ -303,7 +303,8 @@ def _deploy_check(
 CHECKS_OF_SECRET = {
     "PORTAL_ENGINE_KEYS": ("workers.E002", "workers.E005"),
     "AUDIT_CHAIN_KEY": ("portal.W001",),
-    "EVIDENCE_SIGNING_KEY": ("portal.W002",),
+    # W002 while the key may be derived from SECRET_KEY, E002 once it is required outside debug.
+    "EVIDENCE_SIGNING_KEY": ("portal.E002", "portal.W002"),
 }
 
 
