@@ -103,7 +103,7 @@ def test_the_migrate_process_migrates_inside_it(empty_database):
             "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'portal_auditevent'::regclass"
             " AND NOT tgisinternal"
         ).fetchone()
-    apps = dict(applied)
+    apps: dict[str, int] = dict(applied)
     assert {"tenants", "adapters", "workers", "gateway", "portal"} <= set(apps), apps
     # The audit table's append-only triggers come with the migrations.
     assert triggers is not None and triggers[0] > 0

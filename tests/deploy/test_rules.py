@@ -148,15 +148,15 @@ def _engine_container(objects: Objects, name: str) -> dict[str, Any]:
     return next(c for c in pod["containers"] if c["name"] == name)
 
 
-def _secret_ref(secret: str, key: str) -> dict[str, Any]:
-    return {"secretKeyRef": {"name": secret, "key": key}}
+def _from_own_secret(objects: Objects, container: str, key: str) -> None:
+    """The engine pod's `container` also gets `key` from the node's own Secret."""
+    secret = f"{_engine_pod(objects)['metadata']['name']}-secrets"
+    ref = {"secretKeyRef": {"name": secret, "key": key}}
+    _engine_container(objects, container)["env"].append({"name": key, "valueFrom": ref})
 
 
 def engine_worker_gets_secret_key(objects: Objects) -> None:
-    pod = _engine_pod(objects)
-    worker = _engine_container(objects, "worker")
-    secret = f"{pod['metadata']['name']}-secrets"
-    worker["env"].append({"name": "SECRET_KEY", "valueFrom": _secret_ref(secret, "SECRET_KEY")})
+    _from_own_secret(objects, "worker", "SECRET_KEY")
 
 
 def engine_worker_reads_web_secrets(objects: Objects) -> None:
@@ -165,15 +165,12 @@ def engine_worker_reads_web_secrets(objects: Objects) -> None:
 
 
 def engine_gets_the_database(objects: Objects) -> None:
-    pod = _engine_pod(objects)
-    engine = _engine_container(objects, "engine")
-    secret = f"{pod['metadata']['name']}-secrets"
-    engine["env"].append({"name": "DATABASE_URL", "valueFrom": _secret_ref(secret, "DATABASE_URL")})
+    _from_own_secret(objects, "engine", "DATABASE_URL")
 
 
 def beat_gets_engine_keys(objects: Objects) -> None:
     beat = _container(objects, "beat")
-    key = _secret_ref("beat-secrets", "PORTAL_ENGINE_KEYS")
+    key = {"secretKeyRef": {"name": "beat-secrets", "key": "PORTAL_ENGINE_KEYS"}}
     beat["env"] = [{"name": "PORTAL_ENGINE_KEYS", "valueFrom": key}]
 
 
