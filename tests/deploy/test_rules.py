@@ -269,7 +269,7 @@ def sockets_cut_at_60s(objects: Objects) -> None:
 
 def secret_in_manifests(objects: Objects) -> None:
     objects.append(
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "portal-secrets"}, "data": {}}
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-secrets"}, "data": {}}
     )
 
 
@@ -291,7 +291,7 @@ BREAKS: list[tuple[str, Callable[[Objects], None], str]] = [
     ("engine nodes wired", key_of_another_engine, "VLLM_API_KEY is not ENGINE_KEY of"),
     ("ingress caps", gateway_cap_too_small, "Ingress gateway: body cap 1m"),
     ("ingress caps", upload_cap_far_above, "Ingress portal-uploads: body cap 50g"),
-    ("no secret values", secret_in_manifests, "Secret portal-secrets carries values"),
+    ("no secret values", secret_in_manifests, "Secret web-secrets carries values"),
     ("serving", web_ready_on_tcp, "web: its readiness probe is not /healthz"),
     ("serving", gateway_without_budget, "gateway: no PodDisruptionBudget covers it"),
     ("serving", no_migrations_job, "no Job runs the migrations"),
