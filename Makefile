@@ -37,7 +37,8 @@ k8s-tools:
 	@scripts/ensure_k8s_tools.sh
 
 # The portal's image (deploy/Containerfile) with Debian's podman from a debootstrap root file
-# system (3.5-11 min on 2 cores, by load); tests/deploy/test_image.py then runs `check --deploy` in it.
+# system (3.5-17 min on 2 cores, by load); tests/deploy/test_image.py then runs `check --deploy` and
+# the migrations in it.
 image:
 	@scripts/build_image.sh
 

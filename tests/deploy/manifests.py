@@ -21,9 +21,11 @@ K8S = REPO / "deploy" / "k8s"
 OVERLAYS = ("dev", "production")
 PORTAL_IMAGE = "lora-portal"
 ENGINE_IMAGE = "lora-portal-engine"
-# The Secrets the operator creates (docs/deploy.md); the manifests only name them.
-PORTAL_SECRET = "portal-secrets"
-ENGINE_KEYS_SECRET = "engine-keys"
+# The Secrets the operator creates (docs/deploy.md 3.2), one per workload, `<workload>-secrets`;
+# the manifests only name them. Their keys: the examples in deploy/k8s/secrets/.
+SECRETS_DIR = K8S / "secrets"
+SECRET_SUFFIX = "-secrets"
+ENGINE_SECRET_EXAMPLE = "engine-node"
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 
 
@@ -214,15 +216,41 @@ def entrypoint_env_names() -> frozenset[str]:
     return frozenset(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", text))
 
 
+def own_secret(workload: dict[str, Any]) -> str:
+    """The name of a workload's own Secret."""
+    return f"{workload['metadata']['name']}{SECRET_SUFFIX}"
+
+
+def secret_example(secret: str) -> str | None:
+    """The example file (deploy/k8s/secrets/<name>.example.env) that lists a Secret's keys:
+    `<workload>-secrets` -> <workload>, every `engine-<name>-secrets` -> engine-node."""
+    if not secret.endswith(SECRET_SUFFIX):
+        return None
+    base = secret.removesuffix(SECRET_SUFFIX)
+    if base.startswith("engine-"):
+        base = ENGINE_SECRET_EXAMPLE
+    return base if (SECRETS_DIR / f"{base}.example.env").is_file() else None
+
+
 @functools.cache
-def portal_secret_keys() -> frozenset[str]:
-    """The keys of Secret portal-secrets, from the example the operator fills in."""
+def example_keys(example: str) -> frozenset[str]:
+    """The keys an example Secret file names (it gives none a value)."""
     keys = set()
-    for line in (K8S / "portal-secrets.example.env").read_text().splitlines():
+    for line in (SECRETS_DIR / f"{example}.example.env").read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             name, _, value = line.partition("=")
             if value:
-                raise ValueError(f"portal-secrets.example.env gives {name} a value")
+                raise ValueError(f"{example}.example.env gives {name} a value")
             keys.add(name)
     return frozenset(keys)
+
+
+def secret_keys(secret: str) -> frozenset[str] | None:
+    """The keys of a Secret the operator creates; None for a Secret no example describes."""
+    example = secret_example(secret)
+    return None if example is None else example_keys(example)
+
+
+def examples() -> list[str]:
+    return sorted(p.name.removesuffix(".example.env") for p in SECRETS_DIR.glob("*.example.env"))

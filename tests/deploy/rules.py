@@ -12,21 +12,22 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from tests.deploy.manifests import (
     ENGINE_IMAGE,
-    ENGINE_KEYS_SECRET,
     PORTAL_IMAGE,
-    PORTAL_SECRET,
     REPO,
     Container,
     config_maps,
     containers,
     entrypoint_env_names,
     image_env,
+    own_secret,
     pod_template,
-    portal_secret_keys,
+    secret_keys,
     settings_env_reads,
     workloads,
 )
@@ -37,13 +38,87 @@ ENGINE_LABEL = "lora-portal.io/engine"
 # Who may call an engine (README: workers and the gateway; web is the same ASGI app and probes
 # engines for /healthz): components, plus the engine's own pod (its worker).
 ENGINE_CLIENTS = {"gateway", "web", "worker"}
-# Placeholders for the Secrets' values, which are not in the manifests: shaped like real ones.
+# Placeholders for the Secrets' values, which are not in the manifests: shaped like real ones,
+# with the password and TLS that production requires of PostgreSQL and Redis (docs/deploy.md 1).
 SAMPLE_SECRET_VALUES = {
-    "DATABASE_URL": "postgres://portal@db.invalid:5432/portal",
-    "REDIS_URL": "redis://redis.invalid:6379/0",
+    "DATABASE_URL": "postgres://portal:placeholder@db.invalid:5432/portal?sslmode=verify-full",
+    "REDIS_URL": "rediss://:placeholder@redis.invalid:6379/0",
     "S3_ACCESS_KEY_ID": "",
     "S3_SECRET_ACCESS_KEY": "",
 }
+SERVICE_LABEL = "lora-portal.io/service"
+# Which secret keys each process uses, and why: a container may get these and no others from its
+# Secret (check_secrets_by_need). test_rules.py checks that every name is a variable the portal's
+# settings or the entry point read, and that each example Secret lists exactly what its workload's
+# containers use. Engine: the vLLM container of an engine node; engine-worker: the Celery worker
+# beside it (queue engine.<name>).
+NEEDS: dict[str, dict[str, str]] = {
+    "web": {
+        "SECRET_KEY": "sessions, CSRF and signed values (Django)",
+        "AUDIT_CHAIN_KEY": "its audited writes extend the chain (core/audit.py)",
+        "EVIDENCE_SIGNING_KEY": "signs compliance records (portal/evidence.py, API and pages)",
+        "DATABASE_URL": "every page and API call",
+        "REDIS_URL": "cache, channel layer, limits, Celery's broker",
+        "PORTAL_ENGINE_KEYS": "/healthz probes engines; the playground streams from them",
+        "S3_ACCESS_KEY_ID": "uploads go to quarantine/, direct uploads are presigned",
+        "S3_SECRET_ACCESS_KEY": "as S3_ACCESS_KEY_ID",
+    },
+    "gateway": {
+        "SECRET_KEY": "the cache salt and conversation ids (gateway/routes.py, conversations.py)",
+        # Not for /v1/ itself: the pod runs the whole ASGI app, and an audited write there with the
+        # key missing would extend the chain with a key derived from SECRET_KEY (a broken chain,
+        # not a refusal).
+        "AUDIT_CHAIN_KEY": "the whole ASGI app runs here (portal/asgi.py)",
+        "DATABASE_URL": "tokens, plans, aliases",
+        "REDIS_URL": "admission, limits, the fleet's shared state",
+        "PORTAL_ENGINE_KEYS": "every /v1/ request goes to an engine",
+    },
+    "worker": {
+        "SECRET_KEY": "required by portal/settings.py at start (DJANGO_DEBUG=0)",
+        "AUDIT_CHAIN_KEY": "validation, promotion and the sweeps audit their changes",
+        "DATABASE_URL": "every task",
+        "REDIS_URL": "Celery's broker, the fleet's shared state",
+        "PORTAL_ENGINE_KEYS": "probe_engines calls every engine's health route",
+        "S3_ACCESS_KEY_ID": "validation reads quarantine/, promotion writes serving/, checkpoints audit/",
+        "S3_SECRET_ACCESS_KEY": "as S3_ACCESS_KEY_ID",
+    },
+    "beat": {
+        "SECRET_KEY": "required by portal/settings.py at start (DJANGO_DEBUG=0)",
+        "DATABASE_URL": "django-celery-beat's DatabaseScheduler",
+        "REDIS_URL": "Celery's broker",
+    },
+    "live": {
+        "SECRET_KEY": "required by portal/settings.py at start (DJANGO_DEBUG=0)",
+        "DATABASE_URL": "evictions per second (FleetAction), socket access checks",
+        "REDIS_URL": "the gateway's per-second series, the channel layer",
+    },
+    "migrate": {
+        "SECRET_KEY": "required by portal/settings.py at start (DJANGO_DEBUG=0)",
+        "AUDIT_CHAIN_KEY": "portal migration 0003 re-keys the audit chain",
+        "DATABASE_URL": "the migrations",
+    },
+    "engine-worker": {
+        "ENGINE_KEY": "its own engine's key (deploy/entrypoint.sh makes it PORTAL_ENGINE_KEYS)",
+        "REDIS_URL": "Celery's broker, the engine's lock and pinned set (workers/controller.py)",
+        # The node tasks read and write the fleet's rows: Engine, AdapterVersion (manifest,
+        # serving keys), Residency, FleetAction, alarms (workers/controller.py, reconcile.py,
+        # node_copies.py), and record_event() computes the chain HMAC as it inserts.
+        "DATABASE_URL": "converge and stage read and write the fleet's rows",
+        "AUDIT_CHAIN_KEY": "engine state changes and quarantine alarms are audited there",
+        "S3_ACCESS_KEY_ID": "staging downloads serving/ files (credentials that only read it)",
+        "S3_SECRET_ACCESS_KEY": "as S3_ACCESS_KEY_ID",
+    },
+    "engine": {"ENGINE_KEY": "PORTAL_ENGINE_KEY and VLLM_API_KEY: the plugin's and vLLM's guard"},
+}
+# The data services and the key that says a process uses one.
+DATA_SERVICES = {"redis": ("REDIS_URL", 6379), "postgresql": ("DATABASE_URL", 5432)}
+# Where an engine node's pod may connect: the cluster's DNS, the object store, the data services
+# its worker uses, and itself (its worker calls the engine through its Service).
+DNS_PEER = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+OBJECT_STORE = "object-store"
 # How long the proxy keeps an idle websocket (a tenant's events socket between two events).
 WEBSOCKET_TIMEOUT_S = 3600
 # Read by Django and Celery themselves, not by portal/settings.py.
@@ -65,18 +140,53 @@ def _placeholder(name: str) -> str:
     return hashlib.sha256(f"placeholder {name}".encode()).hexdigest()
 
 
-def _secret_value(name: str, objects: Objects) -> str:
-    if name == "PORTAL_ENGINE_KEYS":
+def process(c: Container) -> str | None:
+    """The process a container runs: its portal role, or "engine" for an engine's vLLM."""
+    return c.role or ("engine" if c.image_name == ENGINE_IMAGE else None)
+
+
+def _secret_value(key: str, objects: Objects, c: Container) -> str:
+    if key == "PORTAL_ENGINE_KEYS":
         return json.dumps({engine: _placeholder(engine) for engine in engine_names(objects)})
-    return SAMPLE_SECRET_VALUES.get(name, _placeholder(name))
+    if key == "ENGINE_KEY":
+        return _placeholder(c.labels.get(ENGINE_LABEL, ""))
+    return SAMPLE_SECRET_VALUES.get(key, _placeholder(key))
 
 
-def container_env(c: Container, objects: Objects) -> tuple[dict[str, str], list[str]]:
-    """The environment a portal container starts with (image ENV, then envFrom, then env), with
+def secrets_given(c: Container) -> tuple[dict[str, str], list[str]]:
+    """The secret keys a container gets (key -> the Secret it comes from), and what is wrong with
+    its references (a Secret no example describes, a key not in it)."""
+    given: dict[str, str] = {}
+    problems: list[str] = []
+    for source in c.spec.get("envFrom") or []:
+        if "secretRef" in source:
+            name = source["secretRef"]["name"]
+            keys = secret_keys(name)
+            if keys is None:
+                problems.append(
+                    f"{c.where()}: envFrom names Secret {name}, which no example describes"
+                )
+                continue
+            given.update(dict.fromkeys(keys, name))
+    for item in c.spec.get("env") or []:
+        ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+        if ref is not None:
+            keys = secret_keys(ref["name"])
+            if keys is None or ref["key"] not in keys:
+                problems.append(
+                    f"{c.where()}: {item['name']} names key {ref['key']} of Secret {ref['name']}, "
+                    "which its example does not list"
+                )
+            given[ref["key"]] = ref["name"]
+    return given, problems
+
+
+def given_env(c: Container, objects: Objects) -> tuple[dict[str, str], list[str]]:
+    """The environment a portal container is given (image ENV, then envFrom, then env), with
     placeholders for secret values; and what is wrong with its references."""
     env = dict(image_env())
-    problems: list[str] = []
     maps = config_maps(objects)
+    _, problems = secrets_given(c)
     for source in c.spec.get("envFrom") or []:
         if "configMapRef" in source:
             name = source["configMapRef"]["name"]
@@ -86,21 +196,61 @@ def container_env(c: Container, objects: Objects) -> tuple[dict[str, str], list[
                 )
             env.update(maps.get(name, {}))
         elif "secretRef" in source:
-            name = source["secretRef"]["name"]
-            if name != PORTAL_SECRET:
-                problems.append(f"{c.where()}: envFrom names Secret {name}, not {PORTAL_SECRET}")
-                continue
-            env.update({key: _secret_value(key, objects) for key in portal_secret_keys()})
+            keys = secret_keys(source["secretRef"]["name"]) or frozenset()
+            env.update({key: _secret_value(key, objects, c) for key in keys})
     for item in c.spec.get("env") or []:
-        name = item["name"]
         ref = (item.get("valueFrom") or {}).get("secretKeyRef")
         if ref is not None:
-            if ref["name"] == PORTAL_SECRET and ref["key"] not in portal_secret_keys():
-                problems.append(f"{c.where()}: {name} names key {ref['key']}, not in the example")
-            env[name] = _secret_value(name, objects)
+            env[item["name"]] = _secret_value(ref["key"], objects, c)
         else:
-            env[name] = str(item.get("value", ""))
+            env[item["name"]] = str(item.get("value", ""))
     return env, problems
+
+
+# The entry point's processes that it starts with `exec celery` or `exec uvicorn`: run with those
+# two replaced by a stand-in that prints its environment, it shows what the process gets.
+_EXEC_STANDIN = "#!{python}\nimport json, os\nprint(json.dumps(dict(os.environ)))\n"
+_STANDIN_ROLES = {"web", "gateway", "worker", "engine-worker", "beat"}
+# What the shell and the stand-in add themselves (Python sets LC_CTYPE in a C locale, PEP 538).
+_HARNESS_ENV = {"PATH", "PWD", "SHLVL", "_", "OLDPWD", "LC_CTYPE"}
+
+
+@functools.cache
+def entrypoint_run(role: str, env_items: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    env = dict(env_items)
+    with tempfile.TemporaryDirectory() as bin_dir:
+        for command in ("celery", "uvicorn"):
+            standin = Path(bin_dir) / command
+            standin.write_text(_EXEC_STANDIN.format(python=sys.executable))
+            standin.chmod(0o755)
+        run_env = {**env, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin"}
+        result = subprocess.run(
+            ["sh", str(REPO / "deploy" / "entrypoint.sh"), role],
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    if result.returncode != 0:
+        raise RuntimeError(f"entrypoint.sh {role}: {result.stderr.strip()}")
+    printed = json.loads(result.stdout)
+    started = {k: v for k, v in printed.items() if k in env or k not in _HARNESS_ENV}
+    if "PATH" in env:
+        started["PATH"] = env["PATH"]
+    return started
+
+
+def container_env(c: Container, objects: Objects) -> tuple[dict[str, str], list[str]]:
+    """The environment a portal container's process starts with: what it is given, as
+    deploy/entrypoint.sh passes it on (it builds an engine worker's PORTAL_ENGINE_KEYS and
+    SECRET_KEY); and what is wrong with its references or its start."""
+    env, problems = given_env(c, objects)
+    if c.role not in _STANDIN_ROLES:
+        return env, problems
+    try:
+        return entrypoint_run(c.role, tuple(sorted(env.items()))), problems
+    except RuntimeError as exc:
+        return env, [*problems, f"{c.where()}: {exc}"]
 
 
 _DEPLOY_CHECK = """
@@ -111,6 +261,8 @@ django.setup()
 from django.conf import settings
 from django.core.management import call_command
 from portal.body_limits import body_cap
+settings.SILENCED_SYSTEM_CHECKS = [*settings.SILENCED_SYSTEM_CHECKS, *json.loads(os.environ["CHECKS_NOT_MINE"])]
+del os.environ["CHECKS_NOT_MINE"]
 call_command("check", deploy=True, verbosity=0)
 print(json.dumps({
     "request": body_cap("application/json"),
@@ -121,8 +273,14 @@ print(json.dumps({
 
 
 @functools.cache
-def _deploy_check(env_items: tuple[tuple[str, str], ...]) -> tuple[bool, str]:
+def _deploy_check(
+    env_items: tuple[tuple[str, str], ...], not_mine: tuple[str, ...] = ()
+) -> tuple[bool, str]:
     env = dict(env_items)
+    env["CHECKS_NOT_MINE"] = json.dumps(not_mine)
+    # The placeholder database does not exist: a check that asks it (workers.E005) waits the pool's
+    # timeout, 1 s here unless the container sets its own.
+    env.setdefault("DATABASE_POOL_TIMEOUT", "1")
     with tempfile.TemporaryDirectory() as var_dir:
         # The image's /app/var (PORTAL_VAR_DIR) does not exist on this machine.
         env["PORTAL_VAR_DIR"] = var_dir
@@ -140,6 +298,28 @@ def _deploy_check(env_items: tuple[tuple[str, str], ...]) -> tuple[bool, str]:
     return True, result.stdout.strip().splitlines()[-1]
 
 
+# The deploy checks about a secret, silenced for a process that does not hold it by need (beat has
+# no engine keys, so "PORTAL_ENGINE_KEYS is empty" is not its error).
+CHECKS_OF_SECRET = {
+    "PORTAL_ENGINE_KEYS": ("workers.E002", "workers.E005"),
+    "AUDIT_CHAIN_KEY": ("portal.W001",),
+    # W002 while the key may be derived from SECRET_KEY, E002 once it is required outside debug.
+    "EVIDENCE_SIGNING_KEY": ("portal.E002", "portal.W002"),
+}
+
+
+def needed_settings(c: Container) -> set[str]:
+    """The secret settings a process holds by need (an engine worker's ENGINE_KEY reaches the
+    settings as PORTAL_ENGINE_KEYS, deploy/entrypoint.sh)."""
+    needs = set(NEEDS.get(process(c) or "", {}))
+    return needs | ({"PORTAL_ENGINE_KEYS"} if "ENGINE_KEY" in needs else set())
+
+
+def checks_not_mine(c: Container) -> tuple[str, ...]:
+    held = needed_settings(c)
+    return tuple(sorted(i for key, ids in CHECKS_OF_SECRET.items() if key not in held for i in ids))
+
+
 def portal_settings(c: Container, objects: Objects) -> tuple[dict[str, int] | None, str]:
     """The portal's body caps as this container's settings give them, after `manage.py check
     --deploy` passed in its environment; None and the error when it did not."""
@@ -148,7 +328,7 @@ def portal_settings(c: Container, objects: Objects) -> tuple[dict[str, int] | No
     # change them, so most containers share one check.
     reads = settings_env_reads()
     settings_env = {k: v for k, v in env.items() if k in reads or k in FRAMEWORK_ENV}
-    ok, output = _deploy_check(tuple(sorted(settings_env.items())))
+    ok, output = _deploy_check(tuple(sorted(settings_env.items())), checks_not_mine(c))
     return (json.loads(output), "") if ok else (None, output)
 
 
@@ -161,16 +341,19 @@ def check_settings_provided(objects: Objects) -> list[str]:
     reads = settings_env_reads()
     known = set(reads) | set(image_env()) | entrypoint_env_names() | FRAMEWORK_ENV
     problems: list[str] = []
-    for c in containers(objects):
-        if c.image_name != PORTAL_IMAGE:
-            continue
+    portal = [c for c in containers(objects) if c.image_name == PORTAL_IMAGE]
+    # Each distinct environment's check runs once (cached); start them side by side.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda c: portal_settings(c, objects), portal))
+    for c in portal:
         env, ref_problems = container_env(c, objects)
         problems += ref_problems
         missing = sorted(
             name for name, defaulted in reads.items() if not defaulted and name not in env
         )
         problems += [f"{c.where()}: {name} is required and not provided" for name in missing]
-        unknown = sorted(set(env) - known)
+        given, _ = given_env(c, objects)
+        unknown = sorted((set(env) | set(given)) - known)
         problems += [f"{c.where()}: {name} is read by nothing in the portal" for name in unknown]
         caps, error = portal_settings(c, objects)
         if caps is None:
@@ -312,8 +495,8 @@ def check_resource_requests(objects: Objects) -> list[str]:
 
 
 def check_engine_nodes_wired(objects: Objects) -> list[str]:
-    """Each engine pod: its worker consumes that engine's queue, the key is that engine's entry
-    of engine-keys (for the plugin and vLLM), and both containers share the adapter volume at
+    """Each engine pod: its worker consumes that engine's queue, the key is ENGINE_KEY of the
+    node's own Secret (for the plugin and vLLM), and both containers share the adapter volume at
     the path the plugin is told."""
     problems = []
     for c in containers(objects, init=False):
@@ -321,12 +504,11 @@ def check_engine_nodes_wired(objects: Objects) -> list[str]:
             continue
         name = c.labels.get(ENGINE_LABEL)
         env = {item["name"]: item for item in c.spec.get("env") or []}
+        own = own_secret(c.workload)
         for key_var in ("PORTAL_ENGINE_KEY", "VLLM_API_KEY"):
             ref = (env.get(key_var, {}).get("valueFrom") or {}).get("secretKeyRef") or {}
-            if (ref.get("name"), ref.get("key")) != (ENGINE_KEYS_SECRET, name):
-                problems.append(
-                    f"{c.where()}: {key_var} is not entry {name} of {ENGINE_KEYS_SECRET}"
-                )
+            if (ref.get("name"), ref.get("key")) != (own, "ENGINE_KEY"):
+                problems.append(f"{c.where()}: {key_var} is not ENGINE_KEY of {own}")
         if env.get("VLLM_PLUGINS", {}).get("value") != "portal":
             problems.append(f"{c.where()}: VLLM_PLUGINS does not load the portal plugin")
         root = env.get("PORTAL_ADAPTER_ROOT", {}).get("value")
@@ -476,6 +658,138 @@ def check_no_secret_values(objects: Objects) -> list[str]:
     ]
 
 
+def check_secrets_by_need(objects: Objects) -> list[str]:
+    """Each container reads only its own workload's Secret, and gets from it only the keys its
+    process uses (NEEDS): an engine node never gets SECRET_KEY, the evidence key, or another
+    engine's key; beat never the engines' keys; and so on."""
+    problems: list[str] = []
+    for c in containers(objects):
+        needs = NEEDS.get(process(c) or "")
+        given, ref_problems = secrets_given(c)
+        problems += ref_problems
+        if needs is None:
+            problems += [f"{c.where()}: gets {key}, and NEEDS has no entry for it" for key in given]
+            continue
+        own = own_secret(c.workload)
+        for secret in sorted(set(given.values()) - {own}):
+            problems.append(f"{c.where()}: reads Secret {secret}, not its own ({own})")
+        problems += [
+            f"{c.where()}: gets {key}, which it does not use"
+            for key in sorted(set(given) - set(needs))
+        ]
+        problems += [
+            f"{c.where()}: lacks {key}, which it uses" for key in sorted(set(needs) - set(given))
+        ]
+    return problems
+
+
+def _policies(objects: Objects, labels: dict[str, str], direction: str) -> list[dict[str, Any]]:
+    """The NetworkPolicies that select a pod with these labels in one direction."""
+    return [
+        np
+        for np in objects
+        if np.get("kind") == "NetworkPolicy"
+        and _selects(np["spec"].get("podSelector") or {}, labels)
+        and direction in np["spec"].get("policyTypes", ["Ingress"])
+    ]
+
+
+def check_data_services_policed(objects: Objects) -> list[str]:
+    """Redis and PostgreSQL admit exactly the portal's pods whose Secret holds REDIS_URL or
+    DATABASE_URL: no other pod, no address range, no other namespace."""
+    pods = {
+        w["metadata"]["name"]: pod_template(w)["metadata"].get("labels", {})
+        for w in workloads(objects)
+    }
+    problems: list[str] = []
+    for service, (key, port) in DATA_SERVICES.items():
+        users = {
+            c.workload["metadata"]["name"]
+            for c in containers(objects)
+            if key in secrets_given(c)[0]
+        }
+        policies = _policies(objects, {SERVICE_LABEL: service}, "Ingress")
+        if not policies:
+            problems.append(f"{service}: no NetworkPolicy selects it: every pod may connect")
+            continue
+        admitted: set[str] = set()
+        for np in policies:
+            where = f"NetworkPolicy {np['metadata']['name']}"
+            for rule in np["spec"].get("ingress") or []:
+                rule_ports = {p.get("port") for p in rule.get("ports") or []}
+                if rule_ports and port not in rule_ports:
+                    continue
+                if not rule.get("from"):
+                    problems.append(f"{where}: admits every source to {service}")
+                    continue
+                for peer in rule["from"]:
+                    if set(peer) != {"podSelector"}:
+                        problems.append(f"{where}: admits sources beyond the portal's pods")
+                        continue
+                    admitted |= {
+                        n for n, labels in pods.items() if _selects(peer["podSelector"], labels)
+                    }
+        for name in sorted(admitted - users):
+            problems.append(f"{service}: admits {name}, which does not use it")
+        for name in sorted(users - admitted):
+            problems.append(f"{service}: keeps out {name}, which uses it")
+    return problems
+
+
+def check_engine_egress(objects: Objects) -> list[str]:
+    """An engine node's pod connects only to the cluster's DNS, the object store, the data
+    services its worker uses, and itself (its engine, through its Service)."""
+    problems: list[str] = []
+    pods = {
+        w["metadata"]["name"]: pod_template(w)["metadata"].get("labels", {})
+        for w in workloads(objects)
+    }
+    for c in containers(objects, init=False):
+        if c.image_name != ENGINE_IMAGE:
+            continue
+        name = c.workload["metadata"]["name"]
+        policies = _policies(objects, c.labels, "Egress")
+        if not policies:
+            problems.append(f"{c.where()}: no egress NetworkPolicy: the pod may connect anywhere")
+            continue
+        ports = {p["containerPort"] for p in c.spec.get("ports") or []}
+        used = {
+            service
+            for w in c.pod["containers"]
+            for service, (key, _) in DATA_SERVICES.items()
+            if key in secrets_given(Container(c.workload, c.pod, w))[0]
+        }
+        reaches: set[str] = set()
+        for np in policies:
+            where = f"{c.where()}: {np['metadata']['name']}"
+            for rule in np["spec"].get("egress") or []:
+                rule_ports = {p.get("port") for p in rule.get("ports") or []}
+                if not rule.get("to"):
+                    problems.append(f"{where} lets the pod connect anywhere")
+                    continue
+                for peer in rule["to"]:
+                    service = (
+                        (peer.get("podSelector") or {}).get("matchLabels", {}).get(SERVICE_LABEL)
+                    )
+                    if peer == DNS_PEER and rule_ports == {53}:
+                        reaches.add("dns")
+                    elif set(peer) == {"podSelector"} and service in {OBJECT_STORE, *used}:
+                        reaches.add(service)
+                    elif (
+                        set(peer) == {"podSelector"}
+                        and {n for n, lb in pods.items() if _selects(peer["podSelector"], lb)}
+                        == {name}
+                        and rule_ports
+                        and rule_ports <= ports
+                    ):
+                        reaches.add("itself")
+                    else:
+                        problems.append(f"{where} lets the pod connect to {json.dumps(peer)}")
+        for needed in sorted({"dns", OBJECT_STORE, *used} - reaches):
+            problems.append(f"{c.where()}: its egress keeps out {needed}, which it needs")
+    return problems
+
+
 RULES: dict[str, Callable[[Objects], list[str]]] = {
     "settings provided": check_settings_provided,
     "engine ports policed": check_engine_ports_policed,
@@ -486,4 +800,7 @@ RULES: dict[str, Callable[[Objects], list[str]]] = {
     "ingress caps": check_ingress_caps,
     "serving": check_serving,
     "no secret values": check_no_secret_values,
+    "secrets by need": check_secrets_by_need,
+    "data services policed": check_data_services_policed,
+    "engine egress": check_engine_egress,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -10,13 +11,18 @@ import pytest
 from tests.deploy.manifests import (
     OVERLAYS,
     containers,
+    entrypoint_env_names,
+    example_keys,
+    examples,
+    own_secret,
     readme_settings,
     render,
+    secret_example,
     settings_direct_reads,
     settings_env_reads,
     settings_source,
 )
-from tests.deploy.rules import RULES
+from tests.deploy.rules import NEEDS, RULES, container_env, entrypoint_run, process
 
 Objects = list[dict[str, Any]]
 
@@ -137,6 +143,88 @@ def worker_on_another_queue(objects: Objects) -> None:
     worker["env"][0]["value"] = "someone-else"
 
 
+def _engine_container(objects: Objects, name: str) -> dict[str, Any]:
+    pod = _engine_pod(objects)["spec"]["template"]["spec"]
+    return next(c for c in pod["containers"] if c["name"] == name)
+
+
+def _from_own_secret(objects: Objects, container: str, key: str) -> None:
+    """The engine pod's `container` also gets `key` from the node's own Secret."""
+    secret = f"{_engine_pod(objects)['metadata']['name']}-secrets"
+    ref = {"secretKeyRef": {"name": secret, "key": key}}
+    _engine_container(objects, container)["env"].append({"name": key, "valueFrom": ref})
+
+
+def engine_worker_gets_secret_key(objects: Objects) -> None:
+    _from_own_secret(objects, "worker", "SECRET_KEY")
+
+
+def engine_worker_reads_web_secrets(objects: Objects) -> None:
+    worker = _engine_container(objects, "worker")
+    worker["envFrom"].append({"secretRef": {"name": "web-secrets"}})
+
+
+def engine_gets_the_database(objects: Objects) -> None:
+    _from_own_secret(objects, "engine", "DATABASE_URL")
+
+
+def beat_gets_engine_keys(objects: Objects) -> None:
+    beat = _container(objects, "beat")
+    key = {"secretKeyRef": {"name": "beat-secrets", "key": "PORTAL_ENGINE_KEYS"}}
+    beat["env"] = [{"name": "PORTAL_ENGINE_KEYS", "valueFrom": key}]
+
+
+def gateway_shares_web_secrets(objects: Objects) -> None:
+    for source in _container(objects, "gateway")["envFrom"]:
+        if "secretRef" in source:
+            source["secretRef"]["name"] = "web-secrets"
+
+
+def redis_open(objects: Objects) -> None:
+    objects.remove(_named(objects, "NetworkPolicy", "redis"))
+
+
+def migrate_reaches_redis(objects: Objects) -> None:
+    labels = _workload(objects, "migrate")["spec"]["template"]["metadata"]["labels"]
+    labels["lora-portal.io/redis-client"] = "true"
+
+
+def engine_kept_from_postgresql(objects: Objects) -> None:
+    labels = _engine_pod(objects)["spec"]["template"]["metadata"]["labels"]
+    labels.pop("lora-portal.io/postgresql-client")
+
+
+def postgresql_open_to_an_address_range(objects: Objects) -> None:
+    policy = _named(objects, "NetworkPolicy", "postgresql")
+    policy["spec"]["ingress"][0]["from"].append({"ipBlock": {"cidr": "10.0.0.0/8"}})
+
+
+def _engine_policy(objects: Objects) -> dict[str, Any]:
+    name = _engine_pod(objects)["metadata"]["name"]
+    return _named(objects, "NetworkPolicy", name)
+
+
+def engine_egress_removed(objects: Objects) -> None:
+    policy = _engine_policy(objects)
+    policy["spec"]["policyTypes"] = ["Ingress"]
+    policy["spec"].pop("egress")
+
+
+def engine_reaches_the_internet(objects: Objects) -> None:
+    _engine_policy(objects)["spec"]["egress"].append(
+        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}
+    )
+
+
+def engine_reaches_anywhere(objects: Objects) -> None:
+    _engine_policy(objects)["spec"]["egress"].append({"ports": [{"protocol": "TCP", "port": 443}]})
+
+
+def engine_without_dns(objects: Objects) -> None:
+    egress = _engine_policy(objects)["spec"]["egress"]
+    egress[:] = [rule for rule in egress if "namespaceSelector" not in rule["to"][0]]
+
+
 def key_of_another_engine(objects: Objects) -> None:
     engine = _engine_pod(objects)["spec"]["template"]["spec"]["containers"][0]
     key = next(e for e in engine["env"] if e["name"] == "VLLM_API_KEY")
@@ -181,7 +269,7 @@ def sockets_cut_at_60s(objects: Objects) -> None:
 
 def secret_in_manifests(objects: Objects) -> None:
     objects.append(
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "portal-secrets"}, "data": {}}
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-secrets"}, "data": {}}
     )
 
 
@@ -200,15 +288,38 @@ BREAKS: list[tuple[str, Callable[[Objects], None], str]] = [
     ("resource requests", no_requests, "gateway:gateway: no cpu request"),
     ("resource requests", engine_without_gpu, "requests no GPU"),
     ("engine nodes wired", worker_on_another_queue, "consumes the queue of someone-else"),
-    ("engine nodes wired", key_of_another_engine, "VLLM_API_KEY is not entry"),
+    ("engine nodes wired", key_of_another_engine, "VLLM_API_KEY is not ENGINE_KEY of"),
     ("ingress caps", gateway_cap_too_small, "Ingress gateway: body cap 1m"),
     ("ingress caps", upload_cap_far_above, "Ingress portal-uploads: body cap 50g"),
-    ("no secret values", secret_in_manifests, "Secret portal-secrets carries values"),
+    ("no secret values", secret_in_manifests, "Secret web-secrets carries values"),
     ("serving", web_ready_on_tcp, "web: its readiness probe is not /healthz"),
     ("serving", gateway_without_budget, "gateway: no PodDisruptionBudget covers it"),
     ("serving", no_migrations_job, "no Job runs the migrations"),
     ("serving", v1_to_web, "/v1/chat/completions: the Ingress does not send it to gateway"),
     ("serving", sockets_cut_at_60s, "/ws/fleet/metrics/: proxy-read-timeout 60 s cuts"),
+    (
+        "secrets by need",
+        engine_worker_gets_secret_key,
+        "worker: gets SECRET_KEY, which it does not",
+    ),
+    ("secrets by need", engine_worker_reads_web_secrets, "worker: reads Secret web-secrets, not"),
+    (
+        "secrets by need",
+        engine_worker_reads_web_secrets,
+        "gets EVIDENCE_SIGNING_KEY, which it does",
+    ),
+    ("secrets by need", engine_gets_the_database, "engine: gets DATABASE_URL, which it does not"),
+    ("secrets by need", beat_gets_engine_keys, "beat: gets PORTAL_ENGINE_KEYS, which it does"),
+    ("secrets by need", gateway_shares_web_secrets, "reads Secret web-secrets, not its own"),
+    ("secrets by need", no_secrets_for_web, "web:web: lacks SECRET_KEY, which it uses"),
+    ("data services policed", redis_open, "redis: no NetworkPolicy selects it"),
+    ("data services policed", migrate_reaches_redis, "redis: admits migrate, which does not use"),
+    ("data services policed", engine_kept_from_postgresql, "postgresql: keeps out engine-gpu-a"),
+    ("data services policed", postgresql_open_to_an_address_range, "admits sources beyond"),
+    ("engine egress", engine_egress_removed, "no egress NetworkPolicy"),
+    ("engine egress", engine_reaches_the_internet, 'connect to {"ipBlock": {"cidr": "0.0.0.0/0"}}'),
+    ("engine egress", engine_reaches_anywhere, "lets the pod connect anywhere"),
+    ("engine egress", engine_without_dns, "its egress keeps out dns"),
 ]
 
 
@@ -238,3 +349,59 @@ def test_production_runs_several_web_and_gateway_replicas():
 def test_every_portal_process_is_checked():
     roles = {c.role for c in containers(render("production")) if c.role}
     assert roles == {"web", "gateway", "worker", "engine-worker", "beat", "live", "migrate"}
+
+
+# --- secrets by need: the table, the examples and the entry point ---------------------------
+
+
+def test_every_key_in_the_table_is_read():
+    readable = set(settings_env_reads()) | entrypoint_env_names()
+    for proc, needs in NEEDS.items():
+        assert set(needs) - readable == set(), proc
+    # The engine worker's key reaches the settings through the entry point only.
+    assert "ENGINE_KEY" in entrypoint_env_names()
+
+
+def test_each_example_secret_lists_what_its_workload_uses():
+    used: dict[str, set[str]] = {}
+    for overlay in OVERLAYS:
+        for c in containers(render(overlay)):
+            example = secret_example(own_secret(c.workload))
+            assert example is not None, c.where()
+            used.setdefault(example, set()).update(NEEDS[process(c) or ""])
+    assert set(used) == set(examples())
+    for example, keys in used.items():
+        assert example_keys(example) == keys, example
+    assert "EVIDENCE_SIGNING_KEY" in example_keys("web")
+    engine_node = example_keys("engine-node")
+    assert not engine_node & {"SECRET_KEY", "EVIDENCE_SIGNING_KEY", "PORTAL_ENGINE_KEYS"}
+
+
+def _engine_worker(objects: Objects, engine: str):
+    return next(
+        c
+        for c in containers(objects)
+        if c.role == "engine-worker" and c.labels["lora-portal.io/engine"] == engine
+    )
+
+
+def test_the_engine_worker_starts_with_its_own_key_and_a_throwaway_secret_key():
+    objects = render("production")
+    env, problems = container_env(_engine_worker(objects, "gpu-a"), objects)
+    assert problems == []
+    assert list(json.loads(env["PORTAL_ENGINE_KEYS"])) == ["gpu-a"]
+    assert "ENGINE_KEY" not in env
+    assert len(env["SECRET_KEY"]) >= 50
+    # Made at each start, known to no other process.
+    given = tuple(sorted({**env, "ENGINE_KEY": "k" * 64}.items()))
+    again = entrypoint_run.__wrapped__("engine-worker", given)
+    assert again["SECRET_KEY"] != env["SECRET_KEY"]
+
+
+def test_the_engine_worker_refuses_to_start_without_the_chain_key():
+    objects = render("production")
+    env, _ = container_env(_engine_worker(objects, "gpu-a"), objects)
+    given = {**env, "ENGINE_KEY": "k" * 64}
+    given.pop("AUDIT_CHAIN_KEY")
+    with pytest.raises(RuntimeError, match="AUDIT_CHAIN_KEY is required"):
+        entrypoint_run.__wrapped__("engine-worker", tuple(sorted(given.items())))
