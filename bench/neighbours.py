@@ -373,13 +373,31 @@ def _answers(counts: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "-"
 
 
+def section_name(result: Result) -> str:
+    """The whole bench writes "neighbours"; a run of some phases only writes a section of its
+    own (named by them), so it never replaces the whole run's table."""
+    ran = [p.name for p in result.phases if p.via == "gateway"]
+    direct = [p.name for p in result.phases if p.via == "direct"]
+    if ran == list(PHASES) and direct == ["alone", "overtime"]:
+        return "neighbours"
+    return "neighbours-" + "-".join(ran)
+
+
 def render(result: Result, command: str, notes: list[str] | None = None) -> str:
     gateway = [p for p in result.phases if p.via == "gateway"]
     direct = [p for p in result.phases if p.via == "direct"]
     alone = next((p for p in gateway if p.name == "alone"), None)
+    name = section_name(result)
+    title = "## Noisy neighbours: tenant B while tenant A misbehaves (`make bench-neighbours`)"
+    if name != "neighbours":
+        title = (
+            "## Noisy neighbours, phases "
+            + ", ".join(p.name for p in gateway)
+            + " only (`bench.neighbours --phases`)"
+        )
     lines = [
-        "<!-- neighbours:begin -->",
-        "## Noisy neighbours: tenant B while tenant A misbehaves (`make bench-neighbours`)",
+        f"<!-- {name}:begin -->",
+        title,
         "",
         f"Run {result.started_at}; {result.machine}. Two CPU engines (tiny model, 8 sequences "
         f"each, a core each: each engine's whole process tree under `taskset`), one gateway; "
@@ -431,7 +449,7 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
             )
     for note in notes or []:
         lines += ["", note]
-    lines += ["", f"Reproduce: `{command}`", "", "<!-- neighbours:end -->"]
+    lines += ["", f"Reproduce: `{command}`", "", f"<!-- {name}:end -->"]
     return "\n".join(lines) + "\n"
 
 
@@ -453,10 +471,11 @@ def main() -> None:
     if args.render_only:
         data = json.loads((VAR / "result.json").read_text())
         phases = [PhaseResult(**p) for p in data.pop("phases")]
-        section = render(Result(**data, phases=phases), args.render_only, args.note)
+        result = Result(**data, phases=phases)
+        section = render(result, args.render_only, args.note)
         print(section)
         if args.write_docs:
-            write_section("neighbours", section)
+            write_section(section_name(result), section)
         return
     random.seed(1)
     shutil.rmtree(VAR, ignore_errors=True)
@@ -475,7 +494,7 @@ def main() -> None:
     section = render(result, command, args.note)
     print(section)
     if args.write_docs:
-        write_section("neighbours", section)
+        write_section(section_name(result), section)
 
 
 if __name__ == "__main__":
