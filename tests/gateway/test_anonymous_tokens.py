@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -29,7 +29,7 @@ def made_up() -> str:
 
 
 @pytest.fixture
-def queries(monkeypatch) -> Iterator[list[str]]:
+def queries(monkeypatch) -> list[str]:
     """Every SQL statement any thread sends while the test runs (they still run)."""
     seen: list[str] = []
     execute, executemany = CursorWrapper.execute, CursorWrapper.executemany
