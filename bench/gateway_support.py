@@ -240,10 +240,11 @@ class RawClient:
     replies; for a stream, TTFT is when the first chunk carrying text arrived.
     """
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, source: str | None = None) -> None:
         host_port = base_url.split("://", 1)[1].rstrip("/")
         host, _, port = host_port.partition(":")
         self.host, self.port = host, int(port or 80)
+        self.local_addr = (source, 0) if source else None  # the address it sends from
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -261,7 +262,9 @@ class RawClient:
             started = time.perf_counter()
             try:
                 if self.writer is None:
-                    self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+                    self.reader, self.writer = await asyncio.open_connection(
+                        self.host, self.port, local_addr=self.local_addr
+                    )
                 assert self.reader is not None
                 self.writer.write(request)
                 status, close, data, ttft = await self._response(self.reader, stream, started)

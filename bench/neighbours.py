@@ -1,7 +1,8 @@
 """Noisy neighbours (issue 19, item 8): tenant B sends steady streaming traffic through the
 gateway while tenant A, in turn, (a) floods at 10x its requests per minute, (b) holds 32 streams
 it never reads, (c) sends requests that outlive the gateway's time budget, (d) sends the largest
-requests its plan allows. B's time to first token (p50, p99) and its answers by status in each
+requests its plan allows; and (e) while anyone sends 1,000 requests/s of made-up tokens from
+another address (issue 32, item 4). B's time to first token (p50, p99) and its answers by status in each
 phase, against B alone in the same run. Goal: B's p99 within 1.25x of alone, no non-2xx for B.
 
 Two real CPU engines (tiny model), one gateway (uvicorn, portal.asgi) on a database and Redis
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -36,7 +38,7 @@ DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_neighbours"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/11"
 VAR = REPO_ROOT / "var" / "bench" / "neighbours"
 ENGINE_NAMES = ("nb-a", "nb-b")
-PHASES = ("alone", "flood", "unread", "overtime", "largest")
+PHASES = ("alone", "flood", "unread", "overtime", "largest", "anonymous")
 BUDGET_S = 3.0  # the bench gateway's GATEWAY_REQUEST_TIMEOUT_SECONDS
 WRITE_DEADLINE_S = 2.0  # its GATEWAY_WRITE_DEADLINE_SECONDS
 A_RPM = 60
@@ -50,6 +52,11 @@ A_PLAN = {
     "max_logprobs": 20,
 }
 B_BODY = {"max_tokens": 8, "temperature": 0, "stream": True}
+# The anonymous phase: made-up tokens from an address of their own (B's is 127.0.0.1), over this
+# many keep-alive connections, against the gateway's per-address limit at its production default.
+ANON_SOURCE = "127.0.0.2"
+ANON_CONNECTIONS = 32
+ADDRESS_LIMIT = {"GATEWAY_ADDRESS_RATE_PER_SECOND": "100", "GATEWAY_ADDRESS_BURST": "200"}
 PROMPT = "Tell me about tea."
 
 
@@ -71,6 +78,7 @@ class Result:
     phase_seconds: float
     b_rate: float
     phases: list[PhaseResult] = field(default_factory=list)
+    anon_rate: float = 1000.0
 
 
 # --- the traffic ---------------------------------------------------------------------------
@@ -171,7 +179,35 @@ async def a_unread(base: str, token: str, seconds: float, count: int = 32) -> Co
     return Counter({"opened": opened})
 
 
-def a_load(phase: str, targets: list[gs.Target], seconds: float) -> Any:
+async def a_anonymous(base: str, rate: float, seconds: float) -> Counter:
+    """Made-up tokens at `rate` a second from ANON_SOURCE, each connection on its own schedule
+    (a late answer delays only its connection's next request); answers by status, and the rate
+    reached."""
+    statuses: Counter = Counter()
+    body = _body("tiny-llama", max_tokens=4)
+    started = time.perf_counter()
+
+    async def connection(k: int) -> None:
+        client = gs.RawClient(base, source=ANON_SOURCE)
+        try:
+            for i in itertools.count():
+                at = (i * ANON_CONNECTIONS + k) / rate
+                if at >= seconds:
+                    return
+                await asyncio.sleep(max(0.0, started + at - time.perf_counter()))
+                token = f"lp_{secrets.token_hex(5)}_{secrets.token_urlsafe(32)}"
+                headers = {"authorization": f"Bearer {token}"}
+                request = client.request_bytes("/v1/chat/completions", headers, body)
+                statuses[str((await client.send(request, stream=False)).status)] += 1
+        finally:
+            await client.close()
+
+    await asyncio.gather(*(connection(k) for k in range(ANON_CONNECTIONS)))
+    statuses["sent/s"] = round(sum(statuses.values()) / (time.perf_counter() - started))
+    return statuses
+
+
+def a_load(phase: str, targets: list[gs.Target], seconds: float, anon_rate: float) -> Any:
     if phase == "flood":  # 10x the rate limit, small requests
         return a_requests(targets, _body("tiny-llama", max_tokens=4), A_RPM * 10 / 60, seconds)
     if phase == "unread":
@@ -195,6 +231,8 @@ def a_load(phase: str, targets: list[gs.Target], seconds: float) -> Any:
             }
         )
         return a_requests(targets, body, A_RPM / 60, seconds, chat=False)
+    if phase == "anonymous":
+        return a_anonymous(targets[0].base_url, anon_rate, seconds)
     return None
 
 
@@ -206,8 +244,9 @@ async def run_phase(
     rate: float,
     seed: int,
     via: str = "gateway",
+    anon_rate: float = 1000.0,
 ) -> PhaseResult:
-    load = a_load(phase, a, seconds)
+    load = a_load(phase, a, seconds, anon_rate)
     b_task = asyncio.create_task(steady_b(b, rate, seconds, seed))
     a_status = await load if load is not None else Counter()
     samples = await b_task
@@ -274,6 +313,7 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     extra = {
         "GATEWAY_REQUEST_TIMEOUT_SECONDS": str(BUDGET_S),
         "GATEWAY_WRITE_DEADLINE_SECONDS": str(WRITE_DEADLINE_S),
+        **ADDRESS_LIMIT,
     }
     gateway, base = gs.start_gateway(env, VAR / "gateway.log", cpus=None, extra=extra)
     procs.append(gateway)
@@ -283,6 +323,7 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         machine=gs.machine_note(started_load, list(engines.values())),
         phase_seconds=args.phase_seconds,
         b_rate=args.b_rate,
+        anon_rate=args.anon_rate,
     )
     # Warm both engines and the gateway's tables.
     a, b = via_gateway(base, tokens["a"]), via_gateway(base, tokens["b"])
@@ -298,7 +339,16 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     for i, (phase, a_targets, b_targets, via) in enumerate(runs):
         result.phases.append(
             asyncio.run(
-                run_phase(phase, a_targets, b_targets, args.phase_seconds, args.b_rate, i + 1, via)
+                run_phase(
+                    phase,
+                    a_targets,
+                    b_targets,
+                    args.phase_seconds,
+                    args.b_rate,
+                    i + 1,
+                    via,
+                    args.anon_rate,
+                )
             )
         )
         print(json.dumps(asdict(result.phases[-1])), flush=True)
@@ -323,13 +373,31 @@ def _answers(counts: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "-"
 
 
+def section_name(result: Result) -> str:
+    """The whole bench writes "neighbours"; a run of some phases only writes a section of its
+    own (named by them), so it never replaces the whole run's table."""
+    ran = [p.name for p in result.phases if p.via == "gateway"]
+    direct = [p.name for p in result.phases if p.via == "direct"]
+    if ran == list(PHASES) and direct == ["alone", "overtime"]:
+        return "neighbours"
+    return "neighbours-" + "-".join(ran)
+
+
 def render(result: Result, command: str, notes: list[str] | None = None) -> str:
     gateway = [p for p in result.phases if p.via == "gateway"]
     direct = [p for p in result.phases if p.via == "direct"]
     alone = next((p for p in gateway if p.name == "alone"), None)
+    name = section_name(result)
+    title = "## Noisy neighbours: tenant B while tenant A misbehaves (`make bench-neighbours`)"
+    if name != "neighbours":
+        title = (
+            "## Noisy neighbours, phases "
+            + ", ".join(p.name for p in gateway)
+            + " only (`bench.neighbours --phases`)"
+        )
     lines = [
-        "<!-- neighbours:begin -->",
-        "## Noisy neighbours: tenant B while tenant A misbehaves (`make bench-neighbours`)",
+        f"<!-- {name}:begin -->",
+        title,
         "",
         f"Run {result.started_at}; {result.machine}. Two CPU engines (tiny model, 8 sequences "
         f"each, a core each: each engine's whole process tree under `taskset`), one gateway; "
@@ -338,7 +406,10 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         f"requests/min, {A_PLAN['max_in_flight_requests']} in flight, n <= {A_PLAN['max_n']}, "
         f"{A_PLAN['max_prompts']} prompts, max_tokens <= {A_PLAN['max_tokens']}. Gateway budget "
         f"{BUDGET_S:g} s, write deadline {WRITE_DEADLINE_S:g} s. {result.phase_seconds:g} s per "
-        "phase.",
+        f"phase. Per-address limit {ADDRESS_LIMIT['GATEWAY_ADDRESS_RATE_PER_SECOND']}/s, bursts "
+        f"of {ADDRESS_LIMIT['GATEWAY_ADDRESS_BURST']} (the production default); B sends from "
+        f"127.0.0.1, the anonymous flood from {ANON_SOURCE} over {ANON_CONNECTIONS} keep-alive "
+        "connections (`sent/s`: the rate it reached).",
         "",
         "| phase | A does | B TTFT p50 | B TTFT p99 | p99 / alone | B answers | A answers |",
         "|---|---|---|---|---|---|---|",
@@ -349,6 +420,7 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         "unread": "32 streams it never reads",
         "overtime": "requests past the budget",
         "largest": "the largest its plan allows",
+        "anonymous": f"(anyone) {result.anon_rate:g}/s made-up tokens from {ANON_SOURCE}",
     }
     for p in gateway:
         lines.append(
@@ -377,7 +449,7 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
             )
     for note in notes or []:
         lines += ["", note]
-    lines += ["", f"Reproduce: `{command}`", "", "<!-- neighbours:end -->"]
+    lines += ["", f"Reproduce: `{command}`", "", f"<!-- {name}:end -->"]
     return "\n".join(lines) + "\n"
 
 
@@ -386,6 +458,9 @@ def main() -> None:
     parser.add_argument("--phase-seconds", type=float, default=40.0)
     parser.add_argument("--b-rate", type=float, default=2.0)
     parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument(
+        "--anon-rate", type=float, default=1000.0, help="made-up tokens a second (anonymous)"
+    )
     parser.add_argument(
         "--direct-phases",
         default="alone,overtime",
@@ -396,10 +471,11 @@ def main() -> None:
     if args.render_only:
         data = json.loads((VAR / "result.json").read_text())
         phases = [PhaseResult(**p) for p in data.pop("phases")]
-        section = render(Result(**data, phases=phases), args.render_only, args.note)
+        result = Result(**data, phases=phases)
+        section = render(result, args.render_only, args.note)
         print(section)
         if args.write_docs:
-            write_section("neighbours", section)
+            write_section(section_name(result), section)
         return
     random.seed(1)
     shutil.rmtree(VAR, ignore_errors=True)
@@ -418,7 +494,7 @@ def main() -> None:
     section = render(result, command, args.note)
     print(section)
     if args.write_docs:
-        write_section("neighbours", section)
+        write_section(section_name(result), section)
 
 
 if __name__ == "__main__":

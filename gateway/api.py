@@ -17,13 +17,14 @@ from django.db.models import Manager, QuerySet
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.pagination import BasePagination
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.views import APIView
 
 from adapters import selectors as adapter_selectors
 from adapters.models import Adapter
+from core.api.formats import FormattedActions
 from gateway import selectors
 from gateway import serializers as s
 from gateway.models import DailyUsage
@@ -82,8 +83,8 @@ USAGE_PARAMETERS = [
 ]
 
 
-class UsageMixin(GatewayNumbersViewSet):
-    """JSON or CSV of the usage rows; an error is JSON whatever the caller accepts."""
+class UsageMixin(FormattedActions, GatewayNumbersViewSet):
+    """JSON or CSV of the usage rows; any other answer is JSON whatever the caller accepts."""
 
     queryset: QuerySet[Any] | Manager[Any] | None = DailyUsage.objects.none()
     renderer_classes: Sequence[type[BaseRenderer]] = [
@@ -107,12 +108,6 @@ class UsageMixin(GatewayNumbersViewSet):
             name = f"usage-{tenant.slug if tenant else 'all'}-{day_from}-{day_to}.csv"
             response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
-
-    def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
-        if response.status_code >= 400 and hasattr(request, "accepted_renderer"):
-            request.accepted_renderer = JSONRenderer()
-            request.accepted_media_type = JSONRenderer.media_type
-        return super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
 
 
 class TenantUsageViewSet(UsageMixin, TenantScopedViewSet):

@@ -1,10 +1,11 @@
 """The OpenAI-compatible gateway: a lean ASGI app for /v1/ beside Django in the portal's router.
 
-Per request: the bearer token and the model name are resolved from in-process tables (no database
-row), limits are checked in one Redis round trip, the engine is chosen by the cache policy's
-`choose_engine` (where the version is hot, then warm, then least loaded), a cold version is loaded
-once for all its waiters (single-flight, through the fleet's controller) while other requests go
-on, and the reply passes through as it comes, measured per adapter version.
+Per request: the client address is held to its rate, then the bearer token and the model name
+are resolved from in-process tables (no database row; a made-up token costs none either), limits
+are checked in one Redis round trip, the engine is chosen by the cache policy's `choose_engine`
+(where the version is hot, then warm, then least loaded), a cold version is loaded once for all
+its waiters (single-flight, through the fleet's controller) while other requests go on, and the
+reply passes through as it comes, measured per adapter version.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from django.conf import settings
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
+from core.client_ip import address_behind_proxies
 from core.errors import ApplicationError
 from gateway import limits
+from gateway.address_limit import AddressLimit
 from gateway.background import stop_if_cancelled, stop_tasks
 from gateway.conversations import NO_TURN, turn_of
 from gateway.errors import (
@@ -32,6 +35,7 @@ from gateway.errors import (
     limits_unavailable,
     model_not_found,
     no_slot,
+    too_many,
     unauthorized,
     unavailable,
 )
@@ -55,6 +59,7 @@ from gateway.routes import (
     parse_token,
     residency_map,
 )
+from gateway.token_lookup import RoutesGeneration
 from gateway.upstream import EnginePool
 from workers.cache_policy import EngineChoice, choose_engine
 
@@ -107,6 +112,11 @@ class Gateway:
         self._rr = 0
         self.fair = FairSlots(settings.GATEWAY_FAIR_SHARED_WINDOW_SECONDS)
         self.pin_guard = PinGuardLink(self.redis)
+        self.address_limit = AddressLimit(
+            settings.GATEWAY_ADDRESS_RATE_PER_SECOND, settings.GATEWAY_ADDRESS_BURST
+        )
+        self.routes_generation = RoutesGeneration(self.redis)
+        self.table_checks = 0  # times a request took the tables' lock (tests read it)
 
     # --- tables ---------------------------------------------------------------------------
 
@@ -120,6 +130,7 @@ class Gateway:
         ):
             return self.table
         async with self._refresh:
+            self.table_checks += 1
             if (
                 not force_check
                 and not self._stale
@@ -218,6 +229,7 @@ class Gateway:
         the measurements still held, close the engine sessions and Redis connections. An event
         loop that closes with a loop still running waits for it forever (gateway.background)."""
         await stop_tasks([self._flusher, self._listener, self._leaser, self._refresher])
+        await self.routes_generation.aclose()
         try:
             await self.recorder.flush()
         except Exception:  # noqa: BLE001 - measurements are best effort, the shutdown is not
@@ -234,6 +246,7 @@ class Gateway:
         reply = ReplyState(send)
         try:
             path, method = scope["path"], scope["method"]
+            self.admit_address(scope)
             if path == "/v1/models" and method == "GET":
                 await self.models(scope, reply.send)
             elif path in PATHS and method == "POST":
@@ -250,18 +263,32 @@ class Gateway:
             log.warning("gateway: Redis unavailable", exc_info=True)
             await reply.fail(limits_unavailable())
 
+    def admit_address(self, scope: dict[str, Any]) -> None:
+        """The per-address limit, before the token is looked at (gateway.address_limit)."""
+        client = scope.get("client") or ("", 0)
+        address = address_behind_proxies(str(client[0]), header_of(scope, b"x-forwarded-for"))
+        wait = self.address_limit.retry_after(address, time.monotonic())
+        if wait:
+            raise too_many(
+                f"Too many requests from your address; retry in {wait} s.",
+                retry_after=wait,
+                code="address_rate_limited",
+            )
+
     async def caller(self, scope: dict[str, Any]) -> tuple[Caller, RouteTable]:
+        """The token's caller, refused from the tables alone when it is unknown, wrong or
+        expired: no database lookup, no wait on the tables' lock (gateway.token_lookup)."""
         header = header_of(scope, b"authorization")
         parsed = parse_token(header) if header else None
         if parsed is None:
             raise unauthorized()
-        table = await self.fresh_table()
-        found = table.callers.get(parsed[0])
-        if found is None:  # a token minted a moment ago: look again before refusing
-            table = await self.fresh_table(force_check=True)
-            found = table.callers.get(parsed[0])
-        if found is None or not found.valid(parsed[1], time.time()):
-            if found is None and await off_loop(token_lacks_inference)(*parsed):
+        prefix, secret = parsed
+        if prefix not in self.table.callers:
+            await self._look_again()
+        found = self.table.callers.get(prefix)
+        if found is None or not found.valid(secret, time.time()):
+            scoped_out = self.table.scoped_out.get(prefix)
+            if found is None and scoped_out is not None and scoped_out.valid(secret, time.time()):
                 raise GatewayError(
                     403,
                     "This token lacks the 'inference' scope.",
@@ -269,7 +296,19 @@ class Gateway:
                     err_type="permission_error",
                 )
             raise unauthorized()
+        table = await self.fresh_table()
+        found = table.callers.get(prefix)  # revoked since the tables above were read
+        if found is None or not found.valid(secret, time.time()):
+            raise unauthorized()
         return found, table
+
+    async def _look_again(self) -> None:
+        """A prefix the tables lack: re-read them only when the routes moved since (a token
+        minted a moment ago), as told by one shared Redis read taken after the request came."""
+        generation = await self.routes_generation.read_after_now()
+        if generation > self._gens[0]:
+            self._stale = True
+            await self.fresh_table()
 
     async def models(self, scope: dict[str, Any], send: Send) -> None:
         caller, table = await self.caller(scope)
@@ -742,14 +781,6 @@ class RoomWait:
         self.left -= pause
         self.pause = min(2.0, self.pause * 2)
         return True
-
-
-def token_lacks_inference(prefix: str, secret: str) -> bool:
-    """A valid token without the inference scope gets 403, not 401 (checked only on refusal)."""
-    from tenants.tokens import token_authenticate
-
-    token = token_authenticate(f"lp_{prefix}_{secret}")
-    return token is not None and "inference" not in token.scopes
 
 
 def header_of(scope: dict[str, Any], name: bytes) -> str:

@@ -11,10 +11,11 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api.formats import FormattedActions
 from gateway.api import USAGE_PARAMETERS, GatewayNumbersViewSet
 from gateway.cost import FLEET_FRACTIONS, cost_report, cost_settings, cost_settings_update
 from gateway.models import CostSettings
@@ -78,7 +79,7 @@ class CostSettingsSerializer(serializers.ModelSerializer):
         read_only_fields = ["updated_by", "updated_at"]
 
 
-class CostViewSet(GatewayNumbersViewSet, PortalViewSet):
+class CostViewSet(FormattedActions, GatewayNumbersViewSet, PortalViewSet):
     schema_model = CostSettings
     action_scopes = {"update_settings": "admin"}
     renderer_classes = [*APIView.renderer_classes, CostCsvRenderer]
@@ -118,9 +119,3 @@ class CostViewSet(GatewayNumbersViewSet, PortalViewSet):
             request_id=self.request_id,
         )
         return Response(CostSettingsSerializer(row).data)
-
-    def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
-        if response.status_code >= 400 and hasattr(request, "accepted_renderer"):
-            request.accepted_renderer = JSONRenderer()
-            request.accepted_media_type = JSONRenderer.media_type
-        return super().finalize_response(request, response, *args, **kwargs)

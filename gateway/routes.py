@@ -84,10 +84,24 @@ class Caller:
         return None
 
     def valid(self, secret: str, now: float) -> bool:
-        digest = hashlib.sha256(secret.encode()).hexdigest()
-        return hmac.compare_digest(self.secret_hash, digest) and (
-            self.expires_at is None or now < self.expires_at
-        )
+        return token_valid(self.secret_hash, self.expires_at, secret, now)
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedOutToken:
+    """An active token without the inference scope: the gateway answers it 403, not 401,
+    from its tables (no database lookup for a refused token)."""
+
+    secret_hash: str
+    expires_at: float | None
+
+    def valid(self, secret: str, now: float) -> bool:
+        return token_valid(self.secret_hash, self.expires_at, secret, now)
+
+
+def token_valid(secret_hash: str, expires_at: float | None, secret: str, now: float) -> bool:
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    return hmac.compare_digest(secret_hash, digest) and (expires_at is None or now < expires_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +124,7 @@ class RouteTable:
 
     generation: int = -1
     callers: dict[str, Caller] = field(default_factory=dict)  # by token prefix
+    scoped_out: dict[str, ScopedOutToken] = field(default_factory=dict)  # by token prefix
     # user id -> tenant id -> role, active users only (the playground's per-prompt check)
     members: dict[int, dict[int, str]] = field(default_factory=dict)
     tenants: dict[int, str] = field(default_factory=dict)  # id -> slug
@@ -181,17 +196,24 @@ def _member_roles() -> dict[int, dict[int, str]]:
     return roles
 
 
-def _callers(now: float, roles: dict[int, dict[int, str]]) -> dict[str, Caller]:
+def _callers(
+    now: float, roles: dict[int, dict[int, str]]
+) -> tuple[dict[str, Caller], dict[str, ScopedOutToken]]:
+    """The active tokens: those with the inference scope as callers, the others apart."""
     tokens = (
         ApiToken.objects.filter(revoked_at__isnull=True, user__is_active=True)
         .select_related("user")
         .only("id", "prefix", "secret_hash", "scopes", "tenant_id", "expires_at", "user")
     )
     out: dict[str, Caller] = {}
+    scoped_out: dict[str, ScopedOutToken] = {}
     for token in tokens:
-        if TokenScope.INFERENCE not in token.scopes:
-            continue
         if token.expires_at is not None and token.expires_at.timestamp() <= now:
+            continue
+        if TokenScope.INFERENCE not in token.scopes:
+            scoped_out[token.prefix] = ScopedOutToken(
+                token.secret_hash, token.expires_at.timestamp() if token.expires_at else None
+            )
             continue
         access = AccessContext.with_memberships(token.user, roles.get(token.user_id, {}), token)
         reach = {
@@ -208,7 +230,7 @@ def _callers(now: float, roles: dict[int, dict[int, str]]) -> dict[str, Caller]:
             tenant_ids=frozenset(reach),
             token_id=token.pk,
         )
-    return out
+    return out, scoped_out
 
 
 def _routes() -> dict[int, dict[str, Route]]:
@@ -313,9 +335,11 @@ def build_table(generation: int) -> RouteTable:
     residency = residency_map()
     roles = _member_roles()
     engines, down = _engines()
+    callers, scoped_out = _callers(now, roles)
     return RouteTable(
         generation=generation,
-        callers=_callers(now, roles),
+        callers=callers,
+        scoped_out=scoped_out,
         members=roles,
         tenants=tenants,
         tenant_ids={slug: tid for tid, slug in tenants.items()},

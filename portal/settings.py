@@ -305,6 +305,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_METADATA_CLASS": "core.api.metadata.ApiMetadata",
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -499,6 +500,11 @@ GATEWAY_WRITE_DEADLINE_SECONDS = env_float("GATEWAY_WRITE_DEADLINE_SECONDS", 10.
 # The gateway waits at most this long for one Redis command; when Redis is away (stalled,
 # restarting) a request is answered 503 `limits_unavailable` rather than admitted unchecked.
 GATEWAY_REDIS_TIMEOUT_SECONDS = env_float("GATEWAY_REDIS_TIMEOUT_SECONDS", 2.0)
+# Requests a second one client address may send /v1/ (bursts of GATEWAY_ADDRESS_BURST), checked
+# before its token is looked at: past it, 429 `too_many_requests_from_address` with Retry-After
+# (gateway.address_limit; per replica; the address as core.client_ip reads it). 0: no limit.
+GATEWAY_ADDRESS_RATE_PER_SECOND = env_float("GATEWAY_ADDRESS_RATE_PER_SECOND", 100.0)
+GATEWAY_ADDRESS_BURST = env_int("GATEWAY_ADDRESS_BURST", 200, minimum=1)
 # Redis connections per gateway process; a request waits (up to the timeout above) for a free
 # one rather than fail: redis-py's default pool raised "Too many connections" past 100 under a
 # 200-client burst (make bench-load).

@@ -12,6 +12,9 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")
 os.environ.setdefault("PORTAL_VAR_DIR", str(TEST_VAR))
+# Every request of the suite (and of the benches' load generators) comes from one address: the
+# gateway's per-address limit is off unless a test or bench sets it (test_anonymous_tokens).
+os.environ.setdefault("GATEWAY_ADDRESS_RATE_PER_SECOND", "0")
 # A pytest-xdist worker's own Redis database, once: the services a test starts inherit this
 # environment (and the marker), so they use the same database and do not move it again.
 if os.environ.get("PORTAL_TEST_WORKER") != WORKER:

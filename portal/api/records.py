@@ -19,6 +19,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from adapters.models import AdapterVersion
+from core.api.formats import FormattedActions
 from core.audit_models import AuditEvent
 from portal import audit_export
 from portal.evidence import version_evidence
@@ -60,7 +61,8 @@ class EvidenceKeyViewSet(PlatformViewSet):
 
 
 class _Streamed(BaseRenderer):
-    """Lets content negotiation accept ?format=csv|jsonl; the body is streamed by the view."""
+    """Lets content negotiation accept ?format=csv|jsonl; the body is streamed by the view, and
+    every other answer of the view is JSON (FormattedActions): nothing is rendered here."""
 
     charset = "utf-8"
 
@@ -76,7 +78,7 @@ class JsonLinesRenderer(_Streamed):
     media_type, format = "application/x-ndjson", "jsonl"
 
 
-class AuditExportViewSet(PortalViewSet):
+class AuditExportViewSet(FormattedActions, PortalViewSet):
     schema_model = AuditEvent
     renderer_classes = [JSONRenderer, CsvStreamRenderer, JsonLinesRenderer]
     pagination_class = None
@@ -105,9 +107,3 @@ class AuditExportViewSet(PortalViewSet):
     def perform_content_negotiation(self, request: Any, force: bool = False) -> Any:
         # An unknown ?format= is the handler's clear 400 (audit.bad_format), not DRF's bare 404.
         return super().perform_content_negotiation(request, force=True)
-
-    def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
-        if response.status_code >= 400 and hasattr(request, "accepted_renderer"):
-            request.accepted_renderer = JSONRenderer()
-            request.accepted_media_type = JSONRenderer.media_type
-        return super().finalize_response(request, response, *args, **kwargs)
