@@ -252,26 +252,6 @@ def _has_wanted(engine: Engine) -> bool:
     return wanted_residencies(engine).exists()
 
 
-def engine_probe_now(engine: Engine) -> str:
-    """Probe one engine now and record the verdict ('up' or the reason): a gateway that could
-    not reach it asks for this, so that the fleet's state (which every gateway replica follows)
-    says it is away, and says so again, with a new `last_seen_at`, as soon as it answers. An
-    engine found away is watched until it answers (workers.controller.watch_until_back)."""
-    from workers.controller import watch_until_back
-
-    async def probe() -> tuple[str, dict[str, Any] | None]:
-        error = await probe_boundary(engine)
-        if error:
-            return error, None
-        return "", await probe_capabilities(engine.url, selectors.engine_key(engine))
-
-    error, capabilities = asyncio.run(probe())
-    recorded = engine_record_probe(engine=engine, error=error, capabilities=capabilities)
-    if error and recorded.state == EngineState.DOWN:
-        watch_until_back(recorded)
-    return error or "up"
-
-
 def engines_probe_all() -> dict[str, str]:
     engines = list(Engine.objects.all())
 

@@ -11,11 +11,11 @@ import logging
 from celery import shared_task
 
 from workers import shared_state
-from workers.controller import EngineBusy, converge_engine
+from workers.controller import EngineBusy, converge_engine, engine_probe_now
 from workers.models import Engine
 from workers.reconcile import reconcile_fleet_pass, stage_version_on_engine
 from workers.schedules import apply_warmup_window  # noqa: F401 - registers the beat task here
-from workers.services import engine_probe_now, engines_probe_all
+from workers.services import engines_probe_all
 
 log = logging.getLogger(__name__)
 
