@@ -631,6 +631,7 @@ def engine_row(name: str, proc: EngineProcess, base: Any) -> Any:
         max_cpu_loras=config.max_cpu_loras or config.max_loras,
         max_lora_rank=config.max_lora_rank,
         max_num_seqs=config.max_num_seqs,
+        max_model_len=config.max_model_len,
         adapter_root=str(Path(config.adapter_root or "").resolve()),
         has_plugin=True,
         state=EngineState.UP,

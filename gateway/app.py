@@ -46,7 +46,7 @@ from gateway.offloop import off_loop
 from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
 from gateway.replicas import ReplicaLease
-from gateway.request_schema import Checked, check_request
+from gateway.request_schema import Checked, check_request, forwarded_max_tokens
 from gateway.routes import (
     Caller,
     EngineInfo,
@@ -97,7 +97,12 @@ class Gateway:
         self.scripts = limits.Scripts(self.redis)
         self.lease = ReplicaLease(self.redis, self.scripts)
         self.engines = EnginePool()
-        self.failed_until: dict[str, float] = {}
+        # Engines this replica could not reach: name -> (until, when, as a Unix time). The mark
+        # keeps requests off the engine until the fleet has seen it answer since (the tables'
+        # EngineInfo.seen_at), or GATEWAY_ENGINE_COOLDOWN_SECONDS pass: the fleet's state is the
+        # one that says when an engine is usable again (engine_usable).
+        self.failed: dict[str, tuple[float, float]] = {}
+        self._probes: set[asyncio.Task[None]] = set()
         self.loading: dict[tuple[str, str], asyncio.Future[float]] = {}
         self.exchanges: dict[str, set[Exchange]] = {}  # engine -> requests waiting on it
         self._gens = (-1, -1)
@@ -228,7 +233,9 @@ class Gateway:
         """A replica's orderly end (and each test's own gateway): stop the background loops, send
         the measurements still held, close the engine sessions and Redis connections. An event
         loop that closes with a loop still running waits for it forever (gateway.background)."""
-        await stop_tasks([self._flusher, self._listener, self._leaser, self._refresher])
+        await stop_tasks(
+            [self._flusher, self._listener, self._leaser, self._refresher, *self._probes]
+        )
         await self.routes_generation.aclose()
         try:
             await self.recorder.flush()
@@ -451,7 +458,7 @@ class Gateway:
                         "gateway: no engine for %s: %s; cooling down: %s",
                         payload.get("model"),
                         left_out or "none tried",
-                        sorted(n for n, t in self.failed_until.items() if t > time.monotonic()),
+                        sorted(n for n, (t, _) in self.failed.items() if t > time.monotonic()),
                     )
                 raise load_error or unavailable(
                     "No engine can serve this model right now; try again shortly."
@@ -473,6 +480,9 @@ class Gateway:
                     continue
                 where = "cold"
             payload["model"] = target.served_name if target else engine.served_model_name
+            max_tokens = forwarded_max_tokens(checked, engine.max_model_len)
+            if max_tokens is not None:
+                payload["max_tokens"] = max_tokens
             # Queued requests count in flight for the controller too: no eviction under them.
             await admission.admit(
                 engine.name,
@@ -539,7 +549,7 @@ class Gateway:
             for e in table.engines
             if e.base_model_id == base
             and e.name not in tried
-            and self.failed_until.get(e.name, 0) <= now
+            and self.engine_usable(e, now)
             and e.pool == pool
             and (target is None or e.max_lora_rank >= target.rank)
         ]
@@ -703,9 +713,22 @@ class Gateway:
             others_rate=self.fair.others_rate(engine.name, tenant_id),
         )
 
+    def engine_usable(self, engine: EngineInfo, now: float) -> bool:
+        """Not marked by this replica, or the fleet has seen the engine answer since the mark
+        (an engine restarted and brought back takes requests at once), or the mark lapsed."""
+        mark = self.failed.get(engine.name)
+        return mark is None or now >= mark[0] or engine.seen_at > mark[1]
+
     def mark_failed(self, engine: EngineInfo) -> None:
-        """Send nothing more to this engine for a while; the prober decides its state."""
-        self.failed_until[engine.name] = time.monotonic() + settings.GATEWAY_ENGINE_COOLDOWN_SECONDS
+        """Send nothing more to this engine until the fleet has seen it answer again (or for
+        GATEWAY_ENGINE_COOLDOWN_SECONDS), and ask the fleet to probe it now: the fleet decides
+        its state, for every replica, and says when it is back (gateway.invalidation)."""
+        now = time.monotonic()
+        if self.engine_usable(engine, now):  # a new mark: one probe asked per mark
+            task = asyncio.create_task(ask_for_probe(engine.name))
+            self._probes.add(task)
+            task.add_done_callback(self._probes.discard)
+        self.failed[engine.name] = (now + settings.GATEWAY_ENGINE_COOLDOWN_SECONDS, time.time())
 
 
 class ReplyState:
@@ -743,6 +766,25 @@ def resident_counts(residency: dict[str, dict[str, str]]) -> dict[str, int]:
         for engine in held:
             counts[engine] = counts.get(engine, 0) + 1
     return counts
+
+
+async def ask_for_probe(engine_name: str) -> None:
+    """The fleet probes an engine this replica could not reach (workers.desired.enqueue_probe);
+    best effort: without it the mark lapses after its cooldown."""
+    try:
+        await off_loop(_enqueue_probe)(engine_name)
+    except Exception:  # noqa: BLE001 - the prober's own period still runs
+        stop_if_cancelled()
+        log.warning("gateway: could not ask for a probe of %s", engine_name, exc_info=True)
+
+
+def _enqueue_probe(engine_name: str) -> None:
+    from workers.desired import enqueue_probe
+    from workers.models import Engine
+
+    engine = Engine.objects.filter(name=engine_name).first()
+    if engine is not None:
+        enqueue_probe(engine)
 
 
 def load_on_engine(version_id: int, engine_name: str, record_demand: bool = True) -> Any:

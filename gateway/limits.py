@@ -248,10 +248,15 @@ class Scripts:
         self.leave = self.link.script(_LEAVE)
         self.pending: list[tuple[list[str], list[str | int]]] = []
 
-    async def give_back(self, keys: list[str], args: list[str | int]) -> None:
+    async def give_back(
+        self, keys: list[str], args: list[str | int], *, redis_answers: bool = True
+    ) -> None:
         """Release counts (`keys` end with the request's ledger key); when Redis cannot take
-        it now, keep it for the next flush."""
+        it now (or, `redis_answers` False, did not answer this request in time already), keep it
+        for the next flush."""
         try:
+            if not redis_answers:
+                raise RedisError("Redis did not answer this request in time")
             await self.leave(keys=keys, args=args)
         except RedisError:
             self.pending.append((keys, args))
@@ -305,6 +310,10 @@ class Admission:
         self.engine: str | None = None  # in flight on this engine
         self.ledger = f"{scripts.ledger}#{uuid.uuid4().hex[:16]}"  # this request's entries
         self.unsure: str | None = None  # an admission whose answer Redis lost (its engine or "")
+        # Redis did not answer one of this request's commands in time: a stall costs a request
+        # one timeout, so its release is not sent now but kept for the replica's next lease beat
+        # (gateway.replicas), and the caller has its 503 at once.
+        self.stalled = False
 
     async def admit(
         self,
@@ -341,15 +350,28 @@ class Admission:
             pinned_key(engine or ""),
             self.ledger,  # last: _LEDGER_ENTER finds it there
         ]
+        try:
+            await self._enter(keys, argv, engine, on_engine, held, now)
+        except RedisError:
+            # Redis may have run it and lost only the answer: the release gives back whatever
+            # the ledger shows this request holds (nothing, if it did not run).
+            self.unsure = engine if on_engine else ""
+            self.stalled = True
+            raise
+
+    async def _enter(
+        self,
+        keys: list[str],
+        argv: list[str | int],
+        engine: str | None,
+        on_engine: bool,
+        held: Held | None,
+        now: float,
+    ) -> None:
+        target = self.target
         waited, noted_at = 0.0, -HELD_NOTE_S
         while True:
-            try:
-                status, count = await self.scripts.enter(keys=keys, args=argv)
-            except RedisError:
-                # Redis may have run it and lost only the answer: the release gives back
-                # whatever the ledger shows this request holds (nothing, if it did not run).
-                self.unsure = engine if on_engine else ""
-                raise
+            status, count = await self.scripts.enter(keys=keys, args=argv)
             if status == 1:
                 raise too_many(
                     f"Rate limit reached: {self.rpm_limit} requests per minute for this tenant.",
@@ -406,6 +428,7 @@ class Admission:
                     self.ledger,
                 ],
                 [0, 0, self.target.served_name],
+                redis_answers=not self.stalled,
             )
         self.engine = None
 
@@ -429,6 +452,7 @@ class Admission:
                     self.weight if counted and target is not None else 0,
                     target.served_name if on_engine and target is not None else "",
                 ],
+                redis_answers=not self.stalled,
             )
         self.counted = False
         self.engine = None

@@ -127,6 +127,9 @@ class Checked:
     stream: bool
     wants_usage: bool
     weight: int  # sequences the engine will run: prompts x max(n, best_of)
+    # The plan's cap on generated tokens when the caller named none (absent or null): the
+    # gateway sends it, or the engine would generate up to its context length.
+    default_max_tokens: int | None = None
 
 
 def check_request(kind: str, payload: dict[str, Any], plan: Plan) -> Checked:
@@ -154,11 +157,23 @@ def check_request(kind: str, payload: dict[str, Any], plan: Plan) -> Checked:
             size = len(orjson.dumps(value))
             _bound(name, size, plan.max_structured_output_bytes, "bytes of structured output")
     options = request.stream_options
+    named = (request.max_tokens, getattr(request, "max_completion_tokens", None))
     return Checked(
         stream=bool(request.stream),
         wants_usage=bool(options and options.include_usage),
         weight=prompts * sequences,
+        default_max_tokens=limit_tokens if all(n is None for n in named) else None,
     )
+
+
+def forwarded_max_tokens(checked: Checked, context_len: int) -> int | None:
+    """The `max_tokens` the gateway sends one engine for a request that named none: the plan's
+    cap, within the engine's context length when known (vLLM refuses more than that); None when
+    the caller named its own."""
+    cap = checked.default_max_tokens
+    if cap is None or context_len <= 0:
+        return cap
+    return min(cap, context_len)
 
 
 def _prompt_count(request: _Sampling) -> int:
@@ -171,22 +186,30 @@ def _prompt_count(request: _Sampling) -> int:
 
 
 def _prompt_bytes(request: _Sampling) -> int:
-    """The prompt's size (text as UTF-8, token ids at 4 bytes), without serialising it again."""
+    """What the request puts before the model, in bytes, without serialising it again: every
+    string of the prompt and `suffix`, or of the messages (content and its parts, tool call
+    arguments, names) as UTF-8, token ids at 4 bytes; tool and function definitions (and a
+    forced choice of one) at their JSON size, since the chat template renders them whole."""
     if isinstance(request, CompletionRequest):
-        parts: list[Any] = [request.prompt]
+        parts: list[Any] = [request.prompt, request.suffix]
+        definitions: list[Any] = []
     else:
-        parts = [m.get("content") for m in request.messages]  # type: ignore[attr-defined]
-    size = 0
+        chat: Any = request
+        parts = list(chat.messages)
+        definitions = [chat.tools, chat.functions, chat.tool_choice, chat.function_call]
+    size = sum(len(orjson.dumps(d)) for d in definitions if d is not None)
     while parts:
         part = parts.pop()
         if isinstance(part, str):
             size += len(part.encode())
+        elif isinstance(part, bool) or part is None:
+            continue
         elif isinstance(part, int):
             size += 4
         elif isinstance(part, list):
             parts.extend(part)
         elif isinstance(part, dict):
-            parts.extend(v for k, v in part.items() if k in ("text", "content"))
+            parts.extend(part.values())
     return size
 
 

@@ -116,6 +116,10 @@ class EngineInfo:
     max_loras: int
     max_cpu_loras: int
     capacity: int
+    max_model_len: int = 0  # its context length as the prober saw it (0: not seen yet)
+    # When the fleet last saw it answer (the prober, or the controller bringing it back), as a
+    # Unix time: a gateway's own mark on an engine (a failed connection) holds only until then.
+    seen_at: float = 0.0
 
 
 @dataclass
@@ -285,6 +289,8 @@ def _engines() -> tuple[tuple[EngineInfo, ...], frozenset[str]]:
                 max_loras=e.max_loras,
                 max_cpu_loras=e.max_cpu_loras,
                 capacity=e.max_num_seqs,
+                max_model_len=e.max_model_len,
+                seen_at=e.last_seen_at.timestamp() if e.last_seen_at else 0.0,
             )
         )
     return tuple(up), frozenset(down)

@@ -15,7 +15,9 @@ closed as before), EVALSHA with one EVAL when the server does not know the scrip
 did not run), the client's own address, database, credentials, TLS, name and pool size.
 Never retried: a script that may have run is not sent twice (the admission's ledger covers an
 answer that was lost). A connection whose round trip timed out, was cancelled or broke is
-closed, never reused, so a late answer cannot reach another call.
+closed, never reused, so a late answer cannot reach another call. One deadline bounds a whole
+call: the wait for a free connection, connecting, the handshake and the round trips (a NOSCRIPT
+answer's EVAL included), so a stalled Redis costs a caller one timeout, not one per step.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 DEFAULT_TIMEOUT_S = 2.0  # a client built without a socket timeout still never waits forever
+
+
+def _left(deadline: float) -> float:
+    """Seconds until `deadline` (the loop's time); a RedisTimeoutError once it has passed."""
+    left = deadline - asyncio.get_running_loop().time()
+    if left <= 0:
+        raise RedisTimeoutError("Redis did not answer in time.")
+    return left
 
 
 def _pack(parts: Sequence[str | int]) -> bytes:
@@ -107,8 +117,10 @@ class Script:
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - Redis's script id
 
-    async def __call__(self, *, keys: Sequence[str], args: Sequence[str | int]) -> Any:
-        return await self.link.run(self, keys, args)
+    async def __call__(
+        self, *, keys: Sequence[str], args: Sequence[str | int], deadline: float | None = None
+    ) -> Any:
+        return await self.link.run(self, keys, args, deadline)
 
 
 class ScriptLink:
@@ -156,20 +168,43 @@ class ScriptLink:
     def script(self, source: str) -> Script:
         return Script(self, source)
 
-    async def run(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
-        reply = await self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+    def deadline(self) -> float:
+        """The event loop's time by which a call starting now must be answered."""
+        return asyncio.get_running_loop().time() + self.timeout
+
+    async def run(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int],
+        deadline: float | None = None,
+    ) -> Any:
+        """Run `script`, answered by `deadline` (the loop's time; default: one timeout)."""
+        deadline = self.deadline() if deadline is None else deadline
+        reply = await self.execute(
+            "EVALSHA", script.sha, len(keys), *keys, *args, deadline=deadline
+        )
         if isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT"):
-            reply = await self.execute("EVAL", script.source, len(keys), *keys, *args)
+            reply = await self.execute(
+                "EVAL", script.source, len(keys), *keys, *args, deadline=deadline
+            )
         if isinstance(reply, ResponseError):
             raise reply
         return reply
 
-    async def execute(self, *parts: str | int) -> Any:
-        """One command on a pooled connection; its reply (a ResponseError returned as is)."""
-        conn = self._take() or await self._connection()
+    async def execute(self, *parts: str | int, deadline: float | None = None) -> Any:
+        """One command on a pooled connection, answered by `deadline` (the loop's time; default:
+        one timeout from now); its reply (a ResponseError returned as is)."""
+        deadline = self.deadline() if deadline is None else deadline
+        conn = self._take() or await self._connection(deadline)
+        try:
+            left = _left(deadline)
+        except RedisTimeoutError:
+            self._give(conn, True)  # nothing was sent on it
+            raise
         reusable = False
         try:
-            reply = await conn.ask(_pack(parts), self.timeout)
+            reply = await conn.ask(_pack(parts), left)
             reusable = True
             return reply
         finally:
@@ -197,12 +232,12 @@ class ScriptLink:
             self._open -= 1
         return None
 
-    async def _connection(self) -> _Connection:
+    async def _connection(self, deadline: float) -> _Connection:
         if self._open >= self.max_connections:
             waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
-                async with asyncio.timeout(self.timeout):
+                async with asyncio.timeout_at(deadline):
                     handed = await waiter
             except BaseException as err:
                 if waiter.done() and not waiter.cancelled():  # handed over as this caller left
@@ -219,17 +254,18 @@ class ScriptLink:
             # A connection was closed: its place is this caller's.
         self._open += 1
         try:
-            return await self._connect()
+            return await self._connect(deadline)
         except BaseException:
             self._open -= 1
             self._wake(None)
             raise
 
-    async def _connect(self) -> _Connection:
+    async def _connect(self, deadline: float) -> _Connection:
         loop = asyncio.get_running_loop()
         where = self._path or f"{self._host}:{self._port}"
+        deadline = min(deadline, loop.time() + self.connect_timeout)
         try:
-            async with asyncio.timeout(self.connect_timeout):
+            async with asyncio.timeout_at(deadline):
                 if self._path:
                     _, conn = await loop.create_unix_connection(_Connection, self._path)
                 else:
@@ -240,7 +276,7 @@ class ScriptLink:
             raise RedisConnectionError(f"Error connecting to Redis at {where}: {err!r}") from err
         try:
             for command in self._hello:
-                reply = await conn.ask(command, self.connect_timeout)
+                reply = await conn.ask(command, _left(deadline))
                 if isinstance(reply, ResponseError):
                     raise reply
         except BaseException:

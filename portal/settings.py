@@ -478,7 +478,8 @@ FLEET_THRASH_WINDOW_SECONDS = env_int("FLEET_THRASH_WINDOW_SECONDS", 300, minimu
 # the longest they trust them without one (0: check the Redis counters on every request).
 GATEWAY_REFRESH_SECONDS = env_float("GATEWAY_REFRESH_SECONDS", 5.0)
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)
-# An engine that failed a request gets no traffic from this replica for this long.
+# An engine that failed a request gets no traffic from this replica until the fleet has seen it
+# answer again (the replica asks for a probe at once), at most this long.
 GATEWAY_ENGINE_COOLDOWN_SECONDS = env_float("GATEWAY_ENGINE_COOLDOWN_SECONDS", 10.0)
 # A request whose load every engine refused for room (every slot serving requests) waits up to
 # this long for a slot, asking again in growing rounds, before its 503 engine_busy.

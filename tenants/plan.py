@@ -11,10 +11,12 @@ REQUEST_BOUNDS = {
     "max_in_flight_requests": "requests of this tenant in flight at once, across every replica",
     "max_n": "n and best_of: sequences one request may run",
     "max_prompts": "prompts in one /v1/completions request",
-    "max_tokens": "max_tokens / max_completion_tokens (and min_tokens) of one request",
+    "max_tokens": "max_tokens / max_completion_tokens (and min_tokens) of one request; the cap "
+    "sent for a request that names none",
     "max_logprobs": "logprobs / top_logprobs of one request",
     "max_prompt_logprobs": "prompt_logprobs of one request",
-    "max_prompt_bytes": "bytes of prompt text (prompt or messages) in one request",
+    "max_prompt_bytes": "bytes of prompt in one request: prompt and suffix, or every string of "
+    "the messages plus tools and functions",
     "max_structured_output_bytes": "bytes of a structured-output schema, grammar or regex",
 }
 

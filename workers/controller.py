@@ -42,7 +42,7 @@ from workers.engine_view import (
 )
 from workers.models import AlarmKind, Engine, EngineState, FleetAction, Residency, ResidencyState
 from workers.node_copies import quarantine_version_copy, stage_version_files
-from workers.selectors import holdable, pool_cache_slots
+from workers.selectors import engine_key, holdable, pool_cache_slots
 from workers.staging import NodeCopyInvalid
 from workers.vllm_client import EngineError, file_error_code
 
@@ -101,6 +101,26 @@ def watch_until_back(engine: Engine) -> None:
     every = settings.FLEET_DOWN_PROBE_SECONDS
     if every > 0 and shared_state.watch_claim(engine.name, every_s=every):
         enqueue_converge(engine, countdown=every)
+
+
+def engine_probe_now(engine: Engine) -> str:
+    """Probe one engine now and record the verdict ('up' or the reason): a gateway that could
+    not reach it asks for this, so that the fleet's state (which every gateway replica follows)
+    says it is away, and says so again, with a new `last_seen_at`, as soon as it answers. An
+    engine found away is watched until it answers (watch_until_back)."""
+    from workers.services import engine_record_probe, probe_boundary, probe_capabilities
+
+    async def probe() -> tuple[str, dict[str, Any] | None]:
+        error = await probe_boundary(engine)
+        if error:
+            return error, None
+        return "", await probe_capabilities(engine.url, engine_key(engine))
+
+    error, capabilities = asyncio.run(probe())
+    recorded = engine_record_probe(engine=engine, error=error, capabilities=capabilities)
+    if error and recorded.state == EngineState.DOWN:
+        watch_until_back(recorded)
+    return error or "up"
 
 
 def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:

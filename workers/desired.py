@@ -44,6 +44,12 @@ def enqueue_converge(
     )
 
 
+def enqueue_probe(engine: Engine) -> None:
+    """A probe of this engine now, on the shared queue, once the current transaction commits."""
+    probe_engine_task = task_named("workers.tasks.probe_engine_task")
+    transaction.on_commit(lambda: probe_engine_task.apply_async(kwargs={"engine_id": engine.pk}))
+
+
 def enqueue_stage(engine: Engine, version: AdapterVersion) -> None:
     stage_version_task = task_named("workers.tasks.stage_version_task")
     transaction.on_commit(

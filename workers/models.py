@@ -40,6 +40,12 @@ class Engine(models.Model):
     # Whether the plugin can see which adapters sit in GPU slots; if not, the hot tier is
     # inferred from recency (workers.engine_view.infer_gpu).
     gpu_observed = models.BooleanField(default=False)
+    max_model_len = models.PositiveIntegerField(
+        default=0,
+        help_text="The engine's context length (vLLM --max-model-len) as its /v1/models reports "
+        "it to the prober; 0 until seen. The gateway caps a request that names no max_tokens at "
+        "the tenant plan's max_tokens, within this.",
+    )
     required = models.BooleanField(
         default=True, help_text="Whether /healthz is degraded when this engine is down"
     )

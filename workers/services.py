@@ -33,8 +33,9 @@ async def probe_engine(url: str, engine_key: str | None = None) -> str:
         await client.aclose()
 
 
-async def probe_capabilities(url: str, engine_key: str | None = None) -> dict[str, bool] | None:
-    """Whether the portal plugin answers (and sees GPU slots); None when it cannot be told."""
+async def probe_capabilities(url: str, engine_key: str | None = None) -> dict[str, Any] | None:
+    """Whether the portal plugin answers (and sees GPU slots), and the engine's context length
+    (`max_model_len`, when its /v1/models says); None when it cannot be told."""
     client = VLLMClient(
         url,
         timeout=settings.HEALTHZ_ENGINE_TIMEOUT,
@@ -42,12 +43,24 @@ async def probe_capabilities(url: str, engine_key: str | None = None) -> dict[st
         allow_plaintext_key=settings.ENGINE_ALLOW_PLAINTEXT_KEY,
     )
     try:
-        report = await client.residency()
-        return {"has_plugin": True, "gpu_observed": bool(report.get("gpu_observed"))}
-    except EngineError as exc:
-        if exc.status == 404:  # a stock vLLM: no /portal/ routes
-            return {"has_plugin": False, "gpu_observed": False}
-        return None
+        try:
+            report = await client.residency()
+            found: dict[str, Any] = {
+                "has_plugin": True,
+                "gpu_observed": bool(report.get("gpu_observed")),
+            }
+        except EngineError as exc:
+            if exc.status != 404:
+                return None
+            found = {"has_plugin": False, "gpu_observed": False}  # a stock vLLM: no /portal/
+        try:
+            cards = await client.list_models()
+        except EngineError:
+            return found
+        context = cards[0].get("max_model_len") if cards else None
+        if isinstance(context, int) and context > 0:
+            found["max_model_len"] = context
+        return found
     finally:
         await client.aclose()
 
@@ -164,7 +177,7 @@ async def probe_boundary(engine: Engine) -> str:
 
 
 def engine_record_probe(
-    *, engine: Engine, error: str, capabilities: dict[str, bool] | None = None
+    *, engine: Engine, error: str, capabilities: dict[str, Any] | None = None
 ) -> Engine:
     """Move an engine between up and down from one probe; draining stays draining (operator's call)."""
     with transaction.atomic():
@@ -186,7 +199,14 @@ def engine_record_probe(
                 # hold is up at once.
                 locked.state = EngineState.WARMING if _has_wanted(locked) else EngineState.UP
         locked.save(
-            update_fields=["state", "last_seen_at", "last_error", "has_plugin", "gpu_observed"]
+            update_fields=[
+                "state",
+                "last_seen_at",
+                "last_error",
+                "has_plugin",
+                "gpu_observed",
+                "max_model_len",
+            ]
         )
         _record_uptime(locked, answered=not error, now=now)
         if locked.state == EngineState.WARMING:
@@ -235,13 +255,13 @@ def _has_wanted(engine: Engine) -> bool:
 def engines_probe_all() -> dict[str, str]:
     engines = list(Engine.objects.all())
 
-    async def probe_one(engine: Engine) -> tuple[str, dict[str, bool] | None]:
+    async def probe_one(engine: Engine) -> tuple[str, dict[str, Any] | None]:
         error = await probe_boundary(engine)
         if error:
             return error, None
         return "", await probe_capabilities(engine.url, selectors.engine_key(engine))
 
-    async def probe_all() -> list[tuple[str, dict[str, bool] | None]]:
+    async def probe_all() -> list[tuple[str, dict[str, Any] | None]]:
         return list(await asyncio.gather(*(probe_one(engine) for engine in engines)))
 
     results = asyncio.run(probe_all()) if engines else []

@@ -11,7 +11,7 @@ import logging
 from celery import shared_task
 
 from workers import shared_state
-from workers.controller import EngineBusy, converge_engine
+from workers.controller import EngineBusy, converge_engine, engine_probe_now
 from workers.models import Engine
 from workers.reconcile import reconcile_fleet_pass, stage_version_on_engine
 from workers.schedules import apply_warmup_window  # noqa: F401 - registers the beat task here
@@ -24,6 +24,15 @@ log = logging.getLogger(__name__)
 def probe_engines() -> dict[str, str]:
     """Beat entry: mark engines up or down from their health route."""
     return engines_probe_all()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def probe_engine_task(engine_id: int) -> str | None:
+    """One engine probed now (a gateway could not reach it): its state, for every replica."""
+    engine = Engine.objects.filter(pk=engine_id).first()
+    if engine is None:
+        return None
+    return engine_probe_now(engine)
 
 
 @shared_task(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,17 @@ class OwnRedis:
     def pause(self, ms: int) -> None:
         """Every client's commands wait ms (the server takes connections and reads nothing)."""
         self.client().execute_command("CLIENT", "PAUSE", str(ms), "ALL")
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The server process stopped (SIGSTOP) for the block: the kernel still completes TCP
+        handshakes, but nothing is read or answered, on old connections or new ones."""
+        assert self.proc is not None, "the server is not running"
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(self.proc.pid, signal.SIGCONT)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -106,3 +106,62 @@ def test_the_gateway_fails_closed_with_json_while_redis_is_away_and_heals(world,
         test="tests/faults/test_gateway_redis.py::"
         "test_the_gateway_fails_closed_with_json_while_redis_is_away_and_heals",
     ).write()
+
+
+STALL_TIMEOUT_S = 1.5  # the gateway's GATEWAY_REDIS_TIMEOUT_SECONDS in the stall test
+# What may pass the setting: HTTP on loopback and the gateway's own work, far below another
+# whole timeout (a second Redis command waited out in turn took the answer to twice the setting).
+STALL_MARGIN_S = 0.75
+
+
+def subscribed(server: OwnRedis) -> bool:
+    """The gateway's change subscription is live (its tables are then trusted without a read)."""
+    clients = server.client().client_list()
+    return any(c.get("name", "").startswith("lp-gateway-") and c.get("sub") == "1" for c in clients)
+
+
+def test_a_redis_stall_costs_a_request_one_timeout_not_one_per_command(world, own_redis):
+    """Redis stopped (SIGSTOP: connections and new handshakes are taken, nothing answered): a
+    chat is answered 503 `limits_unavailable` within GATEWAY_REDIS_TIMEOUT_SECONDS. Before, the
+    admission's script waited one timeout and its release another (4.0 s with the 2 s setting).
+    The engine row leads nowhere: the request never gets past its admission."""
+    from bench.upload_support import free_port
+    from workers.models import Engine, EngineState
+
+    Engine.objects.create(
+        name="stall-engine",
+        base_model=world.base,
+        url=f"http://127.0.0.1:{free_port()}",
+        served_model_name=world.base.name,
+        adapter_root="/nonexistent",
+        state=EngineState.UP,
+    )
+    token = token_issue(
+        access=AccessContext.for_user(world.users["alice"]),
+        scopes=["inference"],
+        tenant=world.acme,
+    ).plaintext
+    server = start_portal(
+        "gateway-redis-stall",
+        REDIS_URL=own_redis.url,
+        GATEWAY_REDIS_TIMEOUT_SECONDS=str(STALL_TIMEOUT_S),
+        # Tables trusted while the change subscription is live: the request's Redis work is
+        # its admission (the script, then the release), not a freshness read.
+        GATEWAY_REFRESH_SECONDS="3600",
+    )
+    headers = {"authorization": f"Bearer {token}"}
+    body = {"model": world.base.name, "messages": [{"role": "user", "content": "hi"}]}
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            assert client.get("/v1/models", headers=headers).status_code == 200
+            wait_until(lambda: subscribed(own_redis), timeout=30, what="the gateway subscribed")
+            # Read once more: the subscription's confirmation marks the tables stale.
+            assert client.get("/v1/models", headers=headers).status_code == 200
+            with own_redis.frozen():
+                answer = CallerLog().call(
+                    client, "POST", "/v1/chat/completions", json=body, headers=headers
+                )
+    finally:
+        server.stop()
+    assert (answer.status, answer.code) == (503, "limits_unavailable")
+    assert answer.seconds < STALL_TIMEOUT_S + STALL_MARGIN_S, answer

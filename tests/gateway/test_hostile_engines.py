@@ -245,3 +245,100 @@ def test_the_first_request_after_an_engine_restart_succeeds(one_engine, replicas
     for base in replicas:
         reply = chat(base, alice, {"model": "tiny-llama", "max_tokens": 2})
         assert reply.status_code == 200, reply.text
+
+
+def test_a_request_naming_no_max_tokens_generates_at_most_the_plans_cap(one_engine, replicas):
+    """Absent or null, `max_tokens` (and chat's `max_completion_tokens`) means the plan's cap:
+    with `ignore_eos` the engine would otherwise generate up to its context length."""
+    world = one_engine.world
+    _save(world.acme, max_tokens=5, quota_requests_per_minute=100_000)
+    alice = token(world, "alice", world.acme)
+    endless = {"model": "tiny-llama", "ignore_eos": True}
+    asks = [
+        (chat, endless),
+        (chat, {**endless, "max_tokens": None}),
+        (chat, {**endless, "max_completion_tokens": None}),
+        (complete, {**endless, "prompt": "tea"}),
+        (complete, {**endless, "prompt": "tea", "max_tokens": None}),
+    ]
+    for send, body in asks:
+        reply = send(replicas[0], alice, body)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["usage"]["completion_tokens"] == 5, body
+
+
+def test_a_huge_tool_definition_is_refused_by_the_prompt_size_limit(one_engine, replicas):
+    """The prompt-size bound counts what the model is given besides message text."""
+    world = one_engine.world
+    _save(world.acme, max_prompt_bytes=2000, quota_requests_per_minute=100_000)
+    alice = token(world, "alice", world.acme)
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "tea " * 1000,
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+    reply = chat(replicas[0], alice, {"model": "tiny-llama", "max_tokens": 2, "tools": [tool]})
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert (error["code"], error["param"]) == ("over_plan_limit", "prompt")
+    assert chat(replicas[0], alice, {"model": "tiny-llama", "max_tokens": 2}).status_code == 200
+
+
+def _served_again(engine, version, since) -> bool:
+    """The fleet shows the engine up and the version resident on it, observed since `since`."""
+    from workers.models import Engine, EngineState, Residency, ResidencyState
+
+    row = Residency.objects.filter(engine=engine, version=version).first()
+    return (
+        Engine.objects.get(pk=engine.pk).state == EngineState.UP
+        and row is not None
+        and row.observed_state
+        in (ResidencyState.RESIDENT_GPU, ResidencyState.RESIDENT_CPU, ResidencyState.PINNED)
+        and row.observed_at is not None
+        and row.observed_at >= since
+    )
+
+
+def test_the_first_request_once_the_fleet_shows_a_restarted_engine_is_served(
+    worker_fleet, tmp_path, engine_control, celery_beat_process, celery_worker_process
+):
+    """As a new user tries it with the official client: the engine is restarted (the user's
+    chat meanwhile fails), the fleet brings the version back unasked, and the next chat, sent
+    the moment the fleet shows it, is answered. The gateway's own mark on the engine (its chat
+    could not connect) holds only until the fleet has seen the engine answer again. The gateway
+    here keeps a mark longer than any restart, so only the fleet's word can lift it."""
+    import openai
+    from django.utils import timezone
+
+    from tests.fixtures.gateway import running_gateway
+    from tests.workers.fleet import servable_version
+
+    world = worker_fleet.world
+    worker_fleet.b.state = "draining"  # engine A alone serves (the prober leaves B alone)
+    worker_fleet.b.save()
+    version = servable_version(world.support, tmp_path, seed=451)
+    set_desired(version=version, engine=worker_fleet.a, state="registered", reason="t")
+    converge_engine(worker_fleet.a)
+    alice = token(world, "alice", world.acme)
+    env = {"GATEWAY_REFRESH_SECONDS": "0", "GATEWAY_ENGINE_COOLDOWN_SECONDS": "3600"}
+    with running_gateway(celery_worker_process["queue"], **env) as base:
+        client = openai.OpenAI(base_url=base + "/v1", api_key=alice)  # its own retries
+        once = client.with_options(max_retries=0)
+
+        def ask(on: openai.OpenAI) -> str:
+            reply = on.chat.completions.create(
+                model="support", messages=[{"role": "user", "content": "tea"}], max_tokens=2
+            )
+            return reply.model
+
+        assert ask(client) == version.served_name
+        engine_control.stop(worker_fleet.handle_a)
+        with pytest.raises(openai.APIStatusError):  # the engine is away: no answer to give
+            ask(once)
+        engine_control.start(worker_fleet.handle_a)
+        back_at = timezone.now()
+        assert wait_for(lambda: _served_again(worker_fleet.a, version, back_at), within_s=240)
+        assert ask(client) == version.served_name

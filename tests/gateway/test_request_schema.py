@@ -18,6 +18,16 @@ from tests.gateway.inprocess import PROMPT, code_of, gw_fixture, post, token_for
 pytestmark = pytest.mark.django_db(transaction=True)
 CHAT = {"model": "tiny-llama", "messages": PROMPT}
 COMPLETION = {"model": "tiny-llama", "prompt": "hi"}
+# A tool whose definition alone is past the test plan's 1000 bytes of prompt.
+BIG_TOOL = {
+    "type": "function",
+    "function": {"name": "lookup", "description": "x" * 1001, "parameters": {"type": "object"}},
+}
+BIG_CALL = {
+    "id": "call-1",
+    "type": "function",
+    "function": {"name": "lookup", "arguments": '{"q": "' + "x" * 1001 + '"}'},
+}
 
 
 @pytest.fixture
@@ -92,6 +102,23 @@ async def test_a_completion_of_the_wrong_shape_is_a_400_naming_the_field(gw, tok
         (
             "/v1/chat/completions",
             {**CHAT, "messages": [{"role": "user", "content": "x" * 1001}]},
+            "prompt",
+        ),
+        # Everything the model is given counts toward the prompt's size, not only message text.
+        ("/v1/completions", {**COMPLETION, "suffix": "x" * 1001}, "prompt"),
+        ("/v1/chat/completions", {**CHAT, "tools": [BIG_TOOL]}, "prompt"),
+        ("/v1/chat/completions", {**CHAT, "functions": [BIG_TOOL["function"]]}, "prompt"),
+        (
+            "/v1/chat/completions",
+            {
+                **CHAT,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "x" * 1001}]}],
+            },
+            "prompt",
+        ),
+        (
+            "/v1/chat/completions",
+            {**CHAT, "messages": [*PROMPT, {"role": "assistant", "tool_calls": [BIG_CALL]}]},
             "prompt",
         ),
         (

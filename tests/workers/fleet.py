@@ -28,6 +28,7 @@ def engine_row(handle: EngineHandle, base_model: Any, **overrides: Any) -> Engin
         "max_loras": handle.max_loras,
         "max_cpu_loras": handle.max_cpu_loras,
         "max_lora_rank": handle.max_lora_rank,
+        "max_model_len": handle.process.config.max_model_len,  # as the prober would see it
         "adapter_root": str(handle.adapter_root),
         "has_plugin": True,
         "state": EngineState.UP,

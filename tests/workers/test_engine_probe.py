@@ -31,6 +31,9 @@ def engine_rows(engines, settings):
 def test_a_probe_moves_engines_between_up_and_down(engine_rows, engines, engine_control):
     assert set(engines_probe_all().values()) == {"up"}
     assert set(Engine.objects.values_list("state", flat=True)) == {"up"}
+    # The context length as the engines report it: the gateway's cap for requests naming none.
+    lengths = {h.process.config.max_model_len for h in engines}
+    assert set(Engine.objects.values_list("max_model_len", flat=True)) == lengths
     engine_control.stop(engines[1])
     result = engines_probe_all()
     assert result[engines[0].name] == "up" and result[engines[1].name] != "up"
