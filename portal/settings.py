@@ -372,7 +372,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(env_int("FLEET_RECONCILE_SECONDS", 30, minimum=1)),
     },
     "check-fleet-alarms": {"task": "workers.tasks.check_alarms", "schedule": 60.0},
-    "check-canaries": {"task": "adapters.tasks.check_canaries", "schedule": 30.0},
+    "check-canaries": {"task": "gateway.tasks.check_canaries", "schedule": 30.0},
     "persist-gateway-usage": {"task": "gateway.tasks.persist_usage", "schedule": 60.0},
     "checkpoint-audit-chain": {
         "task": "portal.tasks.checkpoint_audit_chain",
