@@ -1,4 +1,4 @@
-"""The round-2 suite (issue 12): every goal's scenarios over several seeds, on two processes.
+"""The second goal set's suite (`make bench-cache2`): every goal's scenarios over several seeds, on two processes.
 
 One job is (goal, case, seed, policy[, router]); each case builds its trace from the seed, so
 every policy of a goal sees the same traffic. Results are plain dicts, rendered by
