@@ -137,7 +137,7 @@ async def test_a_heavy_request_runs_once_the_other_tenant_has_gone_quiet():
 
 
 async def test_a_waiter_held_by_its_share_is_let_in_when_the_sharing_lapses():
-    """CI, session 9: a request waiting only for its tenant's share, with nobody left to
+    """CI, 2026-12-01: a request waiting only for its tenant's share, with nobody left to
     release a slot, waited out its whole budget on an idle engine. Waiters are re-checked when
     the sharing lapses: here at 0.05 s, well inside the 5 s wait."""
     slots = FairSlots(shared_window_s=0.05)
