@@ -2,7 +2,7 @@
 
 Content negotiation picks a renderer before the handler runs, from `?format=` or Accept, for
 every method and action of the view: an OPTIONS, another action, or an error rendered by the CSV
-or streaming renderer was a bare 500 or a body in the wrong shape (issue 32). `FormattedActions`
+or streaming renderer was a bare 500 or a body in the wrong shape. `FormattedActions`
 keeps the chosen renderer only where the view made it for; tests/api/test_no_server_errors.py
 checks every such view uses it.
 """

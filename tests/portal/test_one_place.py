@@ -1,4 +1,4 @@
-"""Issue 11, class 12: one place for each rule, checked on the source as it is.
+"""Security class 12: one place for each rule, checked on the source as it is.
 
 Each test names a rule that used to be written two or three times with different outcomes, and
 fails when a second copy appears. docs/security.md (12) says where each one lives.
