@@ -130,6 +130,7 @@ INSTALLED_APPS = [
     "adapters",
     "workers",
     "gateway",
+    "evals",
 ]
 
 MIDDLEWARE = [
@@ -528,6 +529,14 @@ GATEWAY_PLAN_DEFAULTS = {
     "max_prompt_logprobs": env_int("GATEWAY_PLAN_MAX_PROMPT_LOGPROBS", 5, minimum=1),
     "max_prompt_bytes": env_int("GATEWAY_PLAN_MAX_PROMPT_BYTES", 256 * 1024, minimum=1),
     "max_structured_output_bytes": env_int("GATEWAY_PLAN_MAX_STRUCTURED_BYTES", 16384, minimum=1),
+}
+
+# A new tenant's eval-suite bounds (tenants/plan.py EVAL_BOUNDS); platform admins change them per
+# tenant. A suite is uploaded as one multipart body, so its bytes stay under REQUEST_MAX_BODY_BYTES.
+EVAL_PLAN_DEFAULTS = {
+    "eval_max_cases": env_int("EVAL_PLAN_MAX_CASES", 1000, minimum=1),
+    "eval_max_suite_bytes": env_int("EVAL_PLAN_MAX_SUITE_BYTES", 512 * 1024, minimum=1),
+    "eval_max_case_tokens": env_int("EVAL_PLAN_MAX_CASE_TOKENS", 256, minimum=1),
 }
 
 LOGGING = {
