@@ -5,8 +5,11 @@ class EvalsConfig(AppConfig):
     name = "evals"
 
     def ready(self) -> None:
-        from adapters import approval_checks
+        from adapters import approval_checks, page_panels
+        from evals.pages import version_eval_panel
         from evals.services.gate import eval_gate_check
 
-        # The registry's approval asks the gate through its port; it never imports evals.
+        # The registry's approval and version page ask through their ports; they never
+        # import evals.
         approval_checks.register(eval_gate_check)
+        page_panels.register(version_eval_panel)

@@ -7,6 +7,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from adapters.approval_checks import ApprovalOverride
 from adapters.models import AdapterVersion, VersionStatus
 from adapters.pages.lookup import version_in_scope
 from adapters.selectors import versions_visible
@@ -70,6 +71,9 @@ def review_approve(request: PortalRequest, tenant: str, adapter: str, number: in
             comment=post_text(request, "comment"),
             access=scope.access,
             request_id=request.request_id,
+            override=ApprovalOverride(post_text(request, "reason"))
+            if request.POST.get("override_eval_gate")
+            else None,
         )
     except ApplicationError as exc:
         return _answer(request, version, "", exc)
