@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from django.db.models import QuerySet
@@ -116,6 +118,13 @@ def _outcome(case: dict[str, Any], sides: dict[str, Any]) -> v.CaseOutcome:
         baseline=_passes(sides[CaseSide.BASELINE]),
         pairwise=(judge["answer"] or None) if judge and not judge["error"] else None,
     )
+
+
+def cases_digest(run: EvalRun) -> str:
+    """sha256 of every case's answers and verdicts, both sides, canonical JSON: what the run's
+    finish event keeps in the audit chain (evals.records checks it)."""
+    text = json.dumps(case_rows(run), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def run_summary(run: EvalRun) -> v.Summary:

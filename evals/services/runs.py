@@ -17,7 +17,7 @@ from core.errors import Conflict
 from evals.models import CaseSide, EvalCaseResult, EvalRun, EvalSuiteVersion, RunStatus
 from evals.scoring import verdicts as v
 from evals.scoring.scorers import score_answer
-from evals.selectors import policy_of, run_summary
+from evals.selectors import cases_digest, policy_of, run_summary
 from evals.services.policies import policy_snapshot
 
 
@@ -51,7 +51,6 @@ def run_create(
             actor=started_by or "eval-runner",
             tenant=version.tenant,
             obj=run,
-            object_id=f"{version.tenant.slug}/{version.adapter.name}@{version.number}#{run.number}",
             after={"suite_sha256": run.suite_sha256, "baseline": baseline, "engines": engines},
         )
     return run
@@ -119,8 +118,12 @@ def run_finish(*, run: EvalRun, error: str = "") -> EvalRun:
             actor="eval-runner",
             tenant=version.tenant,
             obj=locked,
-            object_id=f"{version.tenant.slug}/{version.adapter.name}@{version.number}"
-            f"#{locked.number}",
-            after={"status": locked.status, "verdict": locked.verdict["passed"]},
+            # The digest of every answer and verdict, in the chain: a verdict changed later is
+            # caught (evals.records).
+            after={
+                "status": locked.status,
+                "passed": locked.verdict["passed"],
+                "cases_sha256": cases_digest(locked),
+            },
         )
     return locked
