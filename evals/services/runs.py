@@ -14,6 +14,7 @@ from django.utils import timezone
 from adapters.models import AdapterVersion
 from core.audit import record_event
 from core.errors import Conflict
+from core.events import broadcast_after_commit
 from evals.models import CaseSide, EvalCaseResult, EvalRun, EvalSuiteVersion, RunStatus
 from evals.scoring import verdicts as v
 from evals.scoring.scorers import score_answer
@@ -94,9 +95,24 @@ def run_record_case(
             )
             if side == CaseSide.CANDIDATE:
                 EvalRun.objects.filter(pk=run.pk).update(cases_done=F("cases_done") + 1)
+                _progress(run, RunStatus.RUNNING)
     except IntegrityError:
         return False
     return True
+
+
+def _progress(run: EvalRun, status: str) -> None:
+    """Tell the version's live pages (static/portal/pages.js refreshes the eval panel)."""
+    version = run.version
+    broadcast_after_commit(
+        tenant_id=run.tenant_id,
+        event={
+            "kind": "eval.progress",
+            "version": f"{version.adapter.name}@{version.number}",
+            "run": run.number,
+            "status": status,
+        },
+    )
 
 
 def run_finish(*, run: EvalRun, error: str = "") -> EvalRun:
@@ -112,6 +128,7 @@ def run_finish(*, run: EvalRun, error: str = "") -> EvalRun:
         locked.error = error
         locked.finished_at = timezone.now()
         locked.save()
+        _progress(locked, locked.status)
         version = locked.version
         record_event(
             action="eval_run.finish",

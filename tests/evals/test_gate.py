@@ -10,10 +10,7 @@ from adapters.models import AdapterVersion, Decision
 from core.audit_models import AuditEvent
 from evals.models import EvalCaseResult, GateRefusal
 from portal.audit_verify import verify_chain
-from tests.api.test_lifecycle_flow import _mark_validated
-from tests.evals.runs import finished_run, suite_version
-from tests.evals.suites import CASES, jsonl
-from tests.factories import adapter_files, upload
+from tests.evals.runs import finished_run
 
 pytestmark = pytest.mark.django_db
 
@@ -21,25 +18,6 @@ APPROVE = "/api/v1/tenants/acme/adapters/support/versions/1/approve/"
 RUNS = "/api/v1/tenants/acme/adapters/support/versions/1/eval-runs/"
 GOOD = {"greet": ("hello there", "hello"), "refund": ("30 days", "30 days"), "free": ("x", "y")}
 MUST_PASS_FAILS = {**GOOD, "refund": ("whenever you like", "30 days")}
-
-
-@pytest.fixture
-def gated(world, tmp_path, settings):
-    """support@1 validated (bob uploaded it), suite qa, and a policy on support (alice)."""
-    settings.CELERY_TASK_ALWAYS_EAGER = False
-    assert (
-        upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "a")).status_code
-        == 201
-    )
-    version = _mark_validated(AdapterVersion.objects.get(adapter=world.support, number=1))
-    suite = suite_version(world, jsonl(*CASES))
-    response = world.client("alice").put(
-        "/api/v1/tenants/acme/adapters/support/eval-policy/",
-        {"suite": "qa", "min_pass_rate": 0.5, "max_regression_points": 10},
-        format="json",
-    )
-    assert response.status_code == 200, response.json()
-    return version, suite
 
 
 def _error(response):

@@ -10,7 +10,7 @@ import pytest
 
 from adapters.models import AdapterVersion
 from tests.evals.runs import finished_run
-from tests.evals.test_gate import MUST_PASS_FAILS, gated  # noqa: F401  (the fixture)
+from tests.evals.test_gate import MUST_PASS_FAILS
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +21,7 @@ def _cases_in_order(html: str) -> list[str]:
     return re.findall(r'data-case="([^"]+)"', html)
 
 
-def test_the_reviewer_sees_the_gate_and_the_cases_side_by_side_regressions_first(world, gated):  # noqa: F811
+def test_the_reviewer_sees_the_gate_and_the_cases_side_by_side_regressions_first(world, gated):
     version, suite = gated
     finished_run(version, suite, MUST_PASS_FAILS)
     html = world.client("rita").get(PAGE).content.decode()
@@ -37,7 +37,7 @@ def test_the_reviewer_sees_the_gate_and_the_cases_side_by_side_regressions_first
     assert "The gate refuses approval." in member and 'data-testid="override-form"' not in member
 
 
-def test_the_override_form_approves_for_a_second_reviewer_and_shows_in_the_decisions(world, gated):  # noqa: F811
+def test_the_override_form_approves_for_a_second_reviewer_and_shows_in_the_decisions(world, gated):
     version, suite = gated
     finished_run(version, suite, MUST_PASS_FAILS)
     url = "/review/acme/support/1/approve/"
@@ -68,3 +68,30 @@ def test_a_suite_is_uploaded_on_the_evals_page_and_a_bad_line_is_shown_with_its_
     assert world.client("bob").post(url, {"name": "qa", "file": good}).status_code == 302
     page = world.client("vera").get(url).content.decode()
     assert 'data-testid="suites"' in page and "<td>qa</td>" in page
+
+
+def test_each_recorded_case_tells_the_versions_live_pages(
+    world, gated, django_capture_on_commit_callbacks
+):
+    """The events socket passes `eval.progress` on; pages.js refreshes the eval panel on it."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from core.events import tenant_group
+    from evals.services.runs import run_create, run_record_case
+
+    version, suite = gated
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(tenant_group(world.acme.id), channel)
+    run = run_create(version=version, suite_version=suite, baseline="base", engines=[])
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_record_case(run=run, case=suite.cases[0], side="candidate", answer="hello")
+        assert not run_record_case(run=run, case=suite.cases[0], side="candidate", answer="x")
+    message = async_to_sync(layer.receive)(channel)
+    assert message["event"] == {
+        "kind": "eval.progress",
+        "version": "support@1",
+        "run": 1,
+        "status": "running",
+    }

@@ -13,13 +13,13 @@ from evals.models import EvalCaseResult
 from portal.evidence_check import check_record
 from portal.evidence_signing import portal_keys
 from tests.evals.runs import finished_run
-from tests.evals.test_gate import APPROVE, MUST_PASS_FAILS, gated  # noqa: F401  (the fixture)
+from tests.evals.test_gate import APPROVE, MUST_PASS_FAILS
 
 pytestmark = pytest.mark.django_db
 RECORD = "/api/v1/tenants/acme/adapters/support/versions/1/evidence/"
 
 
-def test_the_record_carries_the_run_and_the_override_and_catches_a_changed_verdict(world, gated):  # noqa: F811
+def test_the_record_carries_the_run_and_the_override_and_catches_a_changed_verdict(world, gated):
     version, suite = gated
     run = finished_run(version, suite, MUST_PASS_FAILS)
     world.client("rita").post(APPROVE, {})
@@ -54,7 +54,7 @@ def test_the_record_carries_the_run_and_the_override_and_catches_a_changed_verdi
     ]
 
 
-def test_the_records_page_says_what_each_decider_saw_in_words(world, gated):  # noqa: F811
+def test_the_records_page_says_what_each_decider_saw_in_words(world, gated):
     version, suite = gated
     finished_run(version, suite, MUST_PASS_FAILS)
     world.client("rita").post(APPROVE, {})
