@@ -135,6 +135,8 @@ class EvalRun(models.Model):
 class CaseSide(models.TextChoices):
     CANDIDATE = "candidate"
     BASELINE = "baseline"
+    # The pairwise judge: its row's answer is the outcome for the candidate after both orders
+    # (evals.scoring.pairwise.combine: "win", "tie" or "loss").
     JUDGE = "judge"
 
 

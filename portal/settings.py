@@ -316,7 +316,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"ResidencyStateEnum": "workers.models.ResidencyState"},
+    "ENUM_NAME_OVERRIDES": {
+        "ResidencyStateEnum": "workers.models.ResidencyState",
+        "EvalRunStatusEnum": "evals.models.RunStatus",
+        "VersionStatusEnum": "adapters.models.VersionStatus",
+    },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -3,21 +3,19 @@
 Each scorer answers (passed, why) for one answer. A tenant's pattern runs on RE2, whose time is
 linear in the answer, so a pattern such as `(a+)+$` cannot stall a worker; json_schema's own
 `pattern` keyword runs on RE2 too (patternProperties is refused: jsonschema would run it on
-Python's backtracking engine).
+Python's backtracking engine). RE2 and jsonschema are imported when first needed: every portal
+process loads this module (the upload API checks suites), and few of them score anything.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-
-import jsonschema
-import re2
-from jsonschema import validators
 
 MAX_PATTERN_CHARS = 1000
 MAX_STRINGS = 50
@@ -74,7 +72,9 @@ def score_json_schema(answer: str, spec: Any) -> Verdict:
         value = json.loads(answer)
     except ValueError as exc:
         return Verdict(False, f"not JSON: {exc}")
-    error = jsonschema.exceptions.best_match(_SchemaValidator(spec).iter_errors(value))
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_schema_validator()(spec).iter_errors(value))
     return Verdict(error is None, "" if error is None else error.message[:300])
 
 
@@ -118,6 +118,8 @@ def _check_not_contains(spec: Any) -> None:
 def _check_regex(spec: Any) -> None:
     if not isinstance(spec, str) or not spec or len(spec) > MAX_PATTERN_CHARS:
         raise ExpectError(f"regex must be a pattern of 1-{MAX_PATTERN_CHARS} characters.")
+    import re2
+
     try:
         _re2(spec)
     except re2.error as exc:
@@ -134,9 +136,11 @@ def _check_json_schema(spec: Any) -> None:
         raise ExpectError("json_schema must be an object (a JSON Schema).")
     if any(key == "patternProperties" for key in _keys(spec)):
         raise ExpectError("json_schema may not use patternProperties; use pattern on properties.")
+    from jsonschema.exceptions import SchemaError
+
     try:
-        _SchemaValidator.check_schema(spec)
-    except jsonschema.exceptions.SchemaError as exc:
+        _schema_validator().check_schema(spec)
+    except SchemaError as exc:
         raise ExpectError(f"json_schema is not a valid schema: {exc.message}.") from None
     for pattern in _patterns(spec):
         _check_regex(pattern)
@@ -190,6 +194,8 @@ _COMPILED: dict[str, Any] = {}
 def _re2(pattern: str) -> Any:
     compiled = _COMPILED.get(pattern)
     if compiled is None:
+        import re2
+
         options = re2.Options()
         options.max_mem = 8 << 20  # a pattern whose automaton needs more is refused, not run
         options.log_errors = False
@@ -200,13 +206,18 @@ def _re2(pattern: str) -> Any:
 
 
 def _re2_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema import ValidationError
+
     if validator.is_type(instance, "string") and _re2(pattern).search(instance) is None:
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-_SchemaValidator = validators.extend(
-    validators.Draft202012Validator, validators={"pattern": _re2_pattern}
-)
+@functools.cache
+def _schema_validator() -> Any:
+    """Draft 2020-12, its `pattern` keyword on RE2."""
+    from jsonschema import validators
+
+    return validators.extend(validators.Draft202012Validator, validators={"pattern": _re2_pattern})
 
 
 def _keys(node: Any) -> Iterator[str]:
