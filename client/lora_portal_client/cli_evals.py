@@ -1,5 +1,5 @@
 """The eval gate: `eval suite push|list`, `eval show` (a run's summary and the gate's verdict,
-optionally its cases as JSON Lines)."""
+optionally its cases as JSON Lines), `eval override` (approve despite a failed gate)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from lora_portal_client.cli_common import (
     json_option,
     output_option,
     output_sink,
+    version_line,
     with_client,
 )
 from lora_portal_client.client import Client
@@ -107,6 +108,19 @@ def show(
         raise SystemExit(ExitCode.ERROR)
     if gate is not None and not gate["passed"]:
         raise SystemExit(ExitCode.REFUSED)
+
+
+@eval_group.command("override")
+@click.argument("ref", type=VERSION)
+@click.option("--reason", required=True, help="Why approve despite the gate (audited).")
+@click.option("--comment", default="", help="The approval's comment.")
+@json_option
+@with_client
+def override(client: Client, ref: VersionRef, reason: str, comment: str, as_json: bool) -> None:
+    """Approve REF despite a failed eval gate: a reviewer other than its uploader and the
+    reviewer the gate refused first, with a written reason."""
+    version = client.approve(ref, comment=comment, override_reason=reason)
+    emit(as_json, version, version_line(version))
 
 
 def _show_text(ref: VersionRef, body: dict[str, Any]) -> None:

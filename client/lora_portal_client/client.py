@@ -142,8 +142,14 @@ class Client:
         body = self._json("GET", _version_path(paths.VERSION_ACTION["residency"], ref))
         return list(body.get("results", []))
 
-    def approve(self, ref: VersionRef, *, comment: str = "") -> Json:
-        return self._version_action(ref, "approve", {"comment": comment})
+    def approve(
+        self, ref: VersionRef, *, comment: str = "", override_reason: str | None = None
+    ) -> Json:
+        """Approve; with `override_reason`, despite a failed eval gate (a second reviewer)."""
+        body: Json = {"comment": comment}
+        if override_reason is not None:
+            body.update(override_eval_gate=True, reason=override_reason)
+        return self._version_action(ref, "approve", body)
 
     def reject(self, ref: VersionRef, *, reason: str) -> Json:
         return self._version_action(ref, "reject", {"reason": reason})

@@ -11,6 +11,7 @@ from lora_portal_client import paths
 from adapters.access import AccessContext
 from adapters.models import AdapterVersion
 from evals.services.policies import policy_set
+from tests.client.conftest import issue_token
 from tests.client.test_client_contract import missing_from_schema
 from tests.evals.runs import finished_run, suite_version
 from tests.evals.suites import CASES, jsonl
@@ -60,3 +61,10 @@ def test_a_suite_is_pushed_and_listed_and_a_run_shown_with_its_gate(cli, live_wo
     )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [row["id"] for row in rows] == ["greet", "refund", "free"] and rows[1]["regressed"]
+
+    # rita is refused by the gate; rob overrides it with a reason.
+    refused = cli("approve", "acme/support@1", who="rita")
+    assert refused.returncode == 2 and "version.eval_gate_failed" in refused.stderr
+    cli.tokens["rob"] = issue_token(world, "rob", ["read", "approve"])
+    approved = cli.json("eval", "override", "acme/support@1", "--reason", "agreed", who="rob")
+    assert approved["status"] == "staged"
