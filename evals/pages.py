@@ -17,7 +17,7 @@ from adapters.page_panels import Panel
 from adapters.selectors import adapter_get, adapters_for
 from core.errors import ApplicationError
 from core.request import PortalRequest
-from evals.models import EvalPolicy, EvalRun
+from evals.models import EvalPolicy, EvalRun, RunStatus
 from evals.selectors import (
     case_rows,
     gate_verdict,
@@ -76,6 +76,37 @@ def version_eval_panel(
             and access.may_review(version),
         },
     )
+
+
+def queue_gate_notes(*, versions: list[AdapterVersion]) -> dict[int, str]:
+    """The gate's state per version in the review queue, in two queries: the policies of their
+    adapters and their latest runs. The verdict shown is the run's at its finish; the approval
+    checks the gate again, against the policy as it is then."""
+    policies = {
+        p.adapter_id: p
+        for p in EvalPolicy.objects.filter(adapter_id__in={v.adapter_id for v in versions})
+    }
+    latest: dict[int, EvalRun] = {}
+    for run in EvalRun.objects.filter(
+        version__in=[v for v in versions if v.adapter_id in policies]
+    ):
+        if run.version_id not in latest or run.number > latest[run.version_id].number:
+            latest[run.version_id] = run
+    notes = {}
+    for version in versions:
+        if version.adapter_id not in policies:
+            continue
+        last = latest.get(version.pk)
+        if last is None:
+            notes[version.pk] = "Eval gate: no run yet"
+        elif last.status != RunStatus.FINISHED:
+            notes[version.pk] = (
+                f"Eval gate: run {last.number} {last.status} ({last.cases_done}/{last.cases_total})"
+            )
+        else:
+            outcome = "passed" if last.verdict.get("passed") else "failed"
+            notes[version.pk] = f"Eval gate: run {last.number} {outcome}"
+    return notes
 
 
 # --- the tenant's eval page: suites (upload) and each adapter's policy ---

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from adapters.approval_checks import ApprovalOverride
 from adapters.models import AdapterVersion, VersionStatus
+from adapters.page_panels import queue_notes
 from adapters.pages.lookup import version_in_scope
 from adapters.selectors import versions_visible
 from adapters.services.lifecycle import version_approve, version_reject
@@ -33,7 +34,11 @@ def _queue_page(
         .select_related("adapter__base_model")
         .order_by("created_at", "id")[:QUEUE_LIMIT]
     )
-    return render_page(request, "adapters/review_queue.html", {"queue": queue}, error=error)
+    versions = list(queue)
+    notes = queue_notes(versions=versions)  # what the apps above say (the eval gate's state)
+    for version in versions:
+        version.queue_notes = notes.get(version.pk, [])  # type: ignore[attr-defined]
+    return render_page(request, "adapters/review_queue.html", {"queue": versions}, error=error)
 
 
 @page_view

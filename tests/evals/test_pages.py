@@ -95,3 +95,11 @@ def test_each_recorded_case_tells_the_versions_live_pages(
         "run": 1,
         "status": "running",
     }
+
+
+def test_the_review_queue_says_where_each_gated_version_stands(world, gated):
+    version, suite = gated
+    queue = world.client("rita").get("/review/").content.decode()
+    assert "Eval gate: no run yet" in queue
+    finished_run(version, suite, MUST_PASS_FAILS)
+    assert "Eval gate: run 1 failed" in world.client("rita").get("/review/").content.decode()
