@@ -130,6 +130,7 @@ INSTALLED_APPS = [
     "adapters",
     "workers",
     "gateway",
+    "evals",
 ]
 
 MIDDLEWARE = [
@@ -315,7 +316,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"ResidencyStateEnum": "workers.models.ResidencyState"},
+    "ENUM_NAME_OVERRIDES": {
+        "ResidencyStateEnum": "workers.models.ResidencyState",
+        "EvalRunStatusEnum": "evals.models.RunStatus",
+        "VersionStatusEnum": "adapters.models.VersionStatus",
+    },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -528,6 +533,14 @@ GATEWAY_PLAN_DEFAULTS = {
     "max_prompt_logprobs": env_int("GATEWAY_PLAN_MAX_PROMPT_LOGPROBS", 5, minimum=1),
     "max_prompt_bytes": env_int("GATEWAY_PLAN_MAX_PROMPT_BYTES", 256 * 1024, minimum=1),
     "max_structured_output_bytes": env_int("GATEWAY_PLAN_MAX_STRUCTURED_BYTES", 16384, minimum=1),
+}
+
+# A new tenant's eval-suite bounds (tenants/plan.py EVAL_BOUNDS); platform admins change them per
+# tenant. A suite is uploaded as one multipart body, so its bytes stay under REQUEST_MAX_BODY_BYTES.
+EVAL_PLAN_DEFAULTS = {
+    "eval_max_cases": env_int("EVAL_PLAN_MAX_CASES", 1000, minimum=1),
+    "eval_max_suite_bytes": env_int("EVAL_PLAN_MAX_SUITE_BYTES", 512 * 1024, minimum=1),
+    "eval_max_case_tokens": env_int("EVAL_PLAN_MAX_CASE_TOKENS", 256, minimum=1),
 }
 
 LOGGING = {

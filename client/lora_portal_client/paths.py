@@ -45,3 +45,10 @@ CORE = [
     USAGE,
 ]
 RECORDS = [EVIDENCE, EVIDENCE_KEY, AUDIT_EXPORT, COST]
+
+# The eval gate (issue 33).
+EVAL_SUITES = "/api/v1/tenants/{tenant}/eval-suites/"
+EVAL_RUNS = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/"
+EVAL_RUN = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/{run}/"
+EVAL_CASES = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/{run}/cases/"
+EVALS = [EVAL_SUITES, EVAL_RUNS, EVAL_RUN, EVAL_CASES]

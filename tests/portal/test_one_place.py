@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("adapters", "engine", "gateway", "portal", "tenants", "workers", "bench")
+APPS = ("adapters", "engine", "evals", "gateway", "portal", "tenants", "workers", "bench")
 ACCESS = "adapters/access.py"
 
 

@@ -13,7 +13,7 @@ from portal.celery import app
 from tenants import access_port
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("core", "tenants", "adapters", "workers", "gateway", "portal")
+APPS = ("core", "tenants", "adapters", "workers", "gateway", "evals", "portal")
 
 
 def registered() -> set[str]:
