@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Min, Sum
 from django.utils import timezone
 
-from adapters.models import AdapterVersion, AliasRevision, Decision
+from adapters.models import AdapterVersion, Alias, AliasRevision, Decision
 from core.audit import event_content
 from core.audit_models import AuditChainHead, AuditEvent
 from evals.records import RUN_OBJECT_TYPE, evals_section, run_event_ids
@@ -202,6 +202,19 @@ def _anchor() -> tuple[dict[str, Any], int]:
     return anchor, head_id
 
 
+def _version_object_ids(version: AdapterVersion) -> list[str]:
+    """How the audit log names a version: the registry's services by its label
+    (`tenant/adapter@N`, as the version page's history reads them), other writers by its id."""
+    label = f"{version.tenant.slug}/{version.adapter.name}@{version.number}"
+    return [str(version.pk), label]
+
+
+def _alias_object_ids(alias_ids: set[int]) -> list[str]:
+    """The aliases' ids and their labels (`tenant/alias`, as the alias services write them)."""
+    aliases = Alias.objects.filter(pk__in=alias_ids).select_related("tenant")
+    return [str(i) for i in alias_ids] + [f"{a.tenant.slug}/{a.name}" for a in aliases]
+
+
 def evidence_record(*, version: AdapterVersion, generated_by: str) -> dict[str, Any]:
     """The signed record. The anchor is read first and the events up to it, so every event in
     the record is covered by the anchored head."""
@@ -209,13 +222,13 @@ def evidence_record(*, version: AdapterVersion, generated_by: str) -> dict[str, 
     releases, alias_ids = _releases(version)
     events = (
         AuditEvent.objects.filter(pk__lte=head_id, tenant_id=version.tenant_id).filter(
-            object_type=VERSION_OBJECT_TYPE, object_id=str(version.pk)
+            object_type=VERSION_OBJECT_TYPE, object_id__in=_version_object_ids(version)
         )
         | AuditEvent.objects.filter(
             pk__lte=head_id,
             tenant_id=version.tenant_id,
             object_type=ALIAS_OBJECT_TYPE,
-            object_id__in=[str(i) for i in alias_ids],
+            object_id__in=_alias_object_ids(alias_ids),
         )
         | AuditEvent.objects.filter(
             pk__lte=head_id,

@@ -13,6 +13,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from lora_portal_client.evidence import NOT_PINNED, PinnedKeys, verify_file, verify_record
 
+from adapters.access import AccessContext
+from adapters.services.aliases import alias_set
+from adapters.services.lifecycle import version_disable
 from core.audit_models import AuditEvent
 from portal.audit_checkpoint import write_checkpoint
 from portal.evidence_signing import portal_keys, public_key_b64
@@ -229,3 +232,21 @@ def test_records_signed_before_a_key_rotation_still_verify(history, settings, tm
     # Pinned to the new key only, the old record names its key as not the portal's.
     problems = verify_record(old_record, public_key=public_key_b64())
     assert any("not the portal's" in p for p in problems)
+
+
+def test_it_holds_the_events_the_registrys_own_services_write(history):
+    """The lifecycle and alias services name a version `tenant/adapter@N` and an alias
+    `tenant/alias` in the audit log, not by id: the record must find those too."""
+    alice = history.world.users["alice"]
+    access = AccessContext.for_user(alice)
+    alias_set(
+        access=access,
+        tenant=history.world.acme,
+        name="support-next",
+        targets=[{"version": "support@3", "weight": 100}],
+        reason="a second alias",
+    )
+    version_disable(access=access, version=history.version, reason="retired")
+    actions = [e["action"] for e in fetch(history)["audit_events"]]
+    assert "version.disable" in actions
+    assert actions.count("alias.set") == 2  # the fixture's alias and the new one
