@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
@@ -21,8 +22,6 @@ from tenants.models import Membership, Tenant
 from workers.models import Engine, EngineState
 
 User = get_user_model()
-DEMO_PASSWORD_ENV = "DEMO_PASSWORD"
-DEFAULT_DEMO_PASSWORD = "lora-portal-demo"
 
 DEMO_USERS = {
     # username: (platform roles, {tenant: role})
@@ -64,7 +63,7 @@ def seed_demo(
     adapter_root: Path,
     token_file: Path,
 ) -> DemoResult:
-    password = os.environ.get(DEMO_PASSWORD_ENV, DEFAULT_DEMO_PASSWORD)
+    password = settings.DEMO_PASSWORD
     with transaction.atomic():
         tenants = {
             slug: Tenant.objects.get_or_create(slug=slug, defaults={"name": n, "slo_class": c})[0]

@@ -1,4 +1,11 @@
-"""Typed readers for settings that come from the environment; a bad value stops start-up."""
+"""Typed readers for settings that come from the environment; a bad value stops start-up.
+
+Each read in portal/settings.py is also the setting's declaration: its name, its type (the
+reader), its default (or `shown`, the default as a person reads it) and, in `doc`, what it does.
+README's settings table is generated from those calls (portal.settings_table), and
+tests/portal/test_settings_table.py fails when a setting is read without a `doc`, read anywhere
+else, or the table is stale.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +22,14 @@ class SettingError(RuntimeError):
 
 
 def env_str(
-    name: str, default: str | None = None, *, environ: Mapping[str, str] = os.environ
+    name: str,
+    default: str | None = None,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    doc: str = "",
+    shown: str | None = None,
 ) -> str:
+    del doc, shown  # the declaration, read by portal.settings_table
     value = environ.get(name)
     if value is None:
         if default is None:
@@ -25,7 +38,15 @@ def env_str(
     return value
 
 
-def env_bool(name: str, default: bool, *, environ: Mapping[str, str] = os.environ) -> bool:
+def env_bool(
+    name: str,
+    default: bool,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    doc: str = "",
+    shown: str | None = None,
+) -> bool:
+    del doc, shown  # the declaration, read by portal.settings_table
     raw = environ.get(name)
     if raw is None:
         return default
@@ -40,8 +61,15 @@ def env_bool(name: str, default: bool, *, environ: Mapping[str, str] = os.enviro
 
 
 def env_int(
-    name: str, default: int, *, minimum: int | None = None, environ: Mapping[str, str] = os.environ
+    name: str,
+    default: int,
+    *,
+    minimum: int | None = None,
+    environ: Mapping[str, str] = os.environ,
+    doc: str = "",
+    shown: str | None = None,
 ) -> int:
+    del doc, shown  # the declaration, read by portal.settings_table
     raw = environ.get(name)
     if raw is None:
         return default
@@ -54,7 +82,15 @@ def env_int(
     return value
 
 
-def env_float(name: str, default: float, *, environ: Mapping[str, str] = os.environ) -> float:
+def env_float(
+    name: str,
+    default: float,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    doc: str = "",
+    shown: str | None = None,
+) -> float:
+    del doc, shown  # the declaration, read by portal.settings_table
     raw = environ.get(name)
     if raw is None:
         return default
@@ -65,8 +101,14 @@ def env_float(name: str, default: float, *, environ: Mapping[str, str] = os.envi
 
 
 def env_list(
-    name: str, default: list[str], *, environ: Mapping[str, str] = os.environ
+    name: str,
+    default: list[str],
+    *,
+    environ: Mapping[str, str] = os.environ,
+    doc: str = "",
+    shown: str | None = None,
 ) -> list[str]:
+    del doc, shown  # the declaration, read by portal.settings_table
     raw = environ.get(name)
     if raw is None:
         return list(default)
@@ -74,8 +116,15 @@ def env_list(
 
 
 def env_choice(
-    name: str, default: str, choices: tuple[str, ...], *, environ: Mapping[str, str] = os.environ
+    name: str,
+    default: str,
+    choices: tuple[str, ...],
+    *,
+    environ: Mapping[str, str] = os.environ,
+    doc: str = "",
+    shown: str | None = None,
 ) -> str:
+    del doc, shown  # the declaration, read by portal.settings_table
     value = env_str(name, default, environ=environ)
     if value not in choices:
         raise SettingError(f"{name}={value!r} must be one of {', '.join(choices)}")
@@ -83,9 +132,15 @@ def env_choice(
 
 
 def env_json_object(
-    name: str, default: dict[str, str], *, environ: Mapping[str, str] = os.environ
+    name: str,
+    default: dict[str, str],
+    *,
+    environ: Mapping[str, str] = os.environ,
+    doc: str = "",
+    shown: str | None = None,
 ) -> dict[str, str]:
     """A JSON object of strings, e.g. PORTAL_ENGINE_KEYS='{"engine-a": "k1"}'."""
+    del doc, shown  # the declaration, read by portal.settings_table
     raw = environ.get(name)
     if raw is None or not raw.strip():
         return dict(default)
@@ -101,12 +156,17 @@ def env_json_object(
 
 
 def env_proxy_ssl_header(
-    name: str, *, environ: Mapping[str, str] = os.environ
+    name: str,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    doc: str = "",
+    shown: str | None = None,
 ) -> tuple[str, str] | None:
     """`Header-Name: value` -> Django's SECURE_PROXY_SSL_HEADER tuple; unset -> None.
 
     Only set it behind a proxy that overwrites the header: otherwise a client can claim HTTPS.
     """
+    del doc, shown  # the declaration, read by portal.settings_table
     raw = environ.get(name, "").strip()
     if not raw:
         return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from django.conf import settings
@@ -18,9 +17,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--tiny-dir", type=Path, default=Path("var/tiny"))
-        parser.add_argument(
-            "--engine-url", default=os.environ.get("ENGINE_URL", "http://127.0.0.1:8100")
-        )
+        parser.add_argument("--engine-url", default=settings.DEMO_ENGINE_URL)
         parser.add_argument("--engine-name", default="local-1")
 
     def handle(self, *args, **options):
@@ -52,7 +49,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  uploaded for validation: {', '.join(result.uploaded)}")
         if result.released:
             self.stdout.write(f"  released (placed on the engine once it is up): {result.released}")
-        base = f"http://127.0.0.1:{os.environ.get('PORT', '8000')}"
+        base = f"http://127.0.0.1:{settings.DEMO_PORT}"
         self.stdout.write(
             f"  what the fleet costs (admin, aude): {base}/platform/cost/ ; acme's share (alice): "
             f"{base}/t/acme/cost/ ; the released version's compliance record: "
@@ -62,7 +59,7 @@ class Command(BaseCommand):
         if result.inference_token:
             self.stdout.write(
                 "  try the gateway once the engine is up (alice's inference token, acme):\n"
-                f"    curl -s http://127.0.0.1:{os.environ.get('PORT', '8000')}/v1/chat/completions "
+                f"    curl -s http://127.0.0.1:{settings.DEMO_PORT}/v1/chat/completions "
                 f"-H 'Authorization: Bearer {result.inference_token}' "
                 "-H 'Content-Type: application/json' "
                 '-d \'{"model": "support", "messages": [{"role": "user", "content": "hi"}]}\''
