@@ -1,8 +1,9 @@
 """The append-only, hash-chained audit log's tables.
 
-They keep the `portal` app label: their tables, and the migrations that made them append-only
-(triggers) and chained, belong to the portal app, which lists them in portal/models.py. The code
-lives here so the apps that record events import the shared base, not the site.
+They keep the `portal` app label (docs/decisions/0010-audit-tables-home.md): their tables, and
+the migrations that made them append-only (triggers) and chained, belong to the portal app, which
+lists them in portal/models.py. The code lives here so the apps that record events import the
+shared base, not the site.
 """
 
 from __future__ import annotations
