@@ -13,7 +13,8 @@ once per engine choice and rate, in the same run:
 
 - `policy`: the gateway as deployed (workers.cache_policy.choose_engine: hot, then warm, then
   least loaded);
-- `round_robin`: the same gateway with GATEWAY_ENGINE_CHOICE=round_robin.
+- `round_robin`: the same gateway with its engine choice replaced by a round robin
+  (bench/round_robin_asgi.py).
 
 Before each replay the fleet starts from nothing: every adapter evicted from both engines
 (plugin), staged copies deleted, Residency rows deleted, the bench's Redis DB flushed and the
@@ -51,6 +52,11 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/11"
 VAR = REPO_ROOT / "var" / "bench" / "gateway-routing"
 QUEUE = "bench-gwroute"
 ENGINE_NAMES = ("route-a", "route-b")
+# The gateway each replay starts: the product, or the baseline with a round-robin engine choice.
+GATEWAY_APPS = {
+    "policy": "portal.asgi:application",
+    "round_robin": "bench.round_robin_asgi:application",
+}
 MAX_LORAS, MAX_CPU_LORAS = 2, 3
 PROMPT = "Tell me about tea."
 MAX_TOKENS = 4
@@ -417,7 +423,7 @@ def run_replay(
         env,
         VAR / f"gateway-{choice}-{rate:g}.log",
         cpus=None,
-        extra={"GATEWAY_ENGINE_CHOICE": choice},
+        app=GATEWAY_APPS[choice],
     )
     target = gs.Target(choice, url, "", {"authorization": f"Bearer {tenancy.token}"})
     adapters, arrivals = trace

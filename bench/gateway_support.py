@@ -685,11 +685,17 @@ PORTAL_UVICORN_OPTIONS = [
 
 
 def start_gateway(
-    env: dict[str, str], log: Path, *, cpus: str | None, extra: dict[str, str] | None = None
+    env: dict[str, str],
+    log: Path,
+    *,
+    cpus: str | None,
+    extra: dict[str, str] | None = None,
+    app: str = "portal.asgi:application",
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """portal.asgi under one uvicorn process (the gateway beside Django), as deployed."""
+    """portal.asgi (or a benchmark's own `app`) under one uvicorn process (the gateway beside
+    Django), as deployed."""
     port = free_port()
-    cmd = [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1"]
+    cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--workers", "1", *PORTAL_UVICORN_OPTIONS]
     proc = spawn(cmd, log=log, env={**os.environ, **env, **(extra or {})}, cpus=cpus)
     base = f"http://127.0.0.1:{port}"

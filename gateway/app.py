@@ -114,7 +114,6 @@ class Gateway:
         self._refresher: asyncio.Task[None] | None = None
         self._listening = False  # subscribed to change messages (CHANGED_CHANNEL)
         self._stale = True
-        self._rr = 0
         self.fair = FairSlots(settings.GATEWAY_FAIR_SHARED_WINDOW_SECONDS)
         self.pin_guard = PinGuardLink(self.redis)
         self.address_limit = AddressLimit(
@@ -559,10 +558,19 @@ class Gateway:
             name = choose_engine([self._choice(e, "gpu", 0, tenant_id) for e in candidates])
             return next(e for e in candidates if e.name == name), "base"
         held = table.residency.get(target.served_name, {})
-        if settings.GATEWAY_ENGINE_CHOICE == "round_robin":  # the benchmark's baseline
-            self._rr += 1
-            chosen = candidates[self._rr % len(candidates)]
-            return chosen, held.get(chosen.name, "none")
+        chosen = self.choose_for_version(candidates, held, table, tenant_id)
+        return chosen, held.get(chosen.name, "none")
+
+    def choose_for_version(
+        self,
+        candidates: list[EngineInfo],
+        held: dict[str, str],
+        table: RouteTable,
+        tenant_id: int,
+    ) -> EngineInfo:
+        """The cache policy's choice among `candidates` for a version (hot, then warm, then the
+        least loaded; workers.cache_policy.choose_engine). bench/round_robin_asgi.py replaces
+        it for the routing benchmark's baseline."""
         counts = resident_counts(table.residency)
         choices = [
             self._choice(
@@ -574,8 +582,7 @@ class Gateway:
             for e in candidates
         ]
         name = choose_engine(choices)
-        chosen = next(e for e in candidates if e.name == name)
-        return chosen, held.get(name, "none")
+        return next(e for e in candidates if e.name == name)
 
     async def load(self, engine: EngineInfo, target: Target, demand: DemandMark) -> float:
         """Single-flight: the first request for a cold version loads it; the rest await that.

@@ -953,18 +953,6 @@ GATEWAY_ENGINE_SLOTS_FACTOR = env_float(
     ),
     shown="`1.0`",
 )
-# "policy": the cache policy's choose_engine (hot, then warm, then least loaded); "round_robin"
-# exists only as the routing benchmark's baseline.
-GATEWAY_ENGINE_CHOICE = env_choice(
-    "GATEWAY_ENGINE_CHOICE",
-    "policy",
-    ("policy", "round_robin"),
-    doc=(
-        "`policy`: the cache policy's engine choice (hot, then warm, then least loaded); "
-        "`round_robin` exists only as the routing benchmark's baseline"
-    ),
-    shown="`policy`",
-)
 # A request that runs longer than this at its engine is aborted there (the connection is closed)
 # and answered 504; the engine is not blamed (issue 19).
 GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float(
