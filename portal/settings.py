@@ -954,7 +954,7 @@ GATEWAY_ENGINE_SLOTS_FACTOR = env_float(
     shown="`1.0`",
 )
 # A request that runs longer than this at its engine is aborted there (the connection is closed)
-# and answered 504; the engine is not blamed (issue 19).
+# and answered 504; the engine is not blamed.
 GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float(
     "GATEWAY_REQUEST_TIMEOUT_SECONDS",
     120.0,

@@ -46,7 +46,7 @@ CORE = [
 ]
 RECORDS = [EVIDENCE, EVIDENCE_KEY, AUDIT_EXPORT, COST]
 
-# The eval gate (issue 33).
+# The eval gate.
 EVAL_SUITES = "/api/v1/tenants/{tenant}/eval-suites/"
 EVAL_RUNS = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/"
 EVAL_RUN = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/{run}/"
