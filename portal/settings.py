@@ -22,6 +22,7 @@ from portal.env import (
     env_int,
     env_json_object,
     env_list,
+    env_oidc_providers,
     env_proxy_ssl_header,
     env_str,
 )
@@ -140,6 +141,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # An SSO session ends when its provider stops vouching for the person (tenants/sso).
+    "tenants.sso.session.SsoSessionRecheck",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a lockout into core.login_guard's 429.
@@ -218,7 +221,12 @@ CACHES = {
 AUTHENTICATION_BACKENDS = [
     # First: refuses authentication for a locked-out client before any password is checked.
     "axes.backends.AxesStandaloneBackend",
+    # A gate, before the password check: with SSO_LOCAL_PASSWORDS off it refuses every local
+    # password but the break-glass admin's.
+    "tenants.sso.backends.LocalPasswordGate",
     "django.contrib.auth.backends.ModelBackend",
+    # Sessions of people signed in through an OpenID Connect provider (tenants/sso).
+    "tenants.sso.backends.SsoBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 # No anonymous guardian user: an unauthenticated request has no permissions at all.
@@ -379,6 +387,18 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(AUDIT_CHECKPOINT_SECONDS),
     },
 }
+
+# --- single sign-on (tenants/sso, docs/sso.md) ---
+# OpenID Connect providers: [{"name", "issuer", "client_id", "client_secret_env", "label"?}].
+OIDC_PROVIDERS = env_oidc_providers("OIDC_PROVIDERS")
+# A signed-in SSO session is re-checked against its provider (a refresh) when its ID token
+# expires, and at least this often: the longest a person disabled at the provider keeps a session.
+SSO_RECHECK_SECONDS = env_int("SSO_RECHECK_SECONDS", 300, minimum=1)
+# Seconds to wait for a provider (discovery, token and key endpoints).
+SSO_HTTP_TIMEOUT = env_int("SSO_HTTP_TIMEOUT", 10, minimum=1)
+# Off: nobody signs in with a local password except the break-glass admin named below.
+SSO_LOCAL_PASSWORDS = env_bool("SSO_LOCAL_PASSWORDS", True)
+SSO_BREAK_GLASS_ADMIN = env_str("SSO_BREAK_GLASS_ADMIN", "")
 
 # --- Channels ---
 CHANNEL_LAYERS = {

@@ -87,12 +87,23 @@ class Tenant(models.Model):
         return self.slug
 
 
+class MembershipSource(models.TextChoices):
+    """Who keeps a membership: a person by hand, or the SSO mapping (tenants/sso), whose sync
+    changes only the memberships it made."""
+
+    MANUAL = "manual"
+    SSO = "sso"
+
+
 class Membership(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=12, choices=TenantRole.choices)
+    source = models.CharField(
+        max_length=8, choices=MembershipSource.choices, default=MembershipSource.MANUAL
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -163,3 +174,7 @@ class SigningKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}:{self.name}"
+
+
+# The SSO tables belong to this app (its migrations); their code lives in tenants/sso.
+from tenants.sso.models import SsoIdentity, SsoMapping  # noqa: E402,F401

@@ -130,6 +130,39 @@ def token_revoke(*, access: Access, token: ApiToken, request_id: str = "") -> Ap
     return locked
 
 
+def tokens_revoke_for_user(
+    *,
+    user: Any,
+    actor: str,
+    reason: str,
+    tenant_ids: list[int] | None = None,
+    request_id: str = "",
+) -> int:
+    """Revoke a person's live tokens (those bound to `tenant_ids`, or all), each audited with
+    the reason: for the SSO sync, when the mapping takes access away. How many were revoked."""
+    live = ApiToken.objects.select_for_update().select_related("tenant")
+    live = live.filter(user=user, revoked_at__isnull=True)
+    if tenant_ids is not None:
+        live = live.filter(tenant_id__in=tenant_ids)
+    now = timezone.now()
+    count = 0
+    with transaction.atomic():
+        for token in live.order_by("pk"):
+            token.revoked_at = now
+            token.save(update_fields=["revoked_at"])  # save(): the gateway re-reads its tokens
+            record_event(
+                action="token.revoke",
+                actor=actor,
+                tenant=token.tenant,
+                obj=token,
+                before={"revoked_at": None},
+                after={"revoked_at": now, "reason": reason},
+                request_id=request_id,
+            )
+            count += 1
+    return count
+
+
 def _live_descendants(token: ApiToken) -> list[ApiToken]:
     """Unrevoked tokens minted from `token`, its children first, locked for the revocation."""
     found: list[ApiToken] = []
