@@ -18,16 +18,15 @@ def local_password_allowed(username: str | None) -> bool:
 
 class LocalPasswordGate:
     """Placed before ModelBackend: PermissionDenied stops Django's authenticate() there, so the
-    password is never checked for anyone but the break-glass admin when passwords are off."""
+    password is never checked for anyone but the break-glass admin when passwords are off. No
+    get_user: it is never a session's backend (the test client's force_login takes the first
+    backend that has one)."""
 
     def authenticate(
         self, request: Any, username: str | None = None, password: str | None = None, **kwargs: Any
     ) -> None:
         if username is not None and password is not None and not local_password_allowed(username):
             raise PermissionDenied("local passwords are turned off")
-        return None
-
-    def get_user(self, user_id: Any) -> None:
         return None
 
 
