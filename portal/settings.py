@@ -141,9 +141,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # An SSO session ends when its provider stops vouching for the person (tenants/sso).
-    "tenants.sso.session.SsoSessionRecheck",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # An SSO session ends when its provider stops vouching for the person (tenants/sso);
+    # after the messages, which tell the person why.
+    "tenants.sso.session.SsoSessionRecheck",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a lockout into core.login_guard's 429.
     "axes.middleware.AxesMiddleware",

@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from tenants import plan
+from tenants.roles import PlatformRole, TenantRole  # noqa: F401 (PlatformRole: its old home)
 
 # Single hyphens only: "--" separates tenant, adapter and version in served names
 # (acme--support--v3-1f2e3d4c), so a slug holding it could pass for another tenant's.
@@ -22,22 +23,6 @@ class SloClass(models.TextChoices):
     GOLD = "gold"
     SILVER = "silver"
     BRONZE = "bronze"
-
-
-class TenantRole(models.TextChoices):
-    OWNER = "owner"
-    MAINTAINER = "maintainer"
-    VIEWER = "viewer"
-
-
-class PlatformRole(models.TextChoices):
-    """Platform roles are Django groups with these names."""
-
-    PLATFORM_ADMIN = "platform-admin"
-    REVIEWER = "reviewer"
-    OPERATOR = "operator"
-    # Reads everything for compliance (every tenant, the audit log, records, costs); changes nothing.
-    AUDITOR = "auditor"
 
 
 class Tenant(models.Model):

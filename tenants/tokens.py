@@ -140,7 +140,7 @@ def tokens_revoke_for_user(
 ) -> int:
     """Revoke a person's live tokens (those bound to `tenant_ids`, or all), each audited with
     the reason: for the SSO sync, when the mapping takes access away. How many were revoked."""
-    live = ApiToken.objects.select_for_update().select_related("tenant")
+    live = ApiToken.objects.select_for_update(of=("self",)).select_related("tenant")
     live = live.filter(user=user, revoked_at__isnull=True)
     if tenant_ids is not None:
         live = live.filter(tenant_id__in=tenant_ids)

@@ -7,52 +7,138 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0006_request_bounds'),
+        ("tenants", "0006_request_bounds"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='membership',
-            name='source',
-            field=models.CharField(choices=[('manual', 'Manual'), ('sso', 'Sso')], default='manual', max_length=8),
+            model_name="membership",
+            name="source",
+            field=models.CharField(
+                choices=[("manual", "Manual"), ("sso", "Sso")], default="manual", max_length=8
+            ),
         ),
         migrations.CreateModel(
-            name='SsoIdentity',
+            name="SsoIdentity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('provider', models.CharField(max_length=64)),
-                ('issuer', models.CharField(max_length=500)),
-                ('subject', models.CharField(max_length=255)),
-                ('verified_email', models.EmailField(blank=True, default='', max_length=254)),
-                ('managed_platform_roles', models.JSONField(default=list)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_sign_in_at', models.DateTimeField(blank=True, null=True)),
-                ('sessions_ended_at', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sso_identities', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("provider", models.CharField(max_length=64)),
+                ("issuer", models.CharField(max_length=500)),
+                ("subject", models.CharField(max_length=255)),
+                ("verified_email", models.EmailField(blank=True, default="", max_length=254)),
+                ("managed_platform_roles", models.JSONField(default=list)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_sign_in_at", models.DateTimeField(blank=True, null=True)),
+                ("sessions_ended_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sso_identities",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='ssoidentity_unique_sub')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("issuer", "subject"), name="ssoidentity_unique_sub"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='SsoMapping',
+            name="SsoMapping",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('provider', models.CharField(max_length=64)),
-                ('claim', models.CharField(max_length=100)),
-                ('value', models.CharField(max_length=255)),
-                ('role', models.CharField(blank=True, choices=[('owner', 'Owner'), ('maintainer', 'Maintainer'), ('viewer', 'Viewer')], default='', max_length=12)),
-                ('platform_role', models.CharField(blank=True, choices=[('platform-admin', 'Platform Admin'), ('reviewer', 'Reviewer'), ('operator', 'Operator'), ('auditor', 'Auditor')], default='', max_length=20)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='sso_mappings', to='tenants.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("provider", models.CharField(max_length=64)),
+                ("claim", models.CharField(max_length=100)),
+                ("value", models.CharField(max_length=255)),
+                (
+                    "role",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("owner", "Owner"),
+                            ("maintainer", "Maintainer"),
+                            ("viewer", "Viewer"),
+                        ],
+                        default="",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "platform_role",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("platform-admin", "Platform Admin"),
+                            ("reviewer", "Reviewer"),
+                            ("operator", "Operator"),
+                            ("auditor", "Auditor"),
+                        ],
+                        default="",
+                        max_length=20,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sso_mappings",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['provider', 'claim', 'value', 'id'],
-                'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('tenant__isnull', False), models.Q(('role', ''), _negated=True), ('platform_role', '')), models.Q(('tenant__isnull', True), ('role', ''), models.Q(('platform_role', ''), _negated=True)), _connector='OR'), name='ssomapping_tenant_role_or_platform_role'), models.UniqueConstraint(fields=('provider', 'claim', 'value', 'tenant', 'platform_role'), name='ssomapping_unique_target', nulls_distinct=False)],
+                "ordering": ["provider", "claim", "value", "id"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(
+                                ("tenant__isnull", False),
+                                models.Q(("role", ""), _negated=True),
+                                ("platform_role", ""),
+                            ),
+                            models.Q(
+                                ("tenant__isnull", True),
+                                ("role", ""),
+                                models.Q(("platform_role", ""), _negated=True),
+                            ),
+                            _connector="OR",
+                        ),
+                        name="ssomapping_tenant_role_or_platform_role",
+                    ),
+                    models.UniqueConstraint(
+                        fields=("provider", "claim", "value", "tenant", "platform_role"),
+                        name="ssomapping_unique_target",
+                        nulls_distinct=False,
+                    ),
+                ],
             },
         ),
     ]

@@ -42,6 +42,7 @@ class ProviderSerializer(serializers.Serializer):
 class SsoProviderViewSet(PlatformViewSet):
     """Providers come from settings (OIDC_PROVIDERS); platform admins keep their mappings."""
 
+    queryset = SsoMapping.objects.none()  # for the schema; the actions read their own rows
     lookup_field = "name"
     lookup_value_regex = r"[a-zA-Z0-9-]+"
     platform_roles = {

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from tenants.models import PlatformRole, Tenant, TenantRole
+from tenants.roles import PlatformRole, TenantRole
 
 
 class SsoIdentity(models.Model):
@@ -45,7 +45,11 @@ class SsoMapping(models.Model):
     claim = models.CharField(max_length=100)
     value = models.CharField(max_length=255)
     tenant = models.ForeignKey(
-        Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="sso_mappings"
+        "tenants.Tenant",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="sso_mappings",
     )
     role = models.CharField(max_length=12, choices=TenantRole.choices, blank=True, default="")
     platform_role = models.CharField(

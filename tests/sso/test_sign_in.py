@@ -75,3 +75,23 @@ def test_a_local_user_with_the_same_name_is_not_taken_over(client, mapped, sso):
     identity = SsoIdentity.objects.get(issuer=sso.issuer)
     assert identity.user.username == "alice-2"
     assert not Membership.objects.filter(user__username="alice", source="sso").exists()
+
+
+def test_four_eyes_hold_across_a_persons_accounts(client, mapped, sso):
+    """A reviewer who uploaded through another account of theirs (a local one with the e-mail
+    their provider verified) may not approve that upload; another reviewer may."""
+    from adapters.access import AccessContext
+    from core.errors import PermissionDenied
+
+    sso.user("rita-sso", groups=["compliance", "ml-team"], email="rita@example.test")
+    sign_in(client, "rita-sso")
+    rita_sso = User.objects.get(username="rita-sso")
+    User.objects.filter(username="bob").update(email="Rita@Example.test")  # her local account
+
+    class Upload:
+        uploaded_by_id = User.objects.get(username="bob").pk
+
+    with pytest.raises(PermissionDenied) as refused:
+        AccessContext.for_user(rita_sso).require_review(Upload, "approve")
+    assert refused.value.code == "approval.four_eyes"
+    AccessContext.for_user(mapped.users["rita"]).require_review(Upload, "approve")
