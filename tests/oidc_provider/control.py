@@ -39,7 +39,8 @@ def _guarded(view):
 @_guarded
 def users(body: dict[str, Any]) -> dict[str, Any]:
     user, _ = User.objects.get_or_create(username=body["username"])
-    if "password" in body:
+    # Only a new password is set: setting one ends the person's sessions at the provider.
+    if "password" in body and not user.check_password(body["password"]):
         user.set_password(body["password"])
     user.email = body.get("email", user.email)
     user.is_active = body.get("is_active", True)
