@@ -100,14 +100,23 @@ def env_json_object(
     return value
 
 
-OIDC_PROVIDER_KEYS = {"name", "issuer", "client_id", "client_secret_env", "label", "scopes"}
+OIDC_PROVIDER_KEYS = {
+    "name",
+    "issuer",
+    "client_id",
+    "client_secret_env",
+    "label",
+    "scopes",
+    "cli_client_id",
+}
 
 
 def env_oidc_providers(
     name: str, *, environ: Mapping[str, str] = os.environ
 ) -> list[dict[str, str]]:
     """OIDC_PROVIDERS: a JSON list of {name, issuer, client_id, client_secret_env, label?,
-    scopes?}; the secret itself stays in the environment variable named by client_secret_env."""
+    scopes?, cli_client_id?}; the secret itself stays in the environment variable named by
+    client_secret_env; cli_client_id is the provider's public client of `lora-portal login --sso`."""
     raw = environ.get(name, "").strip()
     if not raw:
         return []

@@ -25,6 +25,8 @@ class Provider:
     client_secret_env: str
     label: str
     scopes: str
+    # The provider's public client for `lora-portal login --sso` (none: the CLI cannot use it).
+    cli_client_id: str = ""
 
     @property
     def client_secret(self) -> str:
@@ -68,6 +70,7 @@ def configured_providers() -> list[Provider]:
             client_secret_env=entry["client_secret_env"],
             label=entry.get("label") or entry["name"],
             scopes=entry.get("scopes") or "openid email profile",
+            cli_client_id=entry.get("cli_client_id", ""),
         )
         for entry in settings.OIDC_PROVIDERS
     ]

@@ -546,4 +546,6 @@ NOT_PAGES = {
     "sso-start",
     "sso-callback",
     "sso-backchannel-logout",
+    "sso-cli-providers",
+    "sso-cli-token",
 }
