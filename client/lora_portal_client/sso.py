@@ -118,7 +118,7 @@ class _Callback(BaseHTTPRequestHandler):
 def _loopback_flow(
     discovery: dict[str, Any], client_id: str, *, say: Any, open_browser: bool
 ) -> str:
-    handler = type("Callback", (_Callback,), {"answer": {}})
+    handler: type[_Callback] = type("Callback", (_Callback,), {"answer": {}})
     server = HTTPServer(("127.0.0.1", 0), handler)
     redirect_uri = f"http://127.0.0.1:{server.server_port}/callback"
     verifier = secrets.token_urlsafe(64)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -33,10 +33,16 @@ class DryRunSerializer(serializers.Serializer):
     claims = serializers.JSONField()
 
 
-class ProviderSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    label = serializers.CharField()
-    issuer = serializers.CharField()
+# `label` cannot be a declared field (every serializer field has a `label` of its own).
+PROVIDERS = inline_serializer(
+    name="SsoProvider",
+    fields={
+        "name": serializers.CharField(),
+        "label": serializers.CharField(),
+        "issuer": serializers.CharField(),
+    },
+    many=True,
+)
 
 
 class SsoProviderViewSet(PlatformViewSet):
@@ -54,7 +60,7 @@ class SsoProviderViewSet(PlatformViewSet):
     }
     action_scopes = {"add_mapping": "admin", "mapping_detail": "admin", "dry_run": "admin"}
 
-    @extend_schema(responses={200: ProviderSerializer(many=True)})
+    @extend_schema(responses={200: PROVIDERS})
     def list(self, request):
         return Response(
             [{"name": p.name, "label": p.label, "issuer": p.issuer} for p in configured_providers()]

@@ -64,7 +64,7 @@ class ProviderBackend(OIDCAuthenticationBackend):
         self.UserModel = get_user_model()
         self.token_info: dict[str, Any] = {}
 
-    def get_settings(self, attr: str, *args: Any) -> Any:  # type: ignore[override]
+    def get_settings(self, attr: str, *args: Any) -> Any:
         return provider_settings(self.provider, attr, *args)
 
     def get_token(self, payload: dict[str, Any]) -> dict[str, Any]:

@@ -56,12 +56,13 @@ def resolve_claims(provider: str, claims: dict[str, Any]) -> Resolution:
         if mapping.platform_role:
             platform_roles.add(mapping.platform_role)
             continue
-        assert mapping.tenant is not None  # the table's check constraint
-        current = tenant_roles.get(mapping.tenant_id)
+        tenant = mapping.tenant
+        assert tenant is not None  # the table's check constraint
+        current = tenant_roles.get(tenant.pk)
         if (
             current is None
             or ROLE_STRENGTH[TenantRole(mapping.role)] > ROLE_STRENGTH[TenantRole(current)]
         ):
-            tenant_roles[mapping.tenant_id] = mapping.role
-            slugs[mapping.tenant_id] = mapping.tenant.slug
+            tenant_roles[tenant.pk] = mapping.role
+            slugs[tenant.pk] = tenant.slug
     return Resolution(tenant_roles, slugs, frozenset(platform_roles))

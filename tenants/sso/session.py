@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 from django.contrib import messages
 from django.contrib.auth import logout
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect
 
 from core.audit import record_event
+from core.request import PortalRequest
 from tenants.sso import oidc
 from tenants.sso.models import SsoIdentity
 from tenants.sso.services.recheck import recheck_session
@@ -22,10 +23,10 @@ class SsoSessionRecheck:
     """After AuthenticationMiddleware. Ends the session when the provider logged the person out
     (back-channel), and re-checks it against the provider when its ID token expires."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    def __init__(self, get_response: Callable[[PortalRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: PortalRequest) -> HttpResponse:
         session = getattr(request, "session", None)
         if (
             session is not None
@@ -37,7 +38,7 @@ class SsoSessionRecheck:
                 return self._end(request, ended)
         return self.get_response(request)
 
-    def _check(self, request: HttpRequest) -> str | None:
+    def _check(self, request: PortalRequest) -> str | None:
         session = request.session
         identity = SsoIdentity.objects.filter(
             user=request.user,
@@ -62,7 +63,7 @@ class SsoSessionRecheck:
             session[oidc.SESSION_RECHECK_AT] = result.recheck_at
         return result.ended
 
-    def _end(self, request: HttpRequest, code: str) -> HttpResponse:
+    def _end(self, request: PortalRequest, code: str) -> HttpResponse:
         record_event(
             action="sso.session_ended",
             actor=request.user,

@@ -32,7 +32,7 @@ class SsoStartView(OIDCAuthenticationRequestView):
     def __init__(self, **kwargs: Any) -> None:  # the provider is known only per request
         super(OIDCAuthenticationRequestView, self).__init__(**kwargs)
 
-    def get(self, request: HttpRequest, provider: str) -> HttpResponse:  # type: ignore[override]
+    def get(self, request: HttpRequest, provider: str) -> HttpResponse:
         try:
             self.provider = provider_named(provider)
             self.OIDC_OP_AUTH_ENDPOINT = self.provider.endpoint("authorization_endpoint")
@@ -45,7 +45,7 @@ class SsoStartView(OIDCAuthenticationRequestView):
         request.session.modified = True
         return response
 
-    def get_settings(self, attr: str, *args: Any) -> Any:  # type: ignore[override]
+    def get_settings(self, attr: str, *args: Any) -> Any:
         return oidc.provider_settings(self.provider, attr, *args)
 
 
@@ -95,7 +95,7 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):
                 self.provider,
             )
 
-    def get_settings(self, attr: str, *args: Any) -> Any:  # type: ignore[override]
+    def get_settings(self, attr: str, *args: Any) -> Any:
         assert self.provider is not None
         return oidc.provider_settings(self.provider, attr, *args)
 

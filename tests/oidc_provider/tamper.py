@@ -4,6 +4,7 @@ a file beside the database so that every worker thread of the provider sees it."
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -12,8 +13,8 @@ from django.conf import settings
 MODES = ("expired", "audience", "issuer", "foreign-key")
 
 
-def _path():
-    return settings.DIR / "tamper-next"
+def _path() -> Path:
+    return Path(settings.DATABASES["default"]["NAME"]).parent / "tamper-next"
 
 
 def arm(how: str) -> None:

@@ -131,7 +131,7 @@ def _apply_membership(user: Any, change: SyncChange, resolution: Resolution) -> 
     tenant = Tenant.objects.get(slug=change.tenant)
     if change.change == "add":
         Membership.objects.create(
-            user=user, tenant=tenant, role=change.after, source=MembershipSource.SSO
+            user=user, tenant=tenant, role=change.after or "", source=MembershipSource.SSO
         )
     elif change.change == "change":
         membership = Membership.objects.get(user=user, tenant=tenant, source=MembershipSource.SSO)
