@@ -1,4 +1,5 @@
-"""Start the test provider: `python -m tests.oidc_provider.serve --dir DIR --port PORT`.
+"""Start the test provider: `python -m tests.oidc_provider.serve --dir DIR --port PORT [--demo]`
+(`--demo`: as `make run` starts it, with the demo's clients and people, tests/oidc_provider/demo.py).
 
 Makes its RSA key on the first start, migrates its SQLite database, then serves it with uvicorn.
 """
@@ -31,6 +32,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--demo", action="store_true", help="add `make run`'s demo clients and people"
+    )
     args = parser.parse_args()
     directory = Path(args.dir)
     directory.mkdir(parents=True, exist_ok=True)
@@ -42,6 +46,10 @@ def main() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
+    if args.demo:
+        from tests.oidc_provider.demo import seed
+
+        seed()
     import uvicorn
     from django.core.asgi import get_asgi_application
 

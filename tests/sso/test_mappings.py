@@ -102,3 +102,19 @@ def test_the_page_adds_a_mapping_and_runs_a_dry_run(client, world, sso):
     assert dry.context["dry_run"]["platform_roles"] == ["operator"]
     bad = client.post("/platform/sso/dry-run/", {"provider": "testidp", "claims": "{nope"})
     assert bad.status_code == 400 and b"not JSON" in bad.content
+
+
+def test_make_runs_demo_provider_gets_its_mappings(settings, world):
+    from portal.demo import DEMO_SSO_MAPPINGS, seed_demo_sso
+
+    assert seed_demo_sso() is False  # no demo provider configured: nothing
+    settings.OIDC_PROVIDERS = [
+        {
+            "name": "demo-idp",
+            "issuer": "http://127.0.0.1:8300/o",
+            "client_id": "lora-portal",
+            "client_secret_env": "DEMO_IDP_CLIENT_SECRET",
+        }
+    ]
+    assert seed_demo_sso() and seed_demo_sso()  # again at the next start: no duplicates
+    assert SsoMapping.objects.filter(provider="demo-idp").count() == len(DEMO_SSO_MAPPINGS)
