@@ -98,3 +98,13 @@ def test_back_channel_logout_ends_the_session_and_bad_tokens_are_refused(client,
     response = client.get("/")
     assert response.status_code == 302 and response["Location"].startswith("/login/")
     assert Membership.objects.filter(user__username="jo").exists()  # logged out, not removed
+
+
+def test_a_session_of_a_provider_no_longer_configured_ends(client, mapped, sso, settings):
+    sso.user("kit", groups=["ml-team"])
+    sign_in(client, "kit")
+    settings.OIDC_PROVIDERS = []
+    _id_token_expires(client)
+    response = client.get("/")
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    assert Membership.objects.filter(user__username="kit").exists()  # ended, nothing withdrawn

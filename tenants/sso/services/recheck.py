@@ -10,6 +10,7 @@ from typing import Any
 import requests
 from django.conf import settings
 
+from core.errors import ApplicationError
 from tenants.sso.errors import SsoRefused
 from tenants.sso.models import SsoIdentity
 from tenants.sso.providers import Provider, provider_named
@@ -37,7 +38,7 @@ def recheck_session(
         answer = _refresh(provider, backend, refresh_token)
     except requests.RequestException:
         return Recheck(ended="sso.provider_unreachable")
-    except SsoRefused as exc:
+    except ApplicationError as exc:  # refused, or the provider is gone from the settings
         return Recheck(ended=exc.code)
     if answer is None:
         withdraw_managed_access(
