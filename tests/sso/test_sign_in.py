@@ -60,7 +60,7 @@ def test_the_next_sign_in_follows_the_groups_and_leaves_manual_grants(client, ma
     assert user.groups.filter(name="reviewer").exists()
     # A grant by hand, which the sync must leave alone.
     Membership.objects.create(user=user, tenant=mapped.globex, role=TenantRole.OWNER)
-    sso.user("erin", groups=["ml-leads"])
+    sso.user("erin", groups=["ml-leads", "globex-read"])  # globex-read names the manual one
     client.logout()
     sign_in(client, "erin")
     roles = {m.tenant.slug: (m.role, m.source) for m in Membership.objects.filter(user=user)}
