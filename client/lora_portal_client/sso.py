@@ -80,8 +80,15 @@ def _device_flow(discovery: dict[str, Any], client_id: str, *, say: Any) -> str:
             timeout=30,
         )
         body = answer.json()
-        if answer.status_code == 200:
+        if answer.status_code == 200 and "id_token" in body:
             return str(body["id_token"])
+        if answer.status_code == 200:
+            raise PortalError(
+                "sso.no_id_token",
+                "The identity provider's device grant gave no ID token (ask for the openid scope "
+                "on its CLI client, or allow the loopback redirect instead).",
+                exit_code=ExitCode.AUTH,
+            )
         if body.get("error") == "slow_down":
             interval += 5
         elif body.get("error") != "authorization_pending":
