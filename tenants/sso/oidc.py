@@ -49,6 +49,14 @@ def provider_settings(provider: Provider, attr: str, *args: Any) -> Any:
     return import_from_settings(attr, *args)
 
 
+class DryRunClaims(Exception):  # noqa: N818 (not an error: the dry run's way out)
+    """A platform admin's dry run as a test user: the verified claims, for the SSO page."""
+
+    def __init__(self, claims: dict[str, Any]) -> None:
+        super().__init__("dry run")
+        self.claims = claims
+
+
 class ProviderBackend(OIDCAuthenticationBackend):
     """One sign-in through one provider (built per request by backends.SsoBackend)."""
 
@@ -93,6 +101,8 @@ class ProviderBackend(OIDCAuthenticationBackend):
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
         """The ID token's claims decide (groups included); no e-mail lookup, no userinfo call."""
+        if getattr(self.request, "sso_dry_run", False):
+            raise DryRunClaims(payload)
         return sso_sign_in(
             provider=self.provider,
             claims=payload,

@@ -18,12 +18,17 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 
 from core.audit import record_event
 from core.errors import ApplicationError
+from tenants.access_port import access_for_request
+from tenants.pageforms import require_platform_role
+from tenants.pagekit import render_error
 from tenants.sso import oidc
 from tenants.sso.errors import SsoRefused
+from tenants.sso.pages.mappings import dry_run_page
 from tenants.sso.providers import Provider, configured_providers, provider_named
 from tenants.sso.services.logout import backchannel_logout
 
-SESSION_STATES = "sso_states"  # state -> provider name, beside mozilla-django-oidc's own
+# state -> {"provider": name, "dry_run": bool}, beside mozilla-django-oidc's own
+SESSION_STATES = "sso_states"
 
 
 class SsoStartView(OIDCAuthenticationRequestView):
@@ -39,14 +44,30 @@ class SsoStartView(OIDCAuthenticationRequestView):
         except ApplicationError as exc:
             return refusal_page(request, SsoRefused(exc.code, exc.message, status=exc.status), None)
         self.OIDC_RP_CLIENT_ID = self.provider.client_id
+        # A platform admin's dry run "as a test user": the provider asks for that person's
+        # credentials (prompt=login); the answer is shown on the SSO page, nobody signs in here.
+        self.dry_run = request.GET.get("dry_run") == "1"
+        if self.dry_run:
+            try:
+                require_platform_role(
+                    access_for_request(request), "is_platform_admin", "run a dry run"
+                )
+            except ApplicationError as exc:
+                return render_error(request, exc)
         response = super().get(request)
         state = parse_qs(urlsplit(response["Location"]).query)["state"][0]
-        request.session.setdefault(SESSION_STATES, {})[state] = self.provider.name
+        request.session.setdefault(SESSION_STATES, {})[state] = {
+            "provider": self.provider.name,
+            "dry_run": self.dry_run,
+        }
         request.session.modified = True
         return response
 
     def get_settings(self, attr: str, *args: Any) -> Any:
         return oidc.provider_settings(self.provider, attr, *args)
+
+    def get_extra_params(self, request: HttpRequest) -> dict[str, str]:
+        return {"prompt": "login"} if self.dry_run else {}
 
 
 class SsoCallbackView(OIDCAuthenticationCallbackView):
@@ -56,9 +77,9 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         state = request.GET.get("state", "")
-        name = request.session.get(SESSION_STATES, {}).pop(state, None)
+        started = request.session.get(SESSION_STATES, {}).pop(state, None)
         request.session.modified = True
-        if name is None:
+        if started is None:
             return refusal_page(
                 request,
                 SsoRefused(
@@ -68,8 +89,9 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):
                 ),
                 None,
             )
-        self.provider = provider_named(name)
+        self.provider = provider_named(started["provider"])
         request.sso_provider = self.provider  # type: ignore[attr-defined]
+        request.sso_dry_run = started["dry_run"]  # type: ignore[attr-defined]
         if request.GET.get("error"):
             request.session.get("oidc_states", {}).pop(state, None)
             return refusal_page(
@@ -82,6 +104,8 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):
             )
         try:
             return super().get(request)
+        except oidc.DryRunClaims as dry:
+            return dry_run_page(request, self.provider, dry.claims)
         except SsoRefused as exc:
             return refusal_page(request, exc, self.provider)
         except (SuspiciousOperation, requests.RequestException):

@@ -118,3 +118,29 @@ def test_make_runs_demo_provider_gets_its_mappings(settings, world):
     ]
     assert seed_demo_sso() and seed_demo_sso()  # again at the next start: no duplicates
     assert SsoMapping.objects.filter(provider="demo-idp").count() == len(DEMO_SSO_MAPPINGS)
+
+
+def test_a_dry_run_as_a_test_user_signs_nobody_in(client, world, sso):
+    """The admin signs in at the provider as a test user (asked again: prompt=login); the page
+    shows what that person's claims give; no account is made and the admin stays who they are."""
+    import httpx
+
+    from tenants.sso.models import SsoIdentity
+    from tests.sso.flow import authorize_at_provider, callback_path
+
+    SsoMapping.objects.create(
+        provider="testidp", claim="groups", value="ops", platform_role="operator"
+    )
+    sso.user("tess", groups=["ops"])
+    assert client.get("/sso/testidp/start/?dry_run=1").status_code == 403  # admins only
+    client.force_login(world.users["adam"])
+    started = client.get("/sso/testidp/start/?dry_run=1")
+    assert "prompt=login" in started["Location"]
+    with httpx.Client() as browser:
+        back = authorize_at_provider(started["Location"], "tess", browser)
+    page = client.get(callback_path(back))
+    assert page.status_code == 200
+    assert page.context["dry_run"]["platform_roles"] == ["operator"]
+    assert not SsoIdentity.objects.exists()
+    assert page.wsgi_request.user.username == "adam"
+    assert AuditEvent.objects.filter(action="sso.dry_run").exists()

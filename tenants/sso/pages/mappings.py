@@ -90,6 +90,21 @@ def platform_sso_dry_run(request: PortalRequest) -> HttpResponse:
     return _page(request, dry_run=result)
 
 
+def dry_run_page(request: Any, provider: Any, claims: dict[str, Any]) -> HttpResponse:
+    """The answer of a dry run as a test user (tenants/sso/views.py): what the claims the
+    provider just vouched for would give; the admin stays signed in as themselves."""
+    try:
+        result = mapping_dry_run(
+            access=access_for(request),
+            provider=provider.name,
+            claims=claims,
+            request_id=getattr(request, "request_id", ""),
+        )
+    except ApplicationError as exc:
+        return _page(request, error=exc)
+    return _page(request, dry_run={**result, "claims": claims})
+
+
 @page_view
 @require_POST
 def platform_sso_mapping_delete(request: PortalRequest, mapping_id: int) -> HttpResponse:
