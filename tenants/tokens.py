@@ -150,15 +150,7 @@ def tokens_revoke_for_user(
         for token in live.order_by("pk"):
             token.revoked_at = now
             token.save(update_fields=["revoked_at"])  # save(): the gateway re-reads its tokens
-            record_event(
-                action="token.revoke",
-                actor=actor,
-                tenant=token.tenant,
-                obj=token,
-                before={"revoked_at": None},
-                after={"revoked_at": now, "reason": reason},
-                request_id=request_id,
-            )
+            _audit_revoke(token, actor=actor, request_id=request_id, reason=reason)
             count += 1
     return count
 
@@ -180,11 +172,18 @@ def _live_descendants(token: ApiToken) -> list[ApiToken]:
 
 
 def _audit_revoke(
-    token: ApiToken, *, actor: Any, request_id: str, cascade_from: ApiToken | None = None
+    token: ApiToken,
+    *,
+    actor: Any,
+    request_id: str,
+    cascade_from: ApiToken | None = None,
+    reason: str = "",
 ) -> None:
     after: dict[str, Any] = {"revoked_at": token.revoked_at}
     if cascade_from is not None:
         after["cascade_from"] = cascade_from.prefix
+    if reason:
+        after["reason"] = reason
     record_event(
         action="token.revoke",
         actor=actor,
