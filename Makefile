@@ -113,7 +113,7 @@ bench-fleet-real: venv services engine-venv tiny-model
 bench-cache: venv
 	@$(PY) -m bench.cachesim.report
 
-# Round 2 of the cache policy (issue 12): every goal over three seeds; GOALS=2,4 re-runs some.
+# The cache policy's second goal set: every goal over three seeds; GOALS=2,4 re-runs some.
 bench-cache2: venv
 	@$(PY) -m bench.cachesim.round2_report $(if $(GOALS),--only $(GOALS))
 
@@ -135,7 +135,7 @@ bench-gateway-routing: venv services engine-venv tiny-model
 	@$(PY) -m bench.gateway_routing --requests 300 --rates 1.5,4 --adapters 16 --zipf 1.1 --seed 1 --write-docs
 
 # Noisy neighbours: tenant B's steady streams while tenant A floods, holds unread streams, runs
-# past the time budget and sends its largest requests (two engines, ~8 min; issue 19), then the
+# past the time budget and sends its largest requests (two engines, ~8 min), then the
 # alone and overtime phases again with both tenants straight at the engines (the reference).
 bench-neighbours: venv services engine-venv tiny-model
 	@$(PY) -m bench.neighbours --phase-seconds 40 --b-rate 4 --write-docs

@@ -73,10 +73,11 @@ ROLE_TENANT_CAPS: dict[str, frozenset[str]] = {
             "use_playground",
             "manage_keys",
             "infer",
+            "manage_evals",
         }
     ),
     TenantRole.MAINTAINER: frozenset(
-        {"view", "manage_aliases", "create_adapter", "use_playground", "infer"}
+        {"view", "manage_aliases", "create_adapter", "use_playground", "infer", "manage_evals"}
     ),
     TenantRole.VIEWER: frozenset({"view"}),
 }

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from adapters import selectors
 from adapters import serializers as s
+from adapters.approval_checks import ApprovalOverride
 from adapters.fleet_port import fleet
 from adapters.models import Adapter, AdapterVersion, Alias, BaseModel
 from adapters.services import aliases, lifecycle, registry, releases, uploads
@@ -184,15 +185,20 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         placement = fleet().version_placement(self._version(number))
         return Response(s.PlacementSerializer(placement, many=True).data)
 
+    @extend_schema(request=s.ApproveSerializer, responses={200: s.VersionDetailSerializer})
     @action(detail=True, methods=["post"])
     def approve(self, request, tenant=None, adapter=None, number=None):
-        data = s.CommentSerializer(data=request.data)
+        """Approve; `{"override_eval_gate": true, "reason": ...}` approves despite a failed eval
+        gate (a second reviewer, evals.services.gate)."""
+        data = s.ApproveSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        given = data.validated_data
         version = lifecycle.version_approve(
             version=self._version(number),
-            comment=data.validated_data["comment"],
+            comment=given["comment"],
             access=self.access,
             request_id=self.request_id,
+            override=ApprovalOverride(given["reason"]) if given["override_eval_gate"] else None,
         )
         return self._detail(version)
 

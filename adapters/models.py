@@ -54,7 +54,7 @@ class Adapter(models.Model):
     warmup_days = models.CharField(max_length=40, default="mon-fri")
     warmup_start = models.TimeField(null=True, blank=True)
     warmup_end = models.TimeField(null=True, blank=True)
-    # At least 1: 0 once read as "no cap" (issue 19); at most the tenant's plan (services).
+    # At least 1: 0 once read as "no cap"; at most the tenant's plan (services).
     max_concurrent_requests = models.PositiveIntegerField(
         default=16, validators=[MinValueValidator(1)]
     )

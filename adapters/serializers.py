@@ -212,6 +212,11 @@ class CommentSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
 
 
+class ApproveSerializer(CommentSerializer):
+    override_eval_gate = serializers.BooleanField(required=False, default=False)
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
+
+
 class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=4000)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import datetime
+import subprocess
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -12,9 +14,37 @@ def markers(name: str) -> tuple[str, str]:
     return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 
 
+STAMP_PREFIX = "Recorded "
+
+
+def stamped(section: str) -> str:
+    """`section` with a line saying when and at which commit it was measured, under its heading
+    (once: a section that already carries one keeps it)."""
+    if STAMP_PREFIX + "20" in section:
+        return section
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=DOCS.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    stamp = f"{STAMP_PREFIX}{datetime.datetime.now(datetime.UTC):%Y-%m-%d}, commit {commit}."
+    lines = section.split("\n")
+    at = next((i for i, line in enumerate(lines) if line.startswith("#")), None)
+    if at is None:
+        return section
+    return "\n".join([*lines[: at + 1], "", stamp, *lines[at + 1 :]])
+
+
 def write_section(name: str, section: str, *, doc: Path = DOCS) -> None:
-    """Replace the text between `name`'s markers (which `section` carries) or append it."""
+    """Replace the text between `name`'s markers (which `section` carries) or append it; the
+    section says when and at which commit it was measured."""
     begin, end = markers(name)
+    section = stamped(section)
     text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
     if begin in text and end in text:
         head, rest = text.split(begin, 1)

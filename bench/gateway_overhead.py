@@ -249,9 +249,9 @@ def _reading(r: OverheadResult) -> list[str]:
         "the request, see the profile) sits on each request's path, so that is about what the "
         "gateway adds on this CPU once the noise averages out. The sequential added p50s above "
         "bracket it; they are noisy at the ms level (the engine's own p50 differs by several "
-        "ms between kinds, and other sessions' engines shared the cores).",
+        "ms between kinds, and other vLLM engines on the machine shared the cores).",
         "- The engine's own time to first token is bimodal: the first text comes after one "
-        "engine step or after two (session 10, straight at an engine, chat streaming: 62% at "
+        "engine step or after two (measured 2026-12-01 straight at an engine, chat streaming: 62% at "
         "4-8 ms, 37% at 12-16 ms; in this bench's setup the modes sit ~14 ms apart). When the "
         "share of slow ones is near half, the p50 jumps between the modes with it, and the "
         "difference of two p50s (gateway minus engine) swings by several ms from run to run "

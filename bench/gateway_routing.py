@@ -222,7 +222,7 @@ def render(r: RoutingResult, command: str) -> str:
         "every adapter is evicted from both engines, staged copies and Residency rows deleted, "
         "Redis flushed and the worker restarted; the second rate replays the choices in reverse "
         "order (ABBA), and the last column is the machine's load average as each replay "
-        "started (other sessions' tests share it). Cold loads: the worker's FleetAction `load` "
+        "started (other tests on the machine share it). Cold loads: the worker's FleetAction `load` "
         "rows in the replay (stage + verified load); the gateway's counters say where each "
         "request was served from (cold = it waited for a load). TTFT at the client (send -> "
         "first event carrying text), p99 by nearest rank.",
@@ -251,7 +251,7 @@ PIN_NOTE = [
     "batch's second adapter evicts its first from the only unpinned GPU slot. The gateway "
     "now admits at most max_loras - pins distinct unpinned adapters on an engine with pins at "
     "once (gateway.limits, atomic in Redis across replicas); the others wait at the gateway. "
-    "Since issue 20's fix it reads the pins from the engine's pinned set in Redis, which the "
+    "Since commit 7201ab1 (2026-12-01) it reads the pins from the engine's pinned set in Redis, which the "
     "controller fills before the engine pins, only when the requests in flight leave room "
     "(workers.engine_slots), not from its tables, which lagged the controller.",
 ]
@@ -315,7 +315,7 @@ async def _empty_engine(proc: EngineProcess, key: str) -> None:
 def engine_post_mortem(name: str, proc: EngineProcess) -> str:
     """Why an engine stopped answering, from what is left: its process's exit (a signal 9 with
     no error in its log is the kernel's OOM killer; an EngineDeadError in the log is vLLM's
-    engine core dying) and its log's last lines. Session 7's run lost an engine here with no
+    engine core dying) and its log's last lines. A run on 2026-12-01 lost an engine here with no
     trace of which."""
     code = proc.process.poll() if proc.process is not None else None
     state = "still running (not answering)" if code is None else f"exited with {code}"

@@ -504,7 +504,7 @@ def machine_note(started_load: float, own: Sequence[EngineProcess]) -> str:
     return (
         f"{os.cpu_count()} cores; load average {started_load:.1f} when the run started and "
         f"{os.getloadavg()[0]:.1f} at its end; {other_vllm_engines(own)} other vLLM engines "
-        "running at the end (other engineers' tests)"
+        "running at the end (other tests on the machine)"
     )
 
 

@@ -121,7 +121,7 @@ def render(result: Result, command: str) -> str:
 
     lines = [
         f"<!-- {SECTION}:begin -->",
-        "## Live metrics fan-out (issue 10)",
+        "## Live metrics fan-out",
         "",
         f"`{command}` ({r.started}, {r.machine})",
         "",

@@ -108,7 +108,7 @@ class Result:
     args: dict[str, Any]
     seconds: float
     # The controller's pins and unpins on each engine during the burst ({"load-a pin": n}),
-    # and whether each engine's process still ran after it (issue 20: pin churn killed one).
+    # and whether each engine's process still ran after it (pin churn once killed one).
     burst_pins: dict[str, int] = field(default_factory=dict)
     alive_after_burst: dict[str, bool] = field(default_factory=dict)
 

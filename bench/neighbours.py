@@ -1,8 +1,8 @@
-"""Noisy neighbours (issue 19, item 8): tenant B sends steady streaming traffic through the
+"""Noisy neighbours: tenant B sends steady streaming traffic through the
 gateway while tenant A, in turn, (a) floods at 10x its requests per minute, (b) holds 32 streams
 it never reads, (c) sends requests that outlive the gateway's time budget, (d) sends the largest
 requests its plan allows; and (e) while anyone sends 1,000 requests/s of made-up tokens from
-another address (issue 32, item 4). B's time to first token (p50, p99) and its answers by status in each
+another address. B's time to first token (p50, p99) and its answers by status in each
 phase, against B alone in the same run. Goal: B's p99 within 1.25x of alone, no non-2xx for B.
 
 Two real CPU engines (tiny model), one gateway (uvicorn, portal.asgi) on a database and Redis
@@ -298,7 +298,7 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         # A core each, as each engine has its own accelerator and host in production: unbound,
         # vLLM puts both on core 0 and B's TTFT measures two engines time-slicing one core; with
         # only the compute threads bound, A's engine's API server (detokenizing 8 sequences at
-        # full speed) ran on B's engine's core: overtime p99 9.1 s via the gateway (session 10).
+        # full speed) ran on B's engine's core: overtime p99 9.1 s via the gateway (2026-12-01).
         config = gs.engine_config(
             tiny, VAR, name, keys[name], max_loras=2, max_cpu_loras=2, cpu_cores=str(i % cores)
         )

@@ -74,7 +74,7 @@ def render(r: Result, command: str, note: str = "") -> str:
     return "\n".join(
         [
             f"<!-- {SECTION}:begin -->",
-            "## Playground: time to first token on screen (issue 10)",
+            "## Playground: time to first token on screen",
             "",
             f"Command: `{command}` ({r.seconds:.0f} s; engine ready in {r.engine_start_s:.0f} s).",
             "",

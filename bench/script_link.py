@@ -1,5 +1,5 @@
 """The admission script's round trip, as the gateway runs it before every request: through
-redis-py (`register_script`, the gateway's path until session 12) against the lean path
+redis-py (`register_script`, the gateway's path until 2026-12-04, commit 9794106) against the lean path
 (gateway.script_link), back to back and after idle gaps, in one process on one core.
 
     make bench-script-link   # REDIS_URL defaults to DB 10 there
@@ -111,7 +111,7 @@ def render(result: dict[float, dict[str, list[float]]], command: str, cpu: int) 
             "Protocol with one timer per round trip; redis-py adds its pool's condition, a retry "
             "wrapper, timeout scopes around each read and write and a stream layer, which cost "
             "little warm and several times more on a core that has been idle (docs/benchmarks.md, "
-            "'Session 11: where the p50 goes').",
+            "'Where the p50 goes').",
             end,
         ]
     )

@@ -1,5 +1,5 @@
 """The per-address limit on /v1/, checked before the token is looked at: past it a client address
-is answered 429 with no lookup, no Redis command and no database row (issue 32).
+is answered 429 with no lookup, no Redis command and no database row.
 
 A token bucket per address, in process: GATEWAY_ADDRESS_RATE_PER_SECOND requests a second with
 bursts of GATEWAY_ADDRESS_BURST, per replica (behind N replicas an address gets up to N times it).

@@ -2,7 +2,7 @@
 request, release after it ends (gateway.limits).
 
 Why not redis-py here: on an idle core, each layer of library code costs many times its warm CPU
-(docs/benchmarks.md, "Session 11: where the p50 goes"), and redis-py's command path (a pool
+(docs/benchmarks.md, "Where the p50 goes"), and redis-py's command path (a pool
 behind a condition, a retry wrapper, a timeout scope per read and per write, a stream layer)
 took 0.66 ms (p50) for the admission script after 50 ms idle where this path takes 0.39 ms
 (bench/script_link.py, docs/benchmarks.md). This module is only the transport: hiredis packs

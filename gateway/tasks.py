@@ -19,8 +19,7 @@ def persist_usage() -> dict:
     return asdict(usage_persist(days=2))
 
 
-# Named as it was when it lived in adapters.tasks: beat entries and queued tasks name it so.
-@shared_task(acks_late=True, name="adapters.tasks.check_canaries")
+@shared_task(acks_late=True, name="gateway.tasks.check_canaries")
 def check_canaries(now: float | None = None) -> int:
     """Beat entry (30 s): roll back guarded canaries whose error rate or TTFT passed their limit.
 

@@ -1,5 +1,5 @@
 """Who a bearer token is, from the gateway's tables alone: a made-up token is refused with no
-database lookup and without the tables' refresh lock (issue 32).
+database lookup and without the tables' refresh lock.
 
 A prefix the tables do not hold may be a token minted a moment ago. Its mint bumped the routes'
 generation in Redis before the minting call answered (gateway.invalidation), so one read of that

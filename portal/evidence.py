@@ -3,8 +3,9 @@ signed so that it can be handed over and verified later, offline (portal.evidenc
 lora_portal_client.evidence), and checked against the live chain (portal.evidence_check).
 
 Sections: the version (manifest, every hash, config, signer), its validation report, every
-decision, its releases (alias revisions that named it, with weights, rollbacks), where and when
-it served, its audit events with their chain fields, and the chain's anchor at export time.
+decision, its releases (alias revisions that named it, with weights, rollbacks), its eval runs
+(suite and version hashes, verdicts, the digest of every case), where and when it served, its
+audit events with their chain fields, and the chain's anchor at export time.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from django.utils import timezone
 from adapters.models import AdapterVersion, AliasRevision, Decision
 from core.audit import event_content
 from core.audit_models import AuditChainHead, AuditEvent
+from evals.records import RUN_OBJECT_TYPE, evals_section, run_event_ids
 from gateway.models import DailyUsage
 from portal.audit_checkpoint import CheckpointError, read_checkpoint
 from portal.evidence_signing import require_signing_key, sign_record
@@ -205,13 +207,22 @@ def evidence_record(*, version: AdapterVersion, generated_by: str) -> dict[str, 
     the record is covered by the anchored head."""
     anchor, head_id = _anchor()
     releases, alias_ids = _releases(version)
-    events = AuditEvent.objects.filter(pk__lte=head_id, tenant_id=version.tenant_id).filter(
-        object_type=VERSION_OBJECT_TYPE, object_id=str(version.pk)
-    ) | AuditEvent.objects.filter(
-        pk__lte=head_id,
-        tenant_id=version.tenant_id,
-        object_type=ALIAS_OBJECT_TYPE,
-        object_id__in=[str(i) for i in alias_ids],
+    events = (
+        AuditEvent.objects.filter(pk__lte=head_id, tenant_id=version.tenant_id).filter(
+            object_type=VERSION_OBJECT_TYPE, object_id=str(version.pk)
+        )
+        | AuditEvent.objects.filter(
+            pk__lte=head_id,
+            tenant_id=version.tenant_id,
+            object_type=ALIAS_OBJECT_TYPE,
+            object_id__in=[str(i) for i in alias_ids],
+        )
+        | AuditEvent.objects.filter(
+            pk__lte=head_id,
+            tenant_id=version.tenant_id,
+            object_type=RUN_OBJECT_TYPE,
+            object_id__in=run_event_ids(version),
+        )
     )
     unsigned = {
         "format": RECORD_FORMAT,
@@ -222,6 +233,7 @@ def evidence_record(*, version: AdapterVersion, generated_by: str) -> dict[str, 
         "decisions": _decisions(version),
         "releases": releases,
         "served": _served(version),
+        "evals": evals_section(version),
         "audit_events": [audit_event_dict(e) for e in events.order_by("id")],
         "anchor": anchor,
     }

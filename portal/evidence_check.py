@@ -5,7 +5,8 @@ current one and those it signed with before a rotation): the
 live chain is intact; the anchored head and checkpoint are still in it; each exported event's
 hash, recomputed from the record's own fields with the chain key (core.audit.compute_hash), is
 the hash of the row with that id; the version's files are the same; and what it served per day
-is what the usage rows say (the export day may have grown since, never shrunk).
+is what the usage rows say (the export day may have grown since, never shrunk); each eval run's
+cases are those it finished with (evals.records).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from django.db.models import Sum
 from adapters.models import AdapterVersion
 from core.audit import chain_key, compute_hash, event_from_content
 from core.audit_models import AuditEvent
+from evals.records import evals_problems
 from gateway.models import DailyUsage
 from portal.audit_verify import verify_chain
 from portal.evidence_signing import portal_keys
@@ -113,6 +115,7 @@ def check_record(record: dict[str, Any]) -> list[str]:
     problems += _anchor_problems(record.get("anchor") or {})
     problems += _event_problems(record.get("audit_events") or [])
     problems += _served_problems(version, record.get("served") or {}, exported)
+    problems += evals_problems(version, record.get("evals"))
     return problems
 
 

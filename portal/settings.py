@@ -131,6 +131,7 @@ INSTALLED_APPS = [
     "adapters",
     "workers",
     "gateway",
+    "evals",
 ]
 
 MIDDLEWARE = [
@@ -324,7 +325,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"ResidencyStateEnum": "workers.models.ResidencyState"},
+    "ENUM_NAME_OVERRIDES": {
+        "ResidencyStateEnum": "workers.models.ResidencyState",
+        "EvalRunStatusEnum": "evals.models.RunStatus",
+        "VersionStatusEnum": "adapters.models.VersionStatus",
+    },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -381,7 +386,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(env_int("FLEET_RECONCILE_SECONDS", 30, minimum=1)),
     },
     "check-fleet-alarms": {"task": "workers.tasks.check_alarms", "schedule": 60.0},
-    "check-canaries": {"task": "adapters.tasks.check_canaries", "schedule": 30.0},
+    "check-canaries": {"task": "gateway.tasks.check_canaries", "schedule": 30.0},
     "persist-gateway-usage": {"task": "gateway.tasks.persist_usage", "schedule": 60.0},
     "checkpoint-audit-chain": {
         "task": "portal.tasks.checkpoint_audit_chain",
@@ -549,6 +554,14 @@ GATEWAY_PLAN_DEFAULTS = {
     "max_prompt_logprobs": env_int("GATEWAY_PLAN_MAX_PROMPT_LOGPROBS", 5, minimum=1),
     "max_prompt_bytes": env_int("GATEWAY_PLAN_MAX_PROMPT_BYTES", 256 * 1024, minimum=1),
     "max_structured_output_bytes": env_int("GATEWAY_PLAN_MAX_STRUCTURED_BYTES", 16384, minimum=1),
+}
+
+# A new tenant's eval-suite bounds (tenants/plan.py EVAL_BOUNDS); platform admins change them per
+# tenant. A suite is uploaded as one multipart body, so its bytes stay under REQUEST_MAX_BODY_BYTES.
+EVAL_PLAN_DEFAULTS = {
+    "eval_max_cases": env_int("EVAL_PLAN_MAX_CASES", 1000, minimum=1),
+    "eval_max_suite_bytes": env_int("EVAL_PLAN_MAX_SUITE_BYTES", 512 * 1024, minimum=1),
+    "eval_max_case_tokens": env_int("EVAL_PLAN_MAX_CASE_TOKENS", 256, minimum=1),
 }
 
 LOGGING = {

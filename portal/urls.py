@@ -38,6 +38,7 @@ urlpatterns = [
     path("", include("portal.page_urls")),
     path("", include("tenants.urls")),
     path("", include("adapters.urls")),
+    path("", include("evals.page_urls")),
     path("", include("gateway.usage_urls")),
     path("", include("portal.platform_urls")),
 ]

@@ -61,6 +61,16 @@ class Tenant(models.Model):
     max_structured_output_bytes = models.PositiveIntegerField(
         default=plan.default_max_structured_output_bytes, validators=plan.AT_LEAST_ONE
     )
+    # Eval suites (tenants/plan.py EVAL_BOUNDS says what each bounds).
+    eval_max_cases = models.PositiveIntegerField(
+        default=plan.default_eval_max_cases, validators=plan.AT_LEAST_ONE
+    )
+    eval_max_suite_bytes = models.PositiveIntegerField(
+        default=plan.default_eval_max_suite_bytes, validators=plan.AT_LEAST_ONE
+    )
+    eval_max_case_tokens = models.PositiveIntegerField(
+        default=plan.default_eval_max_case_tokens, validators=plan.AT_LEAST_ONE
+    )
     require_signatures = models.BooleanField(default=False)
     pool = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)

@@ -21,11 +21,6 @@ def form_data(serializer_class: Any, data: Any, *, code: str, **kwargs: Any) -> 
     raise ApplicationError(code, f"{label}{problem}", fields=serializer.errors)
 
 
-def without_blanks(data: dict[str, Any]) -> dict[str, Any]:
-    """Optional form fields left empty mean 'unchanged' (an API caller would leave them out)."""
-    return {k: v for k, v in data.items() if v not in ("", None)}
-
-
 def require_platform_role(access: Any, predicate: str, what: str) -> None:
     """The platform pages' check: AccessContext.require_platform_role, as the API's
     PlatformViewSet asks it (e.g. "is_platform_admin" for tenants), in the page's words."""

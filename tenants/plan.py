@@ -20,6 +20,13 @@ REQUEST_BOUNDS = {
     "max_structured_output_bytes": "bytes of a structured-output schema, grammar or regex",
 }
 
+# Field name -> what it bounds: a tenant's eval suites (evals/), checked when a suite is uploaded.
+EVAL_BOUNDS = {
+    "eval_max_cases": "cases in one eval suite",
+    "eval_max_suite_bytes": "bytes of one eval suite file (JSON Lines)",
+    "eval_max_case_tokens": "max_tokens one eval case may ask for",
+}
+
 AT_LEAST_ONE = [MinValueValidator(1)]
 
 
@@ -58,3 +65,19 @@ def default_max_prompt_bytes() -> int:
 
 def default_max_structured_output_bytes() -> int:
     return _default("max_structured_output_bytes")
+
+
+def _eval_default(name: str) -> int:
+    return int(settings.EVAL_PLAN_DEFAULTS[name])
+
+
+def default_eval_max_cases() -> int:
+    return _eval_default("eval_max_cases")
+
+
+def default_eval_max_suite_bytes() -> int:
+    return _eval_default("eval_max_suite_bytes")
+
+
+def default_eval_max_case_tokens() -> int:
+    return _eval_default("eval_max_case_tokens")

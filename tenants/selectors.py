@@ -7,12 +7,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from tenants.access_port import Access, access_for_user
+from tenants.access_port import Access
 from tenants.models import ApiToken, Membership, Tenant
-
-
-def tenants_visible_to(*, user: Any) -> QuerySet[Tenant]:
-    return access_for_user(user).visible_tenants()
 
 
 def tokens_of(*, user: Any) -> QuerySet[ApiToken]:

@@ -18,7 +18,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, NotFound, clean_or_raise
 from tenants.models import Membership, PlatformRole, SloClass, Tenant, TenantRole
-from tenants.plan import REQUEST_BOUNDS
+from tenants.plan import EVAL_BOUNDS, REQUEST_BOUNDS
 
 User = get_user_model()
 
@@ -34,6 +34,7 @@ TENANT_FIELDS = (
     "quota_warm_slots",
     "max_adapter_concurrency",
     *REQUEST_BOUNDS,
+    *EVAL_BOUNDS,
 )
 GRANTABLE_ADAPTER_PERMS = ("view_adapter", "change_adapter", "upload_version")
 

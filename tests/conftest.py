@@ -40,7 +40,7 @@ def django_db_setup(django_db_setup, django_db_blocker):
 def close_the_shared_threads_connections():
     """An async test's `sync_to_async` calls run on asgiref's one shared thread (a pytest-asyncio
     loop has no outer sync thread), and a connection opened there outlived the test: nothing
-    closes it as Django does at a request's end. Session 18's runs kept one such connection
+    closes it as Django does at a request's end. The full runs of 2026-12-04 kept one such connection
     checked out of the pool from the first async test to the end, and PostgreSQL then refused
     to drop the test database. Closed after every test, as Django closes a request's."""
     from django.db import connections

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
@@ -116,15 +115,6 @@ def engines_for_version(version: AdapterVersion, *, for_traffic: bool = False) -
 
 def holdable(version: AdapterVersion) -> bool:
     return version.status in HOLDABLE_STATUSES
-
-
-def versions_by_served_name(names: Iterable[str]) -> dict[str, AdapterVersion]:
-    return {
-        v.served_name: v
-        for v in AdapterVersion.objects.filter(served_name__in=list(names)).select_related(
-            "adapter__tenant", "tenant"
-        )
-    }
 
 
 def residencies_of_engine(engine: Engine) -> QuerySet[Residency]:

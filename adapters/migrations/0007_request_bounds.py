@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 def at_least_one(apps, schema_editor):
-    """0 once meant "no cap" (issue 19); the smallest cap there is replaces it."""
+    """0 once meant "no cap"; the smallest cap there is replaces it."""
     apps.get_model("adapters", "Adapter").objects.filter(max_concurrent_requests=0).update(
         max_concurrent_requests=1
     )

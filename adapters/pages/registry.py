@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from adapters.fleet_port import fleet
 from adapters.models import AdapterVersion, BaseModel, VersionStatus, WarmupPolicy
+from adapters.page_panels import version_panels
 from adapters.page_selectors import lifecycle_steps, tenant_summary, version_timeline
 from adapters.pages.lookup import Scope, adapter_in_scope, tenant_scope, version_in_scope
 from adapters.selectors import adapters_for, versions_of
@@ -119,6 +120,8 @@ def _version_page(
             "placement": fleet().version_placement(version),
             "links_engines": scope.access.sees_engines,
             "may_read_evidence": scope.access.may_read_evidence(scope.tenant),
+            # What the apps above add (the eval gate's run, side by side): page_panels.
+            "panels": version_panels(request=request, access=scope.access, version=version),
             **_owner_actions(scope, version.adapter),
         },
         error=error,

@@ -7,7 +7,9 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from adapters.approval_checks import ApprovalOverride
 from adapters.models import AdapterVersion, VersionStatus
+from adapters.page_panels import queue_notes
 from adapters.pages.lookup import version_in_scope
 from adapters.selectors import versions_visible
 from adapters.services.lifecycle import version_approve, version_reject
@@ -32,7 +34,11 @@ def _queue_page(
         .select_related("adapter__base_model")
         .order_by("created_at", "id")[:QUEUE_LIMIT]
     )
-    return render_page(request, "adapters/review_queue.html", {"queue": queue}, error=error)
+    versions = list(queue)
+    notes = queue_notes(versions=versions)  # what the apps above say (the eval gate's state)
+    for version in versions:
+        version.queue_notes = notes.get(version.pk, [])  # type: ignore[attr-defined]
+    return render_page(request, "adapters/review_queue.html", {"queue": versions}, error=error)
 
 
 @page_view
@@ -70,6 +76,9 @@ def review_approve(request: PortalRequest, tenant: str, adapter: str, number: in
             comment=post_text(request, "comment"),
             access=scope.access,
             request_id=request.request_id,
+            override=ApprovalOverride(post_text(request, "reason"))
+            if request.POST.get("override_eval_gate")
+            else None,
         )
     except ApplicationError as exc:
         return _answer(request, version, "", exc)

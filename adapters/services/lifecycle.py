@@ -11,6 +11,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from adapters import approval_checks
+from adapters.approval_checks import ApprovalOverride
 from adapters.models import AdapterVersion, Decision, DecisionKind, VersionStatus
 from adapters.signals import version_status_changed
 from core.audit import record_event
@@ -73,12 +75,20 @@ def _transition(
     )
 
 
-def _decide(version: AdapterVersion, kind: str, actor: Any, comment: str) -> Decision:
-    # The evidence is what the decider saw: the validation report and the manifest digest.
+def _decide(
+    version: AdapterVersion,
+    kind: str,
+    actor: Any,
+    comment: str,
+    checked: dict[str, Any] | None = None,
+) -> Decision:
+    # The evidence is what the decider saw: the validation report and the manifest digest, and
+    # what the approval checks showed (approval_checks: the eval gate's verdict).
     evidence = {
         "validation_report": version.validation_report,
         "manifest_sha256": version.manifest_sha256,
         "status": version.status,
+        **(checked or {}),
     }
     return Decision.objects.create(
         tenant=version.tenant,
@@ -117,21 +127,26 @@ def version_approve(
     version: AdapterVersion,
     comment: str = "",
     request_id: str = "",
+    override: ApprovalOverride | None = None,
 ) -> AdapterVersion:
-    """validated -> staged, by a reviewer who is not the uploader (access.require_review);
-    the files are promoted to the serving area."""
+    """validated -> staged, by a reviewer who is not the uploader (access.require_review), once
+    every approval check (approval_checks: the eval gate) passes or is overridden; the files are
+    promoted to the serving area."""
     from adapters.services.promotion import promote_to_serving
 
     access.require_review(version, "approve")
     reviewer = access.user
     _require_status(version, (S.VALIDATED,), "approve")
+    checked = approval_checks.run_checks(
+        version=version, access=access, override=override, request_id=request_id
+    )
     # Copy to the content-addressed serving area before the transaction: idempotent, and if it
     # fails nothing in the database has changed.
     serving_keys = promote_to_serving(version)
     with transaction.atomic():
         locked = _locked(version)
         _require_status(locked, (S.VALIDATED,), "approve")
-        _decide(locked, DecisionKind.APPROVE, reviewer, comment)
+        _decide(locked, DecisionKind.APPROVE, reviewer, comment, checked)
         _transition(
             locked,
             to=S.STAGED,

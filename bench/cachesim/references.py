@@ -1,4 +1,4 @@
-"""References that bound what a policy can do, for the round-2 goals (issue 12).
+"""References that bound what a policy can do, for the second goal set (`make bench-cache2`).
 
 - `PinOracle`: the best pin set given the true popularity, under the hard rules: the versions most
   requested over the whole trace, as many as `max_pins` allows (one GPU slot and one cache slot

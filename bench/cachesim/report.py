@@ -68,7 +68,7 @@ def goals(r: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     }
     worst_class = max(class_worse, key=class_worse.__getitem__)
     lines = [
-        "| goal (issue 4) | measured | |",
+        "| goal | measured | |",
         "|---|---|---|",
         f"| `portal` cold loads and GPU misses within {GOAL_RATIO:.2f}x of `belady` on every "
         f"scenario ({GOAL_RATIO_WORST:.2f}x at worst); sequential mode, where belady is exact "
@@ -216,7 +216,7 @@ def render(r: dict[str, Any], wall_s: float, img_rel: str) -> str:
         "- Score (`score.py`): log-linear, weights in `ScoreWeights`: predicted share of the "
         "coming requests (weight 1), reload cost (0.5), tenant SLO class, and recent hits, idle "
         "time and size (0 by default: the measured scenarios did not gain from them; they stay "
-        "settings). The SLO term (round 2, `fairness.py`): the simulator's `portal` steers a "
+        "settings). The SLO term (`fairness.py`): the simulator's `portal` steers a "
         "boost on gold versions' predicted share each tick from each class's cold loads "
         "against a shadow LRU's on the same requests (proportional steps), instead of a fixed "
         "bonus and a fixed minimum residency.",

@@ -1,4 +1,4 @@
-"""The round-2 suite (issue 12): every goal's scenarios over several seeds, on two processes.
+"""The second goal set's suite (`make bench-cache2`): every goal's scenarios over several seeds, on two processes.
 
 One job is (goal, case, seed, policy[, router]); each case builds its trace from the seed, so
 every policy of a goal sees the same traffic. Results are plain dicts, rendered by
@@ -38,7 +38,7 @@ class Case:
     build: Callable[[int], Built]
     policies: tuple[str, ...]
     config: SimConfig
-    spec: TraceSpec | None = None  # goal 1's round-1 scenarios: the spec (its size)
+    spec: TraceSpec | None = None  # goal 1's `make bench-cache` scenarios: the spec (its size)
     iid: bool = False  # independent draws from a fixed popularity: the online bound holds
     # Per seed, the online bound on cold requests (mean, sd) where part of the traffic is
     # independent draws (session starts, a launch's background); None: no bound.
@@ -78,7 +78,7 @@ REF = ("lru", "a0", "belady")
 
 
 def _g1_cases(n: int | None) -> list[Case]:
-    """Round 1's scenarios, at their size unless `n` is given."""
+    """`make bench-cache`'s scenarios, at their size unless `n` is given."""
     out = []
     pols = (*REF, "portal-noslo", "portal", "pin-oracle")
     for name in ("skewed-2x", "flat-2x", "skewed-8x", "slora-power-8x", "bursty-2x"):
@@ -351,9 +351,9 @@ def run_round2(
 ) -> dict[str, Any]:
     """{"results": {case: {policy: {seed: metrics}}}, "cases": [...], "cpu_s": ...}.
 
-    `requests` sizes the concurrent cases; goal 1's sequential ones keep the round-1 scenarios'
-    size unless `sequential_requests` is given. `names` keeps only those cases; `only` keeps
-    the cases of those goals ("1+3", "2", "4", "5", "6").
+    `requests` sizes the concurrent cases; goal 1's sequential ones keep the size of `make
+    bench-cache`'s scenarios unless `sequential_requests` is given. `names` keeps only those
+    cases; `only` keeps the cases of those goals ("1+3", "2", "4", "5", "6").
     """
     all_cases = [
         c

@@ -1,4 +1,4 @@
-"""The round-2 goals (issue 12): each goal's tables and its verdict from the suite's results.
+"""The second goal set's goals (`make bench-cache2`): each goal's tables and its verdict from the suite's results.
 
 Numbers are means over the seeds; a ratio's per-seed range is shown beside it. A verdict uses the
 means, scenario by scenario: met, not met, or unreachable where a bound shows no policy can.

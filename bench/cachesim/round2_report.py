@@ -1,4 +1,4 @@
-"""`make bench-cache2`: run the round-2 suite (issue 12) and write its section of docs/benchmarks.md.
+"""`make bench-cache2`: run the second goal set's suite and write its section of docs/benchmarks.md.
 
     python -m bench.cachesim.round2_report [--requests N] [--seeds 1,2,3] [--only 2,4]
         [--render-only]
@@ -71,13 +71,13 @@ def render(r: dict[str, Any]) -> str:
     seeds = ", ".join(map(str, r["seeds"]))
     parts = [
         begin,
-        "## Adapter cache, round 2 (issue 12): the online optimum, fairness, structure, fleet",
+        "## Adapter cache, second goal set: the online optimum, fairness, structure, fleet",
         "",
         f"Reproduce with `make bench-cache2` (this run: {r['wall_s'] / 60:.1f} min wall, "
         f"{r['cpu_s'] / 60:.1f} min CPU). Seeds "
         f"{seeds}; every number is the mean over the seeds, ratios show their per-seed range; "
         "every table has `lru`, `a0` and `belady` beside the policy, all from one run. The "
-        "simulator and its policies are the ones of the section above (round 1); `lru` is still "
+        "simulator and its policies are the ones of the section above; `lru` is still "
         "checked exact and against a real engine there.",
         "",
         "### Goals, measured",
@@ -117,7 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.cachesim.round2_report", description=__doc__)
     ap.add_argument("--requests", type=int, default=5_000, help="per concurrent scenario")
     ap.add_argument("--workers", type=int, default=2, help="processes")
-    ap.add_argument("--sequential-requests", type=int, help="goals 1 and 3 (default: round 1's)")
+    ap.add_argument(
+        "--sequential-requests", type=int, help="goals 1 and 3 (default: make bench-cache's)"
+    )
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     ap.add_argument("--only", default="", help="goals to re-run, e.g. 2,4 (1 and 3 are one run)")
     ap.add_argument("--cases", default="", help="only these scenarios, e.g. gold-third")

@@ -1,4 +1,4 @@
-"""Where goal 4's sessions scenario leaves room (issue 12): what any policy must expect, and
+"""Where goal 4's sessions scenario leaves room: what any policy must expect, and
 what learning the popularity costs.
 
     python -m bench.cachesim.sessions_floor [--seeds 1,2,3] [--requests 5000]

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import click
 
 from lora_portal_client.client import Client
 from lora_portal_client.config import plain_http_warning
 from lora_portal_client.errors import PortalError
+from lora_portal_client.files import private_file
 from lora_portal_client.refs import AdapterRef, AliasRef, VersionRef
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -101,3 +104,14 @@ def range_params(**values: str | None) -> dict[str, str]:
 def version_line(version: dict[str, Any]) -> str:
     ref = f"{version['tenant']}/{version['adapter']}@{version['number']}"
     return f"{ref}  {version['status']}  {version.get('served_name', '')}".rstrip()
+
+
+@contextmanager
+def output_sink(output: Path | None) -> Iterator[BinaryIO]:
+    """The -o file (0600, written whole or not at all, never through a link), else stdout."""
+    if output is None:
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    with private_file(output) as stream:
+        yield stream

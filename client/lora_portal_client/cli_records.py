@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import click
 
@@ -17,6 +14,7 @@ from lora_portal_client.cli_common import (
     json_option,
     note,
     output_option,
+    output_sink,
     range_params,
     with_client,
 )
@@ -25,7 +23,6 @@ from lora_portal_client.config import load_settings
 from lora_portal_client.errors import ExitCode
 from lora_portal_client.evidence import NOT_PINNED, verify_file
 from lora_portal_client.evidence_keys import pinned_from_config, pinned_from_option
-from lora_portal_client.files import private_file
 from lora_portal_client.refs import VersionRef
 
 DAY = click.DateTime(formats=["%Y-%m-%d"])
@@ -34,17 +31,6 @@ DAY = click.DateTime(formats=["%Y-%m-%d"])
 def register(cli: click.Group) -> None:
     for command in (usage, cost, audit, evidence):
         cli.add_command(command)
-
-
-@contextmanager
-def _sink(output: Path | None) -> Iterator[BinaryIO]:
-    """The -o file (0600, written whole or not at all, never through a link), else stdout."""
-    if output is None:
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
-    with private_file(output) as stream:
-        yield stream
 
 
 @click.command()
@@ -118,7 +104,7 @@ def audit_export(
 ) -> None:
     """Stream the audit log (CSV or JSON Lines) to a file or stdout, never whole in memory."""
     params = {"format": fmt, **range_params(tenant=tenant, from_=from_, to=to, action=action)}
-    with _sink(output) as sink:
+    with output_sink(output) as sink:
         written = client.audit_export_to(params, sink)
     if output is not None:
         emit(
@@ -154,7 +140,7 @@ def evidence(
     if file is not None or key is not None:
         raise click.UsageError("`evidence TENANT/ADAPTER@N` takes no FILE or --key; use -o FILE.")
     ref = VersionRef.parse(target)
-    with client_from_environment() as client, _sink(output) as sink:
+    with client_from_environment() as client, output_sink(output) as sink:
         written = client.evidence_to(ref, sink)
     if output is not None:
         note(f"{ref}: {written} bytes of evidence in {output}")

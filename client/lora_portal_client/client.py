@@ -142,8 +142,14 @@ class Client:
         body = self._json("GET", _version_path(paths.VERSION_ACTION["residency"], ref))
         return list(body.get("results", []))
 
-    def approve(self, ref: VersionRef, *, comment: str = "") -> Json:
-        return self._version_action(ref, "approve", {"comment": comment})
+    def approve(
+        self, ref: VersionRef, *, comment: str = "", override_reason: str | None = None
+    ) -> Json:
+        """Approve; with `override_reason`, despite a failed eval gate (a second reviewer)."""
+        body: Json = {"comment": comment}
+        if override_reason is not None:
+            body.update(override_eval_gate=True, reason=override_reason)
+        return self._version_action(ref, "approve", body)
 
     def reject(self, ref: VersionRef, *, reason: str) -> Json:
         return self._version_action(ref, "reject", {"reason": reason})
@@ -275,6 +281,27 @@ class Client:
     def cost(self, params: dict[str, str]) -> Json:
         return self._json("GET", paths.COST, params=params)
 
+    # --- the eval gate ---
+    def eval_suite_push(self, tenant: str, name: str, path: Path) -> Json:
+        with open(path, "rb") as suite:
+            files = {"file": (path.name, suite, "application/x-ndjson")}
+            return self._json(
+                "POST", paths.EVAL_SUITES.format(tenant=tenant), data={"name": name}, files=files
+            )
+
+    def eval_suites(self, tenant: str) -> list[Json]:
+        return self._all_pages(paths.EVAL_SUITES.format(tenant=tenant))
+
+    def eval_runs(self, ref: VersionRef) -> list[Json]:
+        return self._all_pages(_version_path(paths.EVAL_RUNS, ref))
+
+    def eval_run(self, ref: VersionRef, run: int) -> Json:
+        return self._json("GET", _version_path(paths.EVAL_RUN, ref, run=run))
+
+    def eval_cases_to(self, ref: VersionRef, run: int, sink: BinaryIO) -> int:
+        path = _version_path(paths.EVAL_CASES, ref, run=run)
+        return self.download(path, {"format": "jsonl"}, sink)
+
 
 def same_origin(url: str, base: str) -> bool:
     """Same scheme, host and port (default ports filled in)."""
@@ -291,5 +318,5 @@ def same_origin(url: str, base: str) -> bool:
     return origin(url) == origin(base) and bool(origin(base)[1])
 
 
-def _version_path(template: str, ref: VersionRef) -> str:
-    return template.format(tenant=ref.tenant, adapter=ref.adapter, number=ref.number)
+def _version_path(template: str, ref: VersionRef, **more: Any) -> str:
+    return template.format(tenant=ref.tenant, adapter=ref.adapter, number=ref.number, **more)

@@ -38,7 +38,18 @@ NOT_PINNED = (
     "or `lora-portal login` (which saves the portal's published keys)"
 )
 # The sections each carry a digest inside the signed part, so a problem names what changed.
-SECTIONS = ("version", "validation", "decisions", "releases", "served", "audit_events", "anchor")
+SECTIONS = (
+    "version",
+    "validation",
+    "decisions",
+    "releases",
+    "served",
+    "evals",
+    "audit_events",
+    "anchor",
+)
+# Sections a record made before they existed lacks (its signature covers that it lacks them).
+OPTIONAL_SECTIONS = frozenset({"evals"})
 # Fields each exported audit event carries (the chain's own fields, core/audit.py).
 AUDIT_EVENT_FIELDS = (
     "id",
@@ -171,6 +182,8 @@ def _check_digests(record: dict[str, Any]) -> list[str]:
         return ["digests: missing"]
     problems = []
     for name in SECTIONS:
+        if name in OPTIONAL_SECTIONS and name not in record and name not in digests:
+            continue
         if name not in record:
             problems.append(f"{name}: missing")
         elif digests.get(name) != section_digest(record[name]):

@@ -21,7 +21,7 @@ ALIAS_ROLLBACK = "/api/v1/tenants/{tenant}/aliases/{alias}/rollback/"
 TENANT_USAGE = "/api/v1/tenants/{tenant}/usage/"
 USAGE = "/api/v1/usage/"
 
-# Issue 21's records (served once its server half is merged).
+# Compliance records, the audit export and the cost view.
 EVIDENCE = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/evidence/"
 EVIDENCE_KEY = "/api/v1/evidence/key/"
 AUDIT_EXPORT = "/api/v1/audit/export/"
@@ -45,3 +45,10 @@ CORE = [
     USAGE,
 ]
 RECORDS = [EVIDENCE, EVIDENCE_KEY, AUDIT_EXPORT, COST]
+
+# The eval gate (issue 33).
+EVAL_SUITES = "/api/v1/tenants/{tenant}/eval-suites/"
+EVAL_RUNS = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/"
+EVAL_RUN = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/{run}/"
+EVAL_CASES = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/{run}/cases/"
+EVALS = [EVAL_SUITES, EVAL_RUNS, EVAL_RUN, EVAL_CASES]

@@ -2,7 +2,7 @@
 
 DRF's SimpleMetadata also describes the PUT and POST bodies, by running the view's object lookup
 and serializer for a request that never happens: on a view whose objects are not rows
-(`/api/v1/cost/settings/`) that lookup raised, a 500 (issue 32). The bodies are in /api/schema/.
+(`/api/v1/cost/settings/`) that lookup raised, a 500. The bodies are in /api/schema/.
 """
 
 from __future__ import annotations

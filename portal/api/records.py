@@ -15,11 +15,11 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from adapters.models import AdapterVersion
-from core.api.formats import FormattedActions
+from core.api.formats import CsvStreamRenderer, FormattedActions, JsonLinesRenderer
 from core.audit_models import AuditEvent
 from portal import audit_export
 from portal.evidence import version_evidence
@@ -58,24 +58,6 @@ class EvidenceKeyViewSet(PlatformViewSet):
         from portal.evidence_signing import published_key
 
         return Response(published_key())
-
-
-class _Streamed(BaseRenderer):
-    """Lets content negotiation accept ?format=csv|jsonl; the body is streamed by the view, and
-    every other answer of the view is JSON (FormattedActions): nothing is rendered here."""
-
-    charset = "utf-8"
-
-    def render(self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None):
-        raise NotImplementedError("the audit export streams its own body")
-
-
-class CsvStreamRenderer(_Streamed):
-    media_type, format = "text/csv", "csv"
-
-
-class JsonLinesRenderer(_Streamed):
-    media_type, format = "application/x-ndjson", "jsonl"
 
 
 class AuditExportViewSet(FormattedActions, PortalViewSet):

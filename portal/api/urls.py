@@ -11,6 +11,7 @@ from adapters.api import (
     VersionViewSet,
 )
 from adapters.api_uploads import DirectUploadViewSet
+from evals.api import PolicyViewSet, RunViewSet, SuiteViewSet
 from gateway.api import AdapterMetricsViewSet, TenantUsageViewSet, UsageViewSet
 from gateway.cost_api import CostViewSet
 from portal.api.audit import AuditViewSet
@@ -44,6 +45,7 @@ tenant.register("adapters", AdapterViewSet, basename="adapter")
 tenant.register("aliases", AliasViewSet, basename="alias")
 tenant.register("signing-keys", SigningKeyViewSet, basename="signing-key")
 tenant.register("usage", TenantUsageViewSet, basename="tenant-usage")
+tenant.register("eval-suites", SuiteViewSet, basename="eval-suite")
 
 adapter = SimpleRouter(trailing_slash=True)
 adapter.register("versions", VersionViewSet, basename="version")
@@ -64,6 +66,27 @@ urlpatterns = [
         "cost/settings/",
         CostViewSet.as_view({"get": "read_settings", "put": "update_settings"}),
         name="cost-settings",
+    ),
+    path(
+        "tenants/<slug:tenant>/adapters/<slug:adapter>/eval-policy/",
+        PolicyViewSet.as_view({"get": "retrieve", "put": "update"}),
+        name="eval-policy",
+    ),
+    path(
+        "tenants/<slug:tenant>/adapters/<slug:adapter>/versions/<int:number>/eval-runs/",
+        RunViewSet.as_view({"get": "list"}),
+        name="eval-run-list",
+    ),
+    path(
+        "tenants/<slug:tenant>/adapters/<slug:adapter>/versions/<int:number>/eval-runs/<int:run>/",
+        RunViewSet.as_view({"get": "retrieve"}),
+        name="eval-run-detail",
+    ),
+    path(
+        "tenants/<slug:tenant>/adapters/<slug:adapter>/versions/<int:number>/eval-runs/<int:run>/"
+        "cases/",
+        RunViewSet.as_view({"get": "cases"}),
+        name="eval-run-cases",
     ),
     path("tenants/<slug:tenant>/adapters/<slug:adapter>/", include(adapter.urls)),
     path(

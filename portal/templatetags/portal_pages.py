@@ -23,6 +23,7 @@ def tenant_tabs(context: Any, tenant: Any, current: str = "") -> dict[str, Any]:
         "show_aliases": member_view,
         "show_members": member_view,
         "show_keys": member_view,
+        "show_evals": member_view,
         "show_usage": may_read_usage(access, tenant),
         "show_cost": access.may_read_cost(tenant),
         "show_playground": access.tenant_can(tenant, "use_playground"),

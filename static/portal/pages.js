@@ -11,7 +11,8 @@ document.addEventListener("htmx:beforeSwap", function (event) {
 // Lifecycle events, live: an element with data-live-events="<socket path>" (the tenant's events
 // socket, portal.consumers.TenantEventsConsumer) keeps every [data-version-status="name@N"] on the
 // page current, refreshes [data-refresh-on-status] parts from the server (the actions a new
-// status allows), and fires `portal:version-status` on document.body for anything else.
+// status allows), and fires `portal:version-status` on document.body for anything else. An eval
+// run's progress (`eval.progress`) refreshes the same parts, at most once a second.
 // Whenever the socket opens (first, or again after a drop) the page is brought up to date from
 // the server: a change made before the socket joined, or while it was away, sends no event to it.
 (function () {
@@ -58,12 +59,19 @@ document.addEventListener("htmx:beforeSwap", function (event) {
       })
       .catch(function () { /* the next event, reconnect or reload shows it */ });
   }
+  // An eval run reports every case: refresh its parts at most once a second, not per case.
+  var waiting = null;
+  function soon() {
+    if (waiting !== null) return;
+    waiting = setTimeout(function () { waiting = null; sync(); }, 1000);
+  }
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var socket = new WebSocket(scheme + location.host + holder.dataset.liveEvents);
     socket.addEventListener("open", sync);
     socket.addEventListener("message", function (e) {
       var event = JSON.parse(e.data);
+      if (event.kind === "eval.progress") { soon(); return; }
       if (event.kind !== "version.status") return;
       setStatus(event.version, event.to);
       sync();

@@ -1,4 +1,4 @@
-"""Limits a tenant cannot lift (issue 19, item 2): max_concurrent_requests is at least 1 (0 once
+"""Limits a tenant cannot lift: max_concurrent_requests is at least 1 (0 once
 meant "no cap") and at most the plan's; every plan bound is at least 1; each is checked where it
 is set (the API and the pages, through the same services), refused with a code, nothing saved."""
 

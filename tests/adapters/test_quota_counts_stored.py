@@ -1,4 +1,4 @@
-"""Issue 11, class 2: every byte a tenant stored counts against its storage quota until it is
+"""Security class 2: every byte a tenant stored counts against its storage quota until it is
 deleted, rejected versions included; the hourly purge deletes rejected quarantine objects after
 QUARANTINE_RETENTION_DAYS, audited, and only then do their bytes stop counting."""
 

@@ -190,7 +190,7 @@ def test_owners_turn_the_signature_policy_on_and_off(world):
 
 
 def test_only_an_admin_token_registers_keys(world):
-    # Signing keys are the tenant's administration (issue 11 class 9): read and write tokens
+    # Signing keys are the tenant's administration (security class 9): read and write tokens
     # are refused, an admin token is not.
     for scopes in (["read"], ["read", "write"]):
         client = world.token_client("alice", scopes, tenant=world.acme)

@@ -1,4 +1,4 @@
-"""Issue 11, class 1: one upload cannot hold a validation worker for long. The task declares its
+"""Security class 1: one upload cannot hold a validation worker for long. The task declares its
 own limits (from VALIDATION_SOFT_TIME_LIMIT), and the sender puts them in the message. A real
 prefork Celery worker (the production pool; the session's shared worker uses threads, which have
 no time limits) runs the task, sent with a 5 s soft limit, on a version whose model file never

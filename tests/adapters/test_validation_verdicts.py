@@ -1,4 +1,4 @@
-"""Issue 11, class 1 on the task path: whatever an upload holds, the validation task leaves its
+"""Security class 1 on the task path: whatever an upload holds, the validation task leaves its
 version `validated` or `rejected` with a code, seen through the API as the uploader sees it;
 a crash, the soft time limit and runs that keep dying end in verdicts too."""
 

@@ -500,6 +500,32 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       then=_exists("gateway.CostSettings", price_per_engine_hour="1.25")),
 )
 
+def _suite_body(state: Any) -> dict[str, Any]:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return {"name": "qa", "file": SimpleUploadedFile("qa.jsonl", b'{"id": "n", "prompt": "p"}\n')}
+
+
+RUN = VER + "{number}/eval-runs/"
+EVAL_ENDPOINTS: tuple[Endpoint, ...] = (
+    # the eval gate (suite qa; a policy on support; a passing run 1 on support@2)
+    E("GET", "tenants/{tenant}/eval-suites/", 200, "read", "alice", TENANT_READ),
+    E("POST", "tenants/{tenant}/eval-suites/", 201, "write", "bob", TENANT_WRITE,
+      body=_suite_body, multipart=True, audit="eval_suite.upload",
+      then=_exists("evals.EvalSuiteVersion", suite__name="qa", number=2)),
+    E("GET", "tenants/{tenant}/adapters/{adapter}/eval-policy/", 200, "read", "alice",
+      ADAPTER_READ),
+    E("PUT", "tenants/{tenant}/adapters/{adapter}/eval-policy/", 200, "write", "alice",
+      "401 ok   403  403  403  403  404t 404t 403  404a 404t 404t",
+      body={"suite": "qa", "min_pass_rate": 0.9}, audit="eval_policy.set",
+      then=_exists("evals.EvalPolicy", adapter__name="support", min_pass_rate=0.9)),
+    E("GET", RUN, 200, "read", "alice", ADAPTER_READ, params={"number": "2"}),
+    E("GET", RUN + "{run}/", 200, "read", "alice", ADAPTER_READ, params={"number": "2", "run": "1"}),
+    E("GET", RUN + "{run}/cases/", 200, "read", "alice", ADAPTER_READ,
+      params={"number": "2", "run": "1"}),
+)
+ENDPOINTS = ENDPOINTS + EVAL_ENDPOINTS
+
 # Which rows each principal sees in a list (the acme/globex world of State), by a stable key.
 LIST_KEYS: dict[str, Callable[[dict[str, Any]], str]] = {
     "tenants/": lambda row: row["slug"],
@@ -566,6 +592,7 @@ _SAMPLE_PARAMS = {
     "key": "k",
     "upload": "0" * 32,
     "mapping": "1",
+    "run": "1",
 }
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 

@@ -201,6 +201,7 @@ def build_state(tmp_path: Path) -> State:
         name="release-key",
         public_key_pem=_public_pem(),
     )
+    _eval_gate(world)
     return State(
         world=world,
         files=files,
@@ -209,6 +210,23 @@ def build_state(tmp_path: Path) -> State:
         engine=engine,
         new_key_pem=_public_pem(),
     )
+
+
+def _eval_gate(world: World) -> None:
+    """Suite qa, a policy on support, and a passing run 1 on support@2 (which the approve row
+    approves, so the gate lets it through)."""
+    from evals.services.policies import policy_set
+    from tests.evals.runs import finished_run, suite_version
+    from tests.evals.suites import jsonl
+
+    suite = suite_version(world, jsonl({"id": "c1", "prompt": "hi", "expect": {"json": False}}))
+    policy_set(
+        access=AccessContext.for_user(world.users["alice"]),
+        adapter=world.support,
+        suite="qa",
+        min_pass_rate=0.5,
+    )
+    finished_run(world.support.versions.get(number=2), suite, {"c1": ("hello", "hi")})
 
 
 def _public_pem() -> str:

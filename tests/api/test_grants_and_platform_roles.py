@@ -1,4 +1,4 @@
-"""Issue 11, classes 6 and 7, as callers reach them (the matrix holds the status of every
+"""Security classes 6 and 7, as callers reach them (the matrix holds the status of every
 endpoint; these hold what the bodies show and the explicit way in for platform roles).
 
 6. A grant is only a grant: gus, granted acme/support, sees that adapter and nothing else of acme.

@@ -1,4 +1,4 @@
-"""Issue 11, classes 9 and 12: who may revoke a token, decided in adapters/access.py.
+"""Security classes 9 and 12: who may revoke a token, decided in adapters/access.py.
 
 One's own token: always (a leaked token must be easy to kill). Another member's token: the
 tenant's owners, and through a token only with the `admin` scope (members are an admin matter).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from bench.docs_section import markers, write_section
@@ -26,3 +27,11 @@ def test_it_appends_when_the_file_has_no_section(tmp_path: Path) -> None:
     doc.write_text("# Benchmarks\n\n## Validation\nkeep me\n")
     write_section("cachesim", f"{BEGIN}\nnew\n{END}\n", doc=doc)
     assert doc.read_text().startswith("# Benchmarks\n\n## Validation\nkeep me\n\n" + BEGIN)
+
+
+def test_it_says_when_and_at_which_commit(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    write_section("cachesim", f"{BEGIN}\n## Cache\n\ntable\n{END}\n", doc=doc)
+    lines = doc.read_text().split("\n")
+    stamp = lines[lines.index("## Cache") + 2]
+    assert re.fullmatch(r"Recorded 20\d\d-\d\d-\d\d, commit [0-9a-f]{7,}\.", stamp), stamp

@@ -118,7 +118,7 @@ def test_the_report_has_markers_numbers_the_command_and_the_verdict():
         "Landed on: bench-a 5x, bench-b 5x; warm-up release (first load of the run) 5.00 s." in text
     )
     assert "reconcile every 10 s, engine prober every 30 s" in text
-    assert "up to 3 other sessions' vLLM engines running" in text
+    assert "up to 3 other vLLM engines running" in text
     assert "Rank-8 adapters on q/v (30 kB each)" in text
     assert "p95 is the nearest rank (sample 10 of 10 in ascending order)" in text
     assert "Missed: #2 by 14.00 s." in text

@@ -1,4 +1,4 @@
-"""Issue 12, goal 5: the p99 floor no engine choice beats when a share of the requests must wait
+"""Cache goal 5: the p99 floor no engine choice beats when a share of the requests must wait
 for a load (bench/cachesim/references.py)."""
 
 from __future__ import annotations

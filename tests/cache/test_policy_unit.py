@@ -301,7 +301,7 @@ def test_engine_choice_prefers_gpu_then_cpu_then_free_slot_then_least_loaded() -
 
 
 def test_engine_choice_keeps_a_tenant_off_engines_its_neighbours_use() -> None:
-    """Issue 19 (bench/neighbours.py): other tenants' recent work counts as load, so a tenant's
+    """bench/neighbours.py: other tenants' recent work counts as load, so a tenant's
     requests keep to the engine its neighbours do not use while that engine has room."""
 
     def busy(name: str, load: int, others: float) -> EngineChoice:

@@ -1,5 +1,6 @@
-"""Round 2 (issue 12): structured traces, fleet routers, references and bounds, derived protection,
-schedules through the controller's converge pass, and the report on a tiny run."""
+"""The cache policy's second goal set (`make bench-cache2`): structured traces, fleet routers,
+references and bounds, derived protection, schedules through the controller's converge pass, and
+the report on a tiny run."""
 
 from __future__ import annotations
 

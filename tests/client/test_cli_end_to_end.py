@@ -1,6 +1,6 @@
-"""Issue 21's "done when", client half: the CLI drives a running portal and real engines end to
-end: push a directory, wait, a reviewer approves, the owner releases, an alias is promoted, and a
-chat through the gateway answers from that alias."""
+"""The CLI drives a running portal and real engines end to end: push a directory, wait, a
+reviewer approves, the owner releases, an alias is promoted, and a chat through the gateway
+answers from that alias."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The CLI's records commands against issue 21's server half (helper 21b's branch), written to
-the issue's spec: they pass once both halves are merged.
+"""The CLI's records commands against the portal's compliance records, evidence keys, audit
+export and cost view.
 
 - `evidence T/A@N [-o FILE]`   GET .../versions/{n}/evidence/, saved byte for byte
 - `evidence verify FILE`       lora_portal_client.evidence.verify_file, pinned to the portal's keys

@@ -16,7 +16,7 @@ of the test; the directory is FAULT_RECORDS_DIR when set). Keys:
 - `test` (str): the pytest node id that measured it;
 - `measured_at` (str): ISO 8601 UTC.
 
-The gateway helper's tests (tests/faults/test_gateway_*.py) write the same records with
+The gateway's fault tests (tests/faults/test_gateway_*.py) write the same records with
 part "gateway"; nothing else needs to change for their rows to appear.
 """
 

@@ -4,7 +4,7 @@ request's measurements reach Redis (its orderly stop flushes what the replica st
 
 The replica's measurement flush is set to a minute here, so only the stop itself can have sent
 them: without the ASGI lifespan wired to `Gateway.aclose()` (uvicorn `--lifespan off`, as
-before session 18) the request is lost from usage and latency.
+before commit dbb6773) the request is lost from usage and latency.
 
 The session's real CPU engine A (B down) and its worker; one gateway replica of the test's own.
 """

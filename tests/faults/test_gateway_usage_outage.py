@@ -1,5 +1,5 @@
 """Measurements (and the usage they become) through a Redis outage: a flush Redis did not
-confirm is kept and sent again, and counted once (issue 20: nothing lost or doubled).
+confirm is kept and sent again, and counted once: nothing lost or doubled.
 
 Before, the recorder dropped a batch whose flush failed: requests served in the second before
 Redis went were missing from the metrics and the usage totals (this test: 1 request of 2 across

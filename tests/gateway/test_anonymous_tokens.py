@@ -1,4 +1,4 @@
-"""Anonymous /v1/ traffic is cheap to refuse (issue 32, item 4).
+"""Anonymous /v1/ traffic is cheap to refuse (docs/security.md, section 16).
 
 A made-up token is refused from the gateway's tables: no database query (every cursor of every
 thread is counted) and no wait on the tables' refresh lock (held by the test while the made-up

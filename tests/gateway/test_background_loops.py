@@ -1,7 +1,7 @@
 """The gateway's background loops stop when cancelled, even when a library turns the
 cancellation into an ordinary error or swallows it (gateway.background), and a closed gateway
 leaves none behind: the suite's shutdown of an event loop hung on a replica's lease loop that had
-gone back to sleep (session 14, and CI twice)."""
+gone back to sleep (seen in three full runs, 2026-12-03)."""
 
 from __future__ import annotations
 

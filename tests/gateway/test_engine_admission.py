@@ -81,7 +81,7 @@ async def test_with_a_pin_only_one_other_adapter_runs_at_a_time_on_two_slots(scr
 
 
 async def test_the_pinned_set_in_redis_not_the_tables_decides(scripts):
-    """Issue 20: the controller writes a pin into the engine's pinned set before the engine
+    """The controller writes a pin into the engine's pinned set before the engine
     pins; the gateway's tables (the database's residency rows) only learn of it later. The
     admission script reads the set: with the set full, a new distinct unpinned adapter waits
     although the tables show no pin, and it goes in once the set empties (an unpin done)."""
@@ -178,7 +178,7 @@ async def test_the_rate_limit_counts_once_per_request_and_refuses_over_it(script
 
 
 async def test_the_tenants_in_flight_cap_counts_weights_and_gives_them_back(scripts):
-    """Issue 19: max_in_flight_requests counts sequences across replicas (one Redis key); a
+    """max_in_flight_requests counts sequences across replicas (one Redis key); a
     request heavier than the cap still runs when the tenant has nothing else in flight."""
     tenant = int(uuid.uuid4().int % 1_000_000) + 1_000_000
     engine = f"e-{uuid.uuid4().hex[:6]}"

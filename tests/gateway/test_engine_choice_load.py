@@ -1,4 +1,4 @@
-"""Engine choice weighs what runs on an engine by sequences, not requests (issue 19): a tenant's
+"""Engine choice weighs what runs on an engine by sequences, not requests: a tenant's
 request with n=4 on one engine sends the next base-model request to the other engine, where one
 single-sequence request runs (counted as requests, the two tie and the first by name wins). And a
 tenant's requests keep off the engine another tenant has been using lately."""

@@ -58,7 +58,7 @@ async def test_never_more_than_capacity_in_flight_and_cancelled_waiters_leave_no
 
 
 async def test_a_request_takes_as_many_slots_as_sequences_it_runs():
-    """Issue 19: n=4 on an engine of 4 slots fills it; for a tenant alone on the engine, a
+    """n=4 on an engine of 4 slots fills it; for a tenant alone on the engine, a
     heavier one still runs, alone, and nobody jumps it."""
     slots = FairSlots()
     order: list[str] = []
@@ -94,7 +94,7 @@ async def test_a_request_takes_as_many_slots_as_sequences_it_runs():
 
 
 async def test_a_request_heavier_than_its_share_never_takes_a_shared_engine():
-    """Issue 19 (bench/neighbours.py, largest phase): while another tenant uses the engine, a
+    """bench/neighbours.py, largest phase: while another tenant uses the engine, a
     request heavier than its tenant's share does not take the idle engine whole: it is refused
     at once (NoSlot, over its share), so it holds up nobody and its caller does not wait out its
     budget for an answer that cannot come while the other tenant is there."""
@@ -137,7 +137,7 @@ async def test_a_heavy_request_runs_once_the_other_tenant_has_gone_quiet():
 
 
 async def test_a_waiter_held_by_its_share_is_let_in_when_the_sharing_lapses():
-    """CI, session 9: a request waiting only for its tenant's share, with nobody left to
+    """CI, 2026-12-01: a request waiting only for its tenant's share, with nobody left to
     release a slot, waited out its whole budget on an idle engine. Waiters are re-checked when
     the sharing lapses: here at 0.05 s, well inside the 5 s wait."""
     slots = FairSlots(shared_window_s=0.05)
@@ -180,7 +180,7 @@ async def test_a_wait_for_a_full_engine_is_bounded():
 
 
 async def test_a_tenant_that_holds_its_slots_leaves_a_quarter_to_the_others():
-    """Issue 19: streams nobody reads hold their slots; while another tenant uses the engine,
+    """Streams nobody reads hold their slots; while another tenant uses the engine,
     one tenant holds at most three quarters of it, so the other is never queued behind it."""
     slots = FairSlots()
     order: list[str] = []

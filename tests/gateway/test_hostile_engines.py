@@ -1,4 +1,4 @@
-"""The gateway under hostile callers, on real engines (issue 19, items 1 and 3 to 7): base-model
+"""The gateway under hostile callers, on real engines (docs/security.md, section 13): base-model
 calls are limited, billed and pooled as the caller's tenant; a request is charged by its weight;
 a tenant's prompts never hit another tenant's prefix cache; a request over its budget is a 504
 aborted at the engine; an engine's 4xx passes back as it is, blames no engine and is no error of

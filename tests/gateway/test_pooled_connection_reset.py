@@ -1,5 +1,5 @@
 """A pooled keep-alive connection whose far end is gone is tried once more on a fresh one before
-the engine is blamed (issue 19, item 4: the first request after an engine restart succeeds).
+the engine is blamed (the first request after an engine restart succeeds).
 
 An engine stopped on this machine closes its sockets, so the gateway's pool sees the close before
 the next request and never reuses the dead connection: `test_hostile_engines`' restart test passes

@@ -1,4 +1,4 @@
-"""Every model name resolves inside the caller's reach, or is not found (issue 19, item 1).
+"""Every model name resolves inside the caller's reach, or is not found.
 
 Each name form (adapter, adapter@N, alias, the base model bare, as `tenant/name`, and under an
 unknown slug) against each kind of caller (owner, maintainer, viewer, a member of two tenants,

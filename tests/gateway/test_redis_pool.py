@@ -1,4 +1,4 @@
-"""The gateway's Redis pool under a burst (issue 20, bench-load): more requests at once than
+"""The gateway's Redis pool under a burst (bench-load): more requests at once than
 pooled connections wait for a free connection instead of failing. redis-py's default pool raised
 MaxConnectionsError ("Too many connections") past 100, which a 200-client burst reached: its
 callers got 503 `limits_unavailable` while Redis was up."""

@@ -1,4 +1,4 @@
-"""One request schema at the edge (issue 19, item 3): wrong types, unknown fields and requests
+"""One request schema at the edge: wrong types, unknown fields and requests
 beyond the tenant's plan are refused with 400 in OpenAI's error format, naming the field, before
 any engine is chosen; everything the official `openai` client sends passes.
 

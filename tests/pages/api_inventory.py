@@ -20,6 +20,14 @@ NOT_ON_PAGES = {
 }
 
 PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
+    # the eval gate: suites and policies on the tenant's eval page, runs on the version page
+    ("eval-suite-list", "get"): ("tenant-evals",),
+    ("eval-suite-list", "post"): ("tenant-evals",),
+    ("eval-policy", "get"): ("tenant-evals",),
+    ("eval-policy", "put"): ("tenant-eval-policy",),
+    ("eval-run-list", "get"): ("version-detail",),
+    ("eval-run-detail", "get"): ("version-detail",),
+    ("eval-run-cases", "get"): ("version-detail",),
     # tenants, members, tokens
     ("tenant-list", "get"): ("dashboard", "platform-home"),
     ("tenant-list", "post"): ("platform-home",),

@@ -206,6 +206,21 @@ PAGE_ROUTES: list[PageRoute] = [
         expect={"charlie": 404, "nora": 404, "bob": 403, "vera": 403, "adam": 403, "alice": 302},
     ),
     PageRoute("tenant-aliases", _acme, expect={"charlie": 404, "nora": 404, "vera": 200}),
+    PageRoute("tenant-evals", _acme, expect={"charlie": 404, "nora": 404, "vera": 200}),
+    PageRoute(
+        "tenant-evals",
+        _acme,
+        "post",
+        data={"name": "qa"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 400},  # bob: no file chosen
+    ),
+    PageRoute(
+        "tenant-eval-policy",
+        _acme,
+        "post",
+        data={"adapter": "support", "suite": "none"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 404},
+    ),
     # Maintainers and owners; a viewer or a platform role sees the tenant but has nothing to try.
     PageRoute(
         "tenant-playground",

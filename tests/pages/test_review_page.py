@@ -95,7 +95,7 @@ def test_non_reviewers_change_nothing(pages):
 
 
 def test_the_version_page_offers_the_review_only_to_a_reviewer_who_may_give_it(pages):
-    # Issue 11, class 12: the page asks access.may_review, the rule the approval itself applies
+    # Security class 12: the page asks access.may_review, the rule the approval itself applies
     # (four eyes), so it never offers a form that would only answer approval.four_eyes.
     from django.contrib.auth.models import Group
 

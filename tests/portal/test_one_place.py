@@ -1,4 +1,4 @@
-"""Issue 11, class 12: one place for each rule, checked on the source as it is.
+"""Security class 12: one place for each rule, checked on the source as it is.
 
 Each test names a rule that used to be written two or three times with different outcomes, and
 fails when a second copy appears. docs/security.md (12) says where each one lives.
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("adapters", "engine", "gateway", "portal", "tenants", "workers", "bench")
+APPS = ("adapters", "engine", "evals", "gateway", "portal", "tenants", "workers", "bench")
 ACCESS = "adapters/access.py"
 
 

@@ -1,4 +1,4 @@
-"""Issue 11's small ones, as a caller meets them: slugs without "--", the API docs served from
+"""Security's small ones, as a caller meets them: slugs without "--", the API docs served from
 our own static files and only to signed-in users, seed_demo only in debug, and the proxy's
 X-Forwarded-Proto trusted only when configured."""
 

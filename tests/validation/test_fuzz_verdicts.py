@@ -1,4 +1,4 @@
-"""Issue 11, class 1: any header or config JSON ends in a verdict with a known code, and what
+"""Security class 1: any header or config JSON ends in a verdict with a known code, and what
 the report carries fits the database (finite numbers, no NUL, a rank the rank column holds).
 
 Hostile values: integers of any length, deep nesting, thousands of entries, wrong types

@@ -276,7 +276,7 @@ def _moving_pin_world(placed_ago_s: float):
 
 
 def test_a_pin_is_not_moved_within_its_minimum_hold():
-    """Issue 20: under load the policy moved a pin about once a second."""
+    """Under load the policy once moved a pin about once a second."""
     s, demand, wanted, pinned_at = _moving_pin_world(placed_ago_s=40.0)
     assert kinds(plan_converge(s, demand, wanted=wanted, pinned_at=pinned_at)) == [
         ("Unpin", "a"),

@@ -1,4 +1,4 @@
-"""Issue 20: an engine's pins are its admission state in Redis (workers.engine_slots), on the
+"""An engine's pins are its admission state in Redis (workers.engine_slots), on the
 real engines (--max-loras 2 --max-cpu-loras 3).
 
 The controller puts a pin into the engine's pinned set before it asks the engine, through a

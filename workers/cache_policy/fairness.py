@@ -73,7 +73,7 @@ class FairnessGovernor:
         *,
         # The goal asks 0.25. Aiming further pays where it can: gold's own requests are few,
         # so its p99 TTFT is one of its cold requests, and a 0.30 target left gold's p99 9%
-        # above LRU's on round 1's skewed-2x run (0.50: 9% below); the others' slack still
+        # above LRU's on bench-cache's skewed-2x run (0.50: 9% below); the others' slack still
         # bounds what it costs them.
         gold_cut: float = 0.50,
         others_slack: float = 0.03,  # the goal allows 0.05: 0.02 kept for noise

@@ -24,7 +24,7 @@ from workers.cache_policy.fairness import FairnessGovernor, protected_params
 class Portal(Controller):
     """Gold's protection is derived (workers.cache_policy.fairness): every tick the governor
     steps the gold boost from each class's cold loads against a shadow LRU's on the same
-    requests; there is no fixed minimum residency in seconds (round 1's 300 s was too blunt)."""
+    requests; there is no fixed minimum residency in seconds (an earlier fixed 300 s was too blunt)."""
 
     name = "portal"
 

@@ -1,0 +1,11 @@
+"""Page URLs of the eval gate: a tenant's suites and policies. The run and its cases show on the
+version page (adapters' page, through adapters/page_panels.py)."""
+
+from django.urls import path
+
+from evals import pages
+
+urlpatterns = [
+    path("t/<slug:tenant>/evals/", pages.tenant_evals, name="tenant-evals"),
+    path("t/<slug:tenant>/evals/policy/", pages.tenant_eval_policy, name="tenant-eval-policy"),
+]

@@ -1,0 +1,191 @@
+"""The tenant's eval page (suites, policies), and the eval gate on the version page (the
+reviewer's page): the latest run's summary against the policy, then every case side by side
+(candidate | serving now), regressions first, by tag. The version page's part is a panel of
+adapters' page (adapters/page_panels.py), registered by EvalsConfig.ready()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from adapters.models import AdapterVersion, VersionStatus
+from adapters.page_panels import Panel
+from adapters.selectors import adapter_get, adapters_for
+from core.errors import ApplicationError
+from core.request import PortalRequest
+from evals.models import EvalPolicy, EvalRun, RunStatus
+from evals.selectors import (
+    case_rows,
+    gate_verdict,
+    latest_run,
+    policy_of,
+    run_summary,
+    suites_of,
+)
+from evals.services.policies import policy_set
+from evals.services.suites import suite_limits, suite_upload
+from tenants.access_port import Access
+from tenants.pagekit import page_view, post_text, render_page, tenant_scope
+
+TEMPLATE = "evals/_version_panel.html"
+
+
+def _order(row: dict[str, Any]) -> int:
+    """Regressions first, then failed must-pass cases, then other failures, then the rest (a
+    stable sort: file order within each)."""
+    failed = row["passed"]["candidate"] is False
+    return 0 if row["regressed"] else 1 if row["must_pass"] and failed else 2 if failed else 3
+
+
+def version_eval_panel(
+    *, request: HttpRequest, access: Access, version: AdapterVersion
+) -> Panel | None:
+    policy = policy_of(version.adapter)
+    run: EvalRun | None = latest_run(version=version, suite_id=policy.suite_id if policy else None)
+    if policy is None and run is None:
+        return None
+    rows = case_rows(run) if run is not None else []
+    tags = sorted({tag for row in rows for tag in row["tags"]})
+    tag = request.GET.get("tag", "")
+    shown = sorted(
+        (
+            {**row, "sides": (row["candidate"], row["baseline"])}
+            for row in rows
+            if not tag or tag in row["tags"]
+        ),
+        key=_order,
+    )
+    verdict = gate_verdict(version=version, policy=policy) if policy is not None else None
+    return Panel(
+        TEMPLATE,
+        {
+            "policy": policy,
+            "run": run,
+            "summary": run_summary(run).as_dict() if run is not None else None,
+            "verdict": verdict,
+            "rows": shown,
+            "tags": tags,
+            "tag": tag,
+            "may_override": verdict is not None
+            and not verdict["passed"]
+            and version.status == VersionStatus.VALIDATED
+            and access.may_review(version),
+        },
+    )
+
+
+def queue_gate_notes(*, versions: list[AdapterVersion]) -> dict[int, str]:
+    """The gate's state per version in the review queue, in two queries: the policies of their
+    adapters and their latest runs. The verdict shown is the run's at its finish; the approval
+    checks the gate again, against the policy as it is then."""
+    policies = {
+        p.adapter_id: p
+        for p in EvalPolicy.objects.filter(adapter_id__in={v.adapter_id for v in versions})
+    }
+    latest: dict[int, EvalRun] = {}
+    for run in EvalRun.objects.filter(
+        version__in=[v for v in versions if v.adapter_id in policies]
+    ):
+        if run.version_id not in latest or run.number > latest[run.version_id].number:
+            latest[run.version_id] = run
+    notes = {}
+    for version in versions:
+        if version.adapter_id not in policies:
+            continue
+        last = latest.get(version.pk)
+        if last is None:
+            notes[version.pk] = "Eval gate: no run yet"
+        elif last.status != RunStatus.FINISHED:
+            notes[version.pk] = (
+                f"Eval gate: run {last.number} {last.status} ({last.cases_done}/{last.cases_total})"
+            )
+        else:
+            outcome = "passed" if last.verdict.get("passed") else "failed"
+            notes[version.pk] = f"Eval gate: run {last.number} {outcome}"
+    return notes
+
+
+# --- the tenant's eval page: suites (upload) and each adapter's policy ---
+
+
+def _evals_page(
+    request: HttpRequest, access: Access, tenant: Any, error: ApplicationError | None = None
+) -> HttpResponse:
+    adapters = list(adapters_for(access=access, tenant=tenant))
+    policies = {p.adapter_id: p for p in EvalPolicy.objects.filter(adapter__in=adapters)}
+    return render_page(
+        request,
+        "evals/tenant_evals.html",
+        {
+            "tenant": tenant,
+            "suites": suites_of(tenant=tenant),
+            "rows": [{"adapter": a, "policy": policies.get(a.pk)} for a in adapters],
+            "may_upload": access.tenant_can(tenant, "manage_evals"),
+            "limits": suite_limits(tenant),
+        },
+        error=error,
+    )
+
+
+@page_view
+def tenant_evals(request: PortalRequest, tenant: str) -> HttpResponse:
+    """GET: suites and policies; POST (multipart name, file): upload a suite version."""
+    if request.method != "POST":
+        access, found = tenant_scope(request, tenant)
+        return _evals_page(request, access, found)
+    access, found = tenant_scope(request, tenant, "manage_evals")
+    upload = request.FILES.get("file")
+    try:
+        if upload is None:
+            raise ApplicationError("suite.file_required", "Choose a JSON Lines file to upload.")
+        version, created = suite_upload(
+            access=access,
+            tenant=found,
+            name=post_text(request, "name", max_length=40),
+            raw=upload.read(found.eval_max_suite_bytes + 1),
+            request_id=request.request_id,
+        )
+    except ApplicationError as exc:
+        return _evals_page(request, access, found, exc)
+    word = "uploaded" if created else "already held these bytes"
+    messages.success(request, f"Suite {version} {word} (sha256 {version.sha256[:12]}…).")
+    return redirect("tenant-evals", tenant=found.slug)
+
+
+def _rate(request: HttpRequest, name: str) -> float | None:
+    raw = request.POST.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ApplicationError("eval_policy.bad_number", f"{name}: give a number.") from None
+
+
+@page_view
+@require_POST
+def tenant_eval_policy(request: PortalRequest, tenant: str) -> HttpResponse:
+    """POST {adapter, suite, min_pass_rate, max_regression_points, min_pairwise_win_or_tie,
+    judge, rubric}: set an adapter's policy (owners; policy_set checks)."""
+    access, found = tenant_scope(request, tenant)
+    adapter = adapter_get(access=access, tenant=found, name=post_text(request, "adapter"))
+    try:
+        policy_set(
+            access=access,
+            adapter=adapter,
+            suite=post_text(request, "suite"),
+            min_pass_rate=_rate(request, "min_pass_rate"),
+            max_regression_points=_rate(request, "max_regression_points"),
+            min_pairwise_win_or_tie=_rate(request, "min_pairwise_win_or_tie"),
+            judge=post_text(request, "judge", max_length=120),
+            rubric=post_text(request, "rubric"),
+            request_id=request.request_id,
+        )
+    except ApplicationError as exc:
+        return _evals_page(request, access, found, exc)
+    messages.success(request, f"Eval policy of {adapter.name} saved.")
+    return redirect("tenant-evals", tenant=found.slug)

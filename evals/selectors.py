@@ -1,0 +1,156 @@
+"""Reads of the eval gate: suites, policies, runs and their cases, the gate's verdict."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.db.models import QuerySet
+
+from adapters.models import Adapter, AdapterVersion
+from core.errors import NotFound
+from evals.models import CaseSide, EvalCaseResult, EvalPolicy, EvalRun, EvalSuite, RunStatus
+from evals.scoring import verdicts as v
+from tenants.models import Tenant
+
+
+def suites_of(*, tenant: Tenant) -> QuerySet[EvalSuite]:
+    return EvalSuite.objects.filter(tenant=tenant).prefetch_related("versions")
+
+
+def policy_of(adapter: Adapter) -> EvalPolicy | None:
+    return EvalPolicy.objects.select_related("suite").filter(adapter=adapter).first()
+
+
+def policy_get(*, adapter: Adapter) -> EvalPolicy:
+    policy = policy_of(adapter)
+    if policy is None:
+        raise NotFound("eval_policy.not_found", f"Adapter '{adapter.name}' has no eval policy.")
+    return policy
+
+
+def policy_terms(policy: EvalPolicy) -> v.Policy:
+    return v.Policy.from_mapping(vars(policy))
+
+
+def runs_of(*, version: AdapterVersion) -> QuerySet[EvalRun]:
+    return EvalRun.objects.filter(version=version).select_related("suite_version__suite")
+
+
+def run_get(*, version: AdapterVersion, number: int) -> EvalRun:
+    run = runs_of(version=version).filter(number=number).first()
+    if run is None:
+        raise NotFound("eval_run.not_found", f"Version {version} has no eval run {number}.")
+    return run
+
+
+def latest_run(*, version: AdapterVersion, suite_id: int | None = None) -> EvalRun | None:
+    runs = runs_of(version=version)
+    if suite_id is not None:
+        runs = runs.filter(suite_version__suite_id=suite_id)
+    return runs.order_by("-number").first()
+
+
+def _cases_with_outcomes(
+    run: EvalRun,
+) -> list[tuple[dict[str, Any], dict[str, Any], v.CaseOutcome]]:
+    results: dict[tuple[str, str], EvalCaseResult] = {
+        (r.case_id, r.side): r for r in EvalCaseResult.objects.filter(run=run)
+    }
+    out = []
+    for case in run.suite_version.cases:
+        sides = {side: _side(results.get((case["id"], side))) for side in CaseSide.values}
+        out.append((case, sides, _outcome(case, sides)))
+    return out
+
+
+def case_rows(run: EvalRun) -> list[dict[str, Any]]:
+    """Every case of the run's suite, with each side's result (None until it ran), in file
+    order: what the side-by-side shows and the export carries."""
+    rows = []
+    for case, sides, outcome in _cases_with_outcomes(run):
+        ran = {side: sides[side] is not None for side in (v.CANDIDATE, v.BASELINE)}
+        passed = {side: outcome.passed(side) if ran[side] else None for side in ran}
+        rows.append(
+            {
+                "id": case["id"],
+                "tags": case.get("tags", []),
+                "must_pass": case.get("must_pass", False),
+                "input": case.get("messages") or case.get("prompt"),
+                "expect": case.get("expect", {}),
+                "candidate": sides[CaseSide.CANDIDATE],
+                "baseline": sides[CaseSide.BASELINE],
+                "pairwise": outcome.pairwise,
+                "passed": passed,
+                "regressed": bool(passed[v.BASELINE]) and passed[v.CANDIDATE] is False,
+            }
+        )
+    return rows
+
+
+def _side(result: EvalCaseResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {
+        "answer": result.answer,
+        "verdicts": result.verdicts,
+        "error": result.error,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "latency_ms": result.latency_ms,
+        "engine": result.engine,
+    }
+
+
+def _passes(side: dict[str, Any] | None) -> dict[str, bool] | None:
+    if side is None or side["error"]:
+        return None
+    return {name: bool(verdict["passed"]) for name, verdict in side["verdicts"].items()}
+
+
+def _outcome(case: dict[str, Any], sides: dict[str, Any]) -> v.CaseOutcome:
+    judge = sides[CaseSide.JUDGE]
+    return v.CaseOutcome(
+        id=case["id"],
+        must_pass=case.get("must_pass", False),
+        candidate=_passes(sides[CaseSide.CANDIDATE]),
+        baseline=_passes(sides[CaseSide.BASELINE]),
+        pairwise=(judge["answer"] or None) if judge and not judge["error"] else None,
+    )
+
+
+def cases_digest(run: EvalRun) -> str:
+    """sha256 of every case's answers and verdicts, both sides, canonical JSON: what the run's
+    finish event keeps in the audit chain (evals.records checks it)."""
+    text = json.dumps(case_rows(run), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_summary(run: EvalRun) -> v.Summary:
+    """The summary, computed from the stored cases (never from a stored summary, which a
+    database writer could have changed)."""
+    return v.summarize(outcome for _, _, outcome in _cases_with_outcomes(run))
+
+
+def gate_verdict(*, version: AdapterVersion, policy: EvalPolicy) -> dict[str, Any]:
+    """The gate on `version` now: the latest run on the policy's suite against the policy as it
+    is. {passed, criteria, run} (run: its number, or None when none has finished)."""
+    run = latest_run(version=version, suite_id=policy.suite_id)
+    if run is None or run.status != RunStatus.FINISHED:
+        state = "no run has started" if run is None else f"run {run.number} is {run.status}"
+        return {
+            "passed": False,
+            "run": run.number if run else None,
+            "criteria": [
+                {
+                    "name": "run_finished",
+                    "required": True,
+                    "actual": False,
+                    "passed": False,
+                    "message": f"no eval run on suite '{policy.suite.name}' has finished ({state})",
+                }
+            ],
+        }
+    verdict = v.gate(run_summary(run), policy_terms(policy))
+    return {**verdict, "run": run.number}

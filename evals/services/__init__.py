@@ -1,0 +1,1 @@
+"""Writes of the eval gate: suites, policies, runs, the gate."""
