@@ -43,12 +43,18 @@ image:
 	@scripts/build_image.sh
 
 # The portal with a demo: SQLite and local-disk storage (embedded defaults), Redis, one CPU engine.
+# The demo identity provider (tests/oidc_provider, started by the Procfile's `idp` line): the
+# sign-in page offers it beside the password form (docs/sso.md).
+IDP_PORT ?= 8300
+run: export OIDC_PROVIDERS ?= [{"name": "demo-idp", "label": "Demo IdP", "issuer": "http://127.0.0.1:$(IDP_PORT)/o", "client_id": "lora-portal", "client_secret_env": "DEMO_IDP_CLIENT_SECRET", "cli_client_id": "lora-portal-cli"}]
+run: export DEMO_IDP_CLIENT_SECRET ?= demo-idp-client-secret
+
 run: deps redis
 	@DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
 	@DJANGO_DEBUG=1 ENGINE_URL=http://127.0.0.1:$(ENGINE_PORT) $(PY) manage.py seed_demo --tiny-dir $(TINY)
 	@echo "LoRA Portal: http://127.0.0.1:$(PORT)/  (log in as alice, bob, rita, olga, aude or admin; password above)"
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
-	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) .venv/bin/honcho -f Procfile start
+	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) IDP_PORT=$(IDP_PORT) .venv/bin/honcho -f Procfile start
 
 # Debian's tools the tests use (Chromium, promtool, kubectl), in one apt transaction.
 debian-tools:

@@ -41,6 +41,7 @@ from tenants.models import (
     TenantRole,
     TokenScope,
 )
+from tenants.sso.selectors import person_emails
 
 # What each tenant role may do with the tenant's adapters (guardian codenames on Adapter).
 ROLE_ADAPTER_PERMS: dict[str, frozenset[str]] = {
@@ -187,13 +188,31 @@ class AccessContext:
 
     def require_review(self, version: Any, verb: str) -> None:
         """Who may approve or reject `version`: a reviewer (require_reviewer) who did not upload
-        it (four eyes: approving one's own upload would make the review a formality)."""
+        it (four eyes: approving one's own upload would make the review a formality), through
+        this account or another of theirs (same e-mail, as a provider verified it: a person
+        with a local and an SSO account, or accounts at two providers, is one person)."""
         self.require_reviewer(f"{verb} a version")
-        if version.uploaded_by_id is not None and version.uploaded_by_id == self.user.pk:
+        if version.uploaded_by_id is not None and self._is_same_person(version.uploaded_by_id):
             raise PermissionDenied(
                 "approval.four_eyes",
                 f"You uploaded this version; another reviewer must {verb} it.",
             )
+
+    @cached_property
+    def _own_emails(self) -> set[str]:
+        return person_emails(self.user.pk)
+
+    def _is_same_person(self, user_id: int) -> bool:
+        """This account, or another of the same person (tenants.sso.selectors.person_emails);
+        each other account is read once per AccessContext (a review queue lists many)."""
+        if user_id == self.user.pk:
+            return True
+        if not self._own_emails:
+            return False
+        others: dict[int, set[str]] = self.__dict__.setdefault("_emails_of", {})
+        if user_id not in others:
+            others[user_id] = person_emails(user_id)
+        return bool(self._own_emails & others[user_id])
 
     def may_review(self, version: Any) -> bool:
         """What the version page offers: require_review, without the exception."""

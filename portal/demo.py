@@ -53,6 +53,7 @@ class DemoResult:
     uploaded: list[str]
     released: str = ""
     inference_token: str = ""
+    sso: bool = False  # the demo identity provider's mappings are in
 
 
 def seed_demo(
@@ -126,13 +127,44 @@ def seed_demo(
         uploaded.append(f"{slug}/{name}")
     released = release_demo_adapter()
     price_demo_engine_hours()
+    sso = seed_demo_sso()
     return DemoResult(
         password=password,
         users=list(DEMO_USERS),
         uploaded=uploaded,
         released=released,
         inference_token=demo_inference_token(token_file),
+        sso=sso,
     )
+
+
+# `make run`'s demo identity provider (tests/oidc_provider/demo.py): its groups -> roles here.
+DEMO_SSO_PROVIDER = "demo-idp"
+DEMO_SSO_MAPPINGS = [
+    ("acme-maintainers", "acme", "maintainer", ""),
+    ("globex-viewers", "globex", "viewer", ""),
+    ("reviewers", "", "", "reviewer"),
+]
+
+
+def seed_demo_sso() -> bool:
+    """The demo provider's mappings, when it is configured (OIDC_PROVIDERS, as `make run` sets)."""
+    from django.conf import settings
+
+    from tenants.sso.models import SsoMapping
+
+    if not any(p["name"] == DEMO_SSO_PROVIDER for p in settings.OIDC_PROVIDERS):
+        return False
+    for value, tenant, role, platform_role in DEMO_SSO_MAPPINGS:
+        SsoMapping.objects.get_or_create(
+            provider=DEMO_SSO_PROVIDER,
+            claim="groups",
+            value=value,
+            tenant=Tenant.objects.filter(slug=tenant).first(),
+            role=role,
+            platform_role=platform_role,
+        )
+    return True
 
 
 def price_demo_engine_hours() -> None:

@@ -155,6 +155,54 @@ def env_json_object(
     return value
 
 
+OIDC_PROVIDER_KEYS = {
+    "name",
+    "issuer",
+    "client_id",
+    "client_secret_env",
+    "label",
+    "scopes",
+    "cli_client_id",
+}
+
+
+def env_oidc_providers(
+    name: str,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    doc: str = "",
+    shown: str | None = None,
+) -> list[dict[str, str]]:
+    """OIDC_PROVIDERS: a JSON list of {name, issuer, client_id, client_secret_env, label?,
+    scopes?, cli_client_id?}; the secret itself stays in the environment variable named by
+    client_secret_env; cli_client_id is the provider's public client of `lora-portal login --sso`."""
+    del doc, shown  # the declaration, read by portal.settings_table
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise SettingError(f"{name} is not valid JSON") from None
+    if not isinstance(value, list):
+        raise SettingError(f"{name} must be a JSON list of providers")
+    names: set[str] = set()
+    for entry in value:
+        if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+            raise SettingError(f"{name}: each provider is a JSON object of strings")
+        missing = {"name", "issuer", "client_id", "client_secret_env"} - set(entry)
+        unknown = set(entry) - OIDC_PROVIDER_KEYS
+        if missing or unknown:
+            raise SettingError(
+                f"{name}: provider {entry.get('name', '?')!r} lacks {sorted(missing)} "
+                f"or has unknown keys {sorted(unknown)}"
+            )
+        if not entry["name"].replace("-", "").isalnum() or entry["name"] in names:
+            raise SettingError(f"{name}: provider names are unique letters, digits and hyphens")
+        names.add(entry["name"])
+    return value
+
+
 def env_proxy_ssl_header(
     name: str,
     *,

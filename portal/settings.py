@@ -22,6 +22,7 @@ from portal.env import (
     env_int,
     env_json_object,
     env_list,
+    env_oidc_providers,
     env_proxy_ssl_header,
     env_str,
 )
@@ -194,6 +195,9 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # An SSO session ends when its provider stops vouching for the person (tenants/sso);
+    # after the messages, which tell the person why.
+    "tenants.sso.session.SsoSessionRecheck",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a lockout into core.login_guard's 429.
     "axes.middleware.AxesMiddleware",
@@ -321,7 +325,12 @@ CACHES = {
 AUTHENTICATION_BACKENDS = [
     # First: refuses authentication for a locked-out client before any password is checked.
     "axes.backends.AxesStandaloneBackend",
+    # A gate, before the password check: with SSO_LOCAL_PASSWORDS off it refuses every local
+    # password but the break-glass admin's.
+    "tenants.sso.backends.LocalPasswordGate",
     "django.contrib.auth.backends.ModelBackend",
+    # Sessions of people signed in through an OpenID Connect provider (tenants/sso).
+    "tenants.sso.backends.SsoBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 # No anonymous guardian user: an unauthenticated request has no permissions at all.
@@ -626,6 +635,44 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(AUDIT_CHECKPOINT_SECONDS),
     },
 }
+
+# --- single sign-on (tenants/sso, docs/sso.md) ---
+# OpenID Connect providers: [{"name", "issuer", "client_id", "client_secret_env", "label"?}].
+OIDC_PROVIDERS = env_oidc_providers(
+    "OIDC_PROVIDERS",
+    doc=(
+        "single sign-on: a JSON list of OpenID Connect providers (`name`, `issuer`, `client_id`, "
+        "`client_secret_env`, `label`?, `scopes`?, `cli_client_id`?), docs/sso.md"
+    ),
+    shown="`[]`",
+)
+# A signed-in SSO session is re-checked against its provider (a refresh) when its ID token
+# expires, and at least this often: the longest a person disabled at the provider keeps a session.
+SSO_RECHECK_SECONDS = env_int(
+    "SSO_RECHECK_SECONDS",
+    300,
+    minimum=1,
+    doc=(
+        "an SSO session is re-checked against its provider at its ID token's expiry and at least "
+        "this often: the longest a person disabled there keeps a session"
+    ),
+)
+SSO_HTTP_TIMEOUT = env_int(
+    "SSO_HTTP_TIMEOUT",
+    10,
+    minimum=1,
+    doc="seconds to wait for an identity provider (discovery, token and key endpoints)",
+)
+SSO_LOCAL_PASSWORDS = env_bool(
+    "SSO_LOCAL_PASSWORDS",
+    True,
+    doc="`0`: nobody signs in with a local password but the break-glass admin",
+)
+SSO_BREAK_GLASS_ADMIN = env_str(
+    "SSO_BREAK_GLASS_ADMIN",
+    "",
+    doc="the one username that may still sign in with a local password when `SSO_LOCAL_PASSWORDS` is 0",
+)
 
 # --- Channels ---
 CHANNEL_LAYERS = {

@@ -33,6 +33,7 @@ READERS = {
     "env_choice": "choice",
     "env_json_object": "JSON object",
     "env_proxy_ssl_header": "header",
+    "env_oidc_providers": "JSON list",
 }
 
 

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny, IsAuthenticated
 
 from portal import views
+from tenants.sso.views import SignInView
 from workers import views_metrics
 
 # JSON under /api/, a 503 with Retry-After while the database is away (portal.views).
@@ -18,7 +19,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views_metrics.metrics, name="metrics"),
     path("", views.dashboard, name="dashboard"),
-    path("login/", auth_views.LoginView.as_view(template_name="portal/login.html"), name="login"),
+    path("login/", SignInView.as_view(), name="login"),
+    path("sso/", include("tenants.sso.urls")),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path(

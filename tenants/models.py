@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from tenants import plan
+from tenants.roles import PlatformRole, TenantRole  # noqa: F401 (PlatformRole: its old home)
 
 # Single hyphens only: "--" separates tenant, adapter and version in served names
 # (acme--support--v3-1f2e3d4c), so a slug holding it could pass for another tenant's.
@@ -22,22 +23,6 @@ class SloClass(models.TextChoices):
     GOLD = "gold"
     SILVER = "silver"
     BRONZE = "bronze"
-
-
-class TenantRole(models.TextChoices):
-    OWNER = "owner"
-    MAINTAINER = "maintainer"
-    VIEWER = "viewer"
-
-
-class PlatformRole(models.TextChoices):
-    """Platform roles are Django groups with these names."""
-
-    PLATFORM_ADMIN = "platform-admin"
-    REVIEWER = "reviewer"
-    OPERATOR = "operator"
-    # Reads everything for compliance (every tenant, the audit log, records, costs); changes nothing.
-    AUDITOR = "auditor"
 
 
 class Tenant(models.Model):
@@ -97,12 +82,23 @@ class Tenant(models.Model):
         return self.slug
 
 
+class MembershipSource(models.TextChoices):
+    """Who keeps a membership: a person by hand, or the SSO mapping (tenants/sso), whose sync
+    changes only the memberships it made."""
+
+    MANUAL = "manual"
+    SSO = "sso"
+
+
 class Membership(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=12, choices=TenantRole.choices)
+    source = models.CharField(
+        max_length=8, choices=MembershipSource.choices, default=MembershipSource.MANUAL
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -173,3 +169,7 @@ class SigningKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}:{self.name}"
+
+
+# The SSO tables belong to this app (its migrations); their code lives in tenants/sso.
+from tenants.sso.models import SsoIdentity, SsoMapping  # noqa: E402,F401

@@ -130,6 +130,31 @@ def token_revoke(*, access: Access, token: ApiToken, request_id: str = "") -> Ap
     return locked
 
 
+def tokens_revoke_for_user(
+    *,
+    user: Any,
+    actor: str,
+    reason: str,
+    tenant_ids: list[int] | None = None,
+    request_id: str = "",
+) -> int:
+    """Revoke a person's live tokens (those bound to `tenant_ids`, or all), each audited with
+    the reason: for the SSO sync, when the mapping takes access away. How many were revoked."""
+    live = ApiToken.objects.select_for_update(of=("self",)).select_related("tenant")
+    live = live.filter(user=user, revoked_at__isnull=True)
+    if tenant_ids is not None:
+        live = live.filter(tenant_id__in=tenant_ids)
+    now = timezone.now()
+    count = 0
+    with transaction.atomic():
+        for token in live.order_by("pk"):
+            token.revoked_at = now
+            token.save(update_fields=["revoked_at"])  # save(): the gateway re-reads its tokens
+            _audit_revoke(token, actor=actor, request_id=request_id, reason=reason)
+            count += 1
+    return count
+
+
 def _live_descendants(token: ApiToken) -> list[ApiToken]:
     """Unrevoked tokens minted from `token`, its children first, locked for the revocation."""
     found: list[ApiToken] = []
@@ -147,11 +172,18 @@ def _live_descendants(token: ApiToken) -> list[ApiToken]:
 
 
 def _audit_revoke(
-    token: ApiToken, *, actor: Any, request_id: str, cascade_from: ApiToken | None = None
+    token: ApiToken,
+    *,
+    actor: Any,
+    request_id: str,
+    cascade_from: ApiToken | None = None,
+    reason: str = "",
 ) -> None:
     after: dict[str, Any] = {"revoked_at": token.revoked_at}
     if cascade_from is not None:
         after["cascade_from"] = cascade_from.prefix
+    if reason:
+        after["reason"] = reason
     record_event(
         action="token.revoke",
         actor=actor,

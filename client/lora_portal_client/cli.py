@@ -20,6 +20,12 @@ from lora_portal_client.config import (
 )
 from lora_portal_client.errors import ExitCode, PortalError
 from lora_portal_client.evidence_keys import pinned_from_option, published_keys
+from lora_portal_client.sso import (
+    choose_provider,
+    id_token_from_provider,
+    sso_providers,
+    trade_for_portal_token,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,6 +57,11 @@ def cli() -> None:
     help="Pin this as the portal's evidence key (as `evidence verify --key`) instead of the "
     "keys the portal publishes now.",
 )
+@click.option("--sso", "sso", is_flag=True, help="Sign in through the portal's identity provider.")
+@click.option("--sso-provider", help="Which identity provider, when the portal has several.")
+@click.option(
+    "--no-browser", is_flag=True, help="With --sso: print the sign-in link, do not open a browser."
+)
 @json_option
 def login(
     url: str | None,
@@ -61,15 +72,35 @@ def login(
     scopes: str,
     expires_in_days: int,
     evidence_key: str | None,
+    sso: bool,
+    sso_provider: str | None,
+    no_browser: bool,
     as_json: bool,
 ) -> None:
     """Save a token (mode 0600) for later commands, and the portal's evidence keys, fetched
     once, that `evidence verify` checks records against."""
     url = (url or load_settings().url).rstrip("/")
     warn_if_plain_http(url)
-    if token_stdin == bool(username):
-        raise click.UsageError("Give --username (a new token) or --token-stdin (an existing one).")
-    if token_stdin:
+    if [token_stdin, bool(username), sso].count(True) != 1:
+        raise click.UsageError(
+            "Give --username (a new token), --sso (a new token through your identity provider) "
+            "or --token-stdin (an existing one)."
+        )
+    scope_list = [s.strip() for s in scopes.split(",") if s.strip()]
+    if sso:
+        provider = choose_provider(sso_providers(url), sso_provider)
+        id_token = id_token_from_provider(provider, say=note, open_browser=not no_browser)
+        token = trade_for_portal_token(
+            url,
+            {
+                "provider": provider["name"],
+                "id_token": id_token,
+                "scopes": scope_list,
+                "tenant": tenant,
+                "expires_in_days": expires_in_days,
+            },
+        )["token"]
+    elif token_stdin:
         token = sys.stdin.readline().strip()
     else:
         password = (
@@ -81,7 +112,7 @@ def login(
             issued = anonymous.token_obtain(
                 username=str(username),
                 password=password,
-                scopes=[s.strip() for s in scopes.split(",") if s.strip()],
+                scopes=scope_list,
                 tenant=tenant,
                 expires_in_days=expires_in_days,
             )

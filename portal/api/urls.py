@@ -24,6 +24,7 @@ from tenants.api import (
     UserViewSet,
 )
 from tenants.api_signing import SignaturePolicyViewSet, SigningKeyViewSet
+from tenants.sso.api import SsoProviderViewSet
 from workers.api import EngineViewSet
 
 root = DefaultRouter(trailing_slash=True)
@@ -35,6 +36,7 @@ root.register("engines", EngineViewSet, basename="engine")
 root.register("versions", VersionQueueViewSet, basename="version-queue")
 root.register("audit", AuditViewSet, basename="audit")
 root.register("usage", UsageViewSet, basename="usage")
+root.register("sso/providers", SsoProviderViewSet, basename="sso-provider")
 
 tenant = SimpleRouter(trailing_slash=True)
 tenant.register("members", MemberViewSet, basename="member")

@@ -235,6 +235,35 @@ def _new_key_body(state: Any) -> dict[str, Any]:
     return {"name": "ci-key", "public_key_pem": state.new_key_pem}
 
 
+# The matrix's identity provider (tests/api/test_permission_matrix.py sets it; never contacted).
+SSO_PROVIDER = "corp"
+SSO_PROVIDERS = [
+    {
+        "name": SSO_PROVIDER,
+        "issuer": "https://idp.example.test",
+        "client_id": "portal",
+        "client_secret_env": "CORP_IDP_SECRET",
+    }
+]
+SSO_MAPPING_ID = 90001
+
+
+def _sso_mapping(state: Any) -> None:
+    from tenants.sso.models import SsoMapping
+
+    SsoMapping.objects.get_or_create(
+        pk=SSO_MAPPING_ID,
+        provider=SSO_PROVIDER,
+        claim="groups",
+        value="auditors",
+        platform_role="auditor",
+    )
+
+
+def _sso_dry_run(state: Any, response: Any) -> None:
+    assert response.json()["platform_roles"] == [] and response.json()["maps_nowhere"]
+
+
 TINY = "tiny-llama"
 E = Endpoint
 # fmt: off
@@ -274,6 +303,22 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       params={"username": "nora"},
       body={"platform_roles": ["operator"]}, audit="user.platform_roles",
       then=_exists("auth.User", username="nora", groups__name="operator")),
+    # single sign-on: providers (settings) and their mappings (platform admins)
+    E("GET", "sso/providers/", 200, "read", "adam", PLATFORM_ADMIN),
+    E("GET", "sso/providers/{name}/mappings/", 200, "read", "adam", PLATFORM_ADMIN,
+      params={"name": SSO_PROVIDER}),
+    E("POST", "sso/providers/{name}/mappings/", 201, "admin", "adam", PLATFORM_ADMIN,
+      params={"name": SSO_PROVIDER},
+      body={"claim": "groups", "value": "ml-team", "tenant": "acme", "role": "viewer"},
+      audit="sso.mapping.create",
+      then=_exists("tenants.SsoMapping", provider=SSO_PROVIDER, value="ml-team", role="viewer")),
+    E("DELETE", "sso/providers/{name}/mappings/{mapping}/", 204, "admin", "adam",
+      PLATFORM_ADMIN, params={"name": SSO_PROVIDER, "mapping": str(SSO_MAPPING_ID)},
+      setup=_sso_mapping, audit="sso.mapping.delete",
+      then=_gone("tenants.SsoMapping", pk=SSO_MAPPING_ID)),
+    E("POST", "sso/providers/{name}/dry-run/", 200, "admin", "adam", PLATFORM_ADMIN,
+      params={"name": SSO_PROVIDER}, body={"claims": {"sub": "x", "groups": ["auditors"]}},
+      audit="sso.dry_run", then=_sso_dry_run),
     # tenants
     E("GET", "tenants/", 200, "read", "alice", EVERYONE),
     E("POST", "tenants/", 201, "admin", "adam", PLATFORM_ADMIN,
@@ -546,6 +591,7 @@ _SAMPLE_PARAMS = {
     "name": "n",
     "key": "k",
     "upload": "0" * 32,
+    "mapping": "1",
     "run": "1",
 }
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

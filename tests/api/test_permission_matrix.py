@@ -28,6 +28,7 @@ from tests.api.matrix import (
     LIST_KEYS,
     LIST_VISIBILITY,
     ROLE_COLUMNS,
+    SSO_PROVIDERS,
     TOKEN_COLUMNS,
     Endpoint,
     api_routes,
@@ -98,7 +99,11 @@ def matrix_state(django_db_setup, django_db_blocker, tmp_path_factory):
     """Built once per module inside a transaction; each test runs in a savepoint of it (the `db`
     fixture), so every case starts from the same world and nothing leaks between cases."""
     root = tmp_path_factory.mktemp("matrix")
-    storage = {"ADAPTER_STORAGE_BACKEND": "local", "ADAPTER_STORAGE_ROOT": str(root / "storage")}
+    storage = {
+        "ADAPTER_STORAGE_BACKEND": "local",
+        "ADAPTER_STORAGE_ROOT": str(root / "storage"),
+        "OIDC_PROVIDERS": SSO_PROVIDERS,
+    }
     with django_db_blocker.unblock(), override_settings(**storage), transaction.atomic():
         built = build_state(root)
         yield built

@@ -37,6 +37,15 @@ def _active(pw: PagesWorld) -> dict[str, Any]:
     return {"tenant": "acme", "adapter": "support", "number": pw.active.number}
 
 
+def _sso_mapping(pw: PagesWorld) -> dict[str, Any]:
+    from tenants.sso.models import SsoMapping
+
+    mapping, _ = SsoMapping.objects.get_or_create(
+        provider="pages-idp", claim="groups", value="auditors", platform_role="auditor"
+    )
+    return {"mapping_id": mapping.pk}
+
+
 FLEET_ENGINE = "pages-1"
 
 
@@ -508,6 +517,28 @@ PAGE_ROUTES: list[PageRoute] = [
         data={"active": "false"},
         expect={"alice": 403, "olga": 403, "rita": 403, "adam": 302},
     ),
+    # --- single sign-on mappings (tenants/sso/pages): platform admins; no provider is set here ---
+    PageRoute("platform-sso", _none, expect={"alice": 403, "rita": 403, "adam": 200}),
+    PageRoute(
+        "platform-sso",
+        _none,
+        "post",
+        data={"provider": "nowhere", "claim": "groups", "value": "x", "platform_role": "reviewer"},
+        expect={"alice": 403, "olga": 403, "adam": 404},
+    ),
+    PageRoute(
+        "platform-sso-dry-run",
+        _none,
+        "post",
+        data={"provider": "nowhere", "claims": "{}"},
+        expect={"alice": 403, "rita": 403, "adam": 404},
+    ),
+    PageRoute(
+        "platform-sso-mapping-delete",
+        _sso_mapping,
+        "post",
+        expect={"alice": 403, "olga": 403, "adam": 302},
+    ),
     PageRoute("platform-base-models", _none, expect={"alice": 403, "olga": 403, "adam": 200}),
     PageRoute(
         "platform-base-models",
@@ -519,4 +550,17 @@ PAGE_ROUTES: list[PageRoute] = [
 ]
 
 # Names on the resolver that are not pages of this matrix: auth views, health, the API's docs.
-NOT_PAGES = {"healthz", "login", "logout", "api-schema", "api-docs", "metrics"}
+NOT_PAGES = {
+    "healthz",
+    "login",
+    "logout",
+    "api-schema",
+    "api-docs",
+    "metrics",
+    # Single sign-on's protocol edges (tests/sso): before a session, or from the provider.
+    "sso-start",
+    "sso-callback",
+    "sso-backchannel-logout",
+    "sso-cli-providers",
+    "sso-cli-token",
+}

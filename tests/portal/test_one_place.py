@@ -164,8 +164,12 @@ SERVICE_MODULES = sorted(
 )
 # Who acts is the access context's user; a second "who" argument could disagree with it.
 CALLER_ARGUMENTS = {"actor", "reviewer", "owner", "requester"}
-# Internal steps that services and the canary guard call after their own check.
-CALLER_ARGUMENT_ALLOWED = {"adapters/services/aliases.py:apply_targets"}
+# Internal steps that services and the canary guard call after their own check; the SSO sync's
+# revocation, whose actor is the provider (a label), never a caller.
+CALLER_ARGUMENT_ALLOWED = {
+    "adapters/services/aliases.py:apply_targets",
+    "tenants/tokens.py:tokens_revoke_for_user",
+}
 
 
 def test_services_that_people_call_take_the_access_context():

@@ -45,6 +45,12 @@ class Command(BaseCommand):
         for username, (roles, memberships) in DEMO_USERS.items():
             where = ", ".join([*roles, *(f"{role} of {t}" for t, role in memberships.items())])
             self.stdout.write(f"  {username:8} / {result.password}   ({where})")
+        if result.sso:
+            self.stdout.write(
+                "  single sign-on: 'Sign in with Demo IdP' on the sign-in page; at the demo "
+                f"provider dana (acme maintainer, reviewer), erin (globex viewer) or kai (maps "
+                f"nowhere: refused), password {result.password} (docs/sso.md)"
+            )
         if result.uploaded:
             self.stdout.write(f"  uploaded for validation: {', '.join(result.uploaded)}")
         if result.released:

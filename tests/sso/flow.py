@@ -1,0 +1,63 @@
+"""The code flow by hand, for tests without a browser: the portal through Django's test client,
+the person's browser at the provider through httpx (its own cookies, its real login form)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+import httpx
+
+from tests.fixtures.oidc_provider import PASSWORD
+
+CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+def authorize_at_provider(authorize_url: str, username: str, idp: httpx.Client) -> str:
+    """Signs in at the provider's own page (once per httpx client), follows its authorization,
+    and returns where the provider sends the browser back (the portal's callback URL)."""
+    response = idp.get(authorize_url)
+    if response.status_code == 302 and "/accounts/login/" in response.headers["location"]:
+        login_url = httpx.URL(authorize_url).join(response.headers["location"])
+        form = idp.get(login_url)
+        token = CSRF_FIELD.search(form.text)
+        assert token, form.text
+        next_path = dict(login_url.params)["next"]
+        posted = idp.post(
+            login_url,
+            data={
+                "username": username,
+                "password": PASSWORD,
+                "csrfmiddlewaretoken": token.group(1),
+                "next": next_path,
+            },
+            headers={"Referer": str(login_url)},
+        )
+        assert posted.status_code == 302, posted.text[:500]
+        response = idp.get(httpx.URL(authorize_url).join(posted.headers["location"]))
+    assert response.status_code == 302, response.text[:500]
+    return response.headers["location"]
+
+
+def start(client, provider_name: str = "testidp", next_path: str = "") -> str:
+    query = f"?next={next_path}" if next_path else ""
+    response = client.get(f"/sso/{provider_name}/start/{query}")
+    assert response.status_code == 302, response.content[:300]
+    return response["Location"]
+
+
+def callback_path(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.path}?{parts.query}"
+
+
+def sign_in(client, username: str, *, idp: httpx.Client | None = None):
+    """The whole flow; the portal's answer to the callback."""
+    own = idp is None
+    idp = idp or httpx.Client()
+    try:
+        back = authorize_at_provider(start(client), username, idp)
+    finally:
+        if own:
+            idp.close()
+    return client.get(callback_path(back))
