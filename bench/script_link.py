@@ -33,9 +33,9 @@ import uvloop  # noqa: E402
 
 from bench.docs_section import markers, write_section  # noqa: E402
 from bench.gateway_support import percentile  # noqa: E402
-from gateway import limits  # noqa: E402
 from gateway.app import gateway_redis  # noqa: E402
 from gateway.script_link import ScriptLink  # noqa: E402
+from workers.redis_contract import scripts as lua  # noqa: E402
 
 SECTION = "script-link"
 PATHS = ("redis-py", "lean")
@@ -44,10 +44,9 @@ PATHS = ("redis-py", "lean")
 async def measure(rounds: int, gaps_ms: list[float]) -> dict[float, dict[str, list[float]]]:
     client = gateway_redis("lp-bench-script-link")
     link = ScriptLink(client)
-    enter_src = limits._leased_enter(limits._ENTER)
     scripts: dict[str, tuple[Any, Any]] = {
-        "redis-py": (client.register_script(enter_src), client.register_script(limits._LEAVE)),
-        "lean": (link.script(enter_src), link.script(limits._LEAVE)),
+        "redis-py": (client.register_script(lua.ENTER), client.register_script(lua.LEAVE)),
+        "lean": (link.script(lua.ENTER), link.script(lua.LEAVE)),
     }
     ledger = "lp:bench:sl:held"
     keys = ["lp:bench:sl:rpm", "lp:bench:sl:t", "lp:bench:sl:c", "lp:bench:sl:e", "lp:bench:sl:p"]

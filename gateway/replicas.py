@@ -16,17 +16,11 @@ from django.conf import settings
 from redis import asyncio as aioredis
 
 from gateway.background import stop_if_cancelled
-from gateway.limits import REAP, Scripts
+from gateway.limits import Scripts
+from workers.redis_contract.keys import LEASE_PREFIX, LEDGER_PREFIX, REPLICAS, lease_key
+from workers.redis_contract.scripts import REAP
 
 log = logging.getLogger(__name__)
-
-REPLICAS_KEY = "lp:gw:replicas"
-LEASE_PREFIX = "lp:gw:lease:"
-LEDGER_PREFIX = "lp:gw:held:"
-
-
-def lease_key(replica: str) -> str:
-    return LEASE_PREFIX + replica
 
 
 class ReplicaLease:
@@ -45,12 +39,10 @@ class ReplicaLease:
         replica = self.scripts.replica
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(lease_key(replica), "1", px=int(self.lease_s * 1000))
-        pipe.sadd(REPLICAS_KEY, replica)
+        pipe.sadd(REPLICAS, replica)
         await pipe.execute()
         await self.scripts.flush_pending()
-        reaped = int(
-            await self.reap(keys=[REPLICAS_KEY], args=[LEASE_PREFIX, LEDGER_PREFIX, replica])
-        )
+        reaped = int(await self.reap(keys=[REPLICAS], args=[LEASE_PREFIX, LEDGER_PREFIX, replica]))
         if reaped:
             log.warning("gateway: gave back the holds of %d lapsed replica(s)", reaped)
         return reaped

@@ -9,34 +9,21 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple, cast
 
 import redis
 
-from workers.engine_slots import inflight_key
 from workers.fleet_redis import client
+from workers.redis_contract.keys import FLEET, inflight_key
 
 DEMAND_HISTORY_MAX = 5_000  # recent requests per pool the controller's DemandTracker replays
-_PREFIX = "lp:fleet"
+_PREFIX = FLEET
 
 
 def _text(raw: bytes | str) -> str:
     # redis-py types replies as bytes | str; this client does not decode them, so they are bytes.
     return raw.decode() if isinstance(raw, bytes) else raw
-
-
-def inflight_begin(engine: str, served_name: str) -> None:
-    """A request for `served_name` was sent to (or queued for) `engine`."""
-    client().hincrby(inflight_key(engine), served_name, 1)
-
-
-def inflight_end(engine: str, served_name: str) -> None:
-    key = inflight_key(engine)
-    left = client().hincrby(key, served_name, -1)
-    if left <= 0:
-        # A count must never stay negative (a replica that died mid-request), nor linger at 0.
-        client().hdel(key, served_name)
 
 
 def held_key(engine: str) -> str:
@@ -62,10 +49,6 @@ def held_versions(engine: str, *, now: float | None = None) -> set[str]:
 def inflight_counts(engine: str) -> dict[str, int]:
     raw = client().hgetall(inflight_key(engine))
     return {_text(k): max(0, int(v)) for k, v in raw.items() if int(v) > 0}
-
-
-def inflight_clear(engine: str) -> None:
-    client().delete(inflight_key(engine))
 
 
 def demand_key(pool: str) -> str:
@@ -138,12 +121,6 @@ def parse_demand(raw_newest_first: Sequence[bytes | str]) -> list[Demand]:
         except ValueError:
             continue
     return out
-
-
-def demand_clear(pools: Iterable[str]) -> None:
-    keys = [k for p in pools for k in (demand_key(p), demand_key(p) + ":n")]
-    if keys:
-        client().delete(*keys)
 
 
 def engine_lock(engine: str, *, lease_s: float, wait_s: float) -> redis.lock.Lock:

@@ -271,3 +271,15 @@ def test_the_check_fails_on_a_broken_recipe(case):
     assert broken != text
     problems = recipe_problems(broken)
     assert any(expected in p for p in problems), problems
+
+
+def test_the_image_carries_the_redis_contracts_lua():
+    """The gateway and the workers read their Redis scripts from .lua files at import
+    (workers.redis_contract): the run stage must copy them beside the modules."""
+    lua = sorted((REPO / "workers" / "redis_contract").glob("*.lua"))
+    run = parse(CONTAINERFILE.read_text())[-1]
+    with tempfile.TemporaryDirectory() as tmp:
+        materialise(run, Path(tmp))
+        app = _inside(Path(tmp), run.workdir)
+        missing = [p.name for p in lua if not (app / p.relative_to(REPO)).is_file()]
+    assert lua and missing == []

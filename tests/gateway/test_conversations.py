@@ -13,6 +13,7 @@ from django.conf import settings
 from redis import asyncio as aioredis
 
 from gateway.conversations import NO_TURN, Turn, follow_ups, turn_of
+from tests.fixtures.shared_counts import forget_demand
 from tests.gateway.recording import measure, record, version
 from workers import shared_state
 
@@ -104,4 +105,4 @@ def test_the_recorder_marks_later_turns_in_the_pool_history(world):
         history = shared_state.demand_history(pool)
         assert [(d.name, d.follow_up) for d in history] == [(s1.served_name, True)] * 2
     finally:
-        shared_state.demand_clear([pool])
+        forget_demand([pool])

@@ -16,7 +16,9 @@ from gateway import limits
 from gateway.errors import GatewayError
 from gateway.pin_guard import PinGuardLink
 from gateway.routes import Target
+from tests.fixtures.shared_counts import forget_engine
 from workers import engine_slots, shared_state
+from workers.redis_contract.keys import conc_key, pinned_key
 
 
 @pytest.fixture
@@ -49,12 +51,7 @@ def _admission(scripts, served_name: str, **kwargs) -> limits.Admission:
 
 def _pin(engine: str, *names: str) -> None:
     """The engine's pinned set as the controller writes it (before it pins at the engine)."""
-    shared_state.client().zadd(engine_slots.pinned_key(engine), dict.fromkeys(names, 1.0))
-
-
-def _forget(engine: str) -> None:
-    shared_state.inflight_clear(engine)
-    shared_state.client().delete(engine_slots.pinned_key(engine))
+    shared_state.client().zadd(pinned_key(engine), dict.fromkeys(names, 1.0))
 
 
 async def test_with_a_pin_only_one_other_adapter_runs_at_a_time_on_two_slots(scripts):
@@ -77,7 +74,7 @@ async def test_with_a_pin_only_one_other_adapter_runs_at_a_time_on_two_slots(scr
     await a2.release()
     await asyncio.wait_for(waiting, timeout=2)
     assert shared_state.inflight_counts(engine) == {"b": 1, "p": 1}
-    _forget(engine)
+    forget_engine(engine)
 
 
 async def test_the_pinned_set_in_redis_not_the_tables_decides(scripts):
@@ -93,10 +90,10 @@ async def test_the_pinned_set_in_redis_not_the_tables_decides(scripts):
     await asyncio.sleep(0.3)
     assert not waiting.done()  # a second unpinned adapter beside the pin: it would kill vLLM
     assert shared_state.inflight_counts(engine) == {"a": 1}
-    shared_state.client().zrem(engine_slots.pinned_key(engine), "p")  # unpinned at the engine
+    shared_state.client().zrem(pinned_key(engine), "p")  # unpinned at the engine
     await asyncio.wait_for(waiting, timeout=2)
     assert shared_state.inflight_counts(engine) == {"a": 1, "b": 1}
-    _forget(engine)
+    forget_engine(engine)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -121,7 +118,7 @@ async def test_a_request_held_by_pins_tells_the_controller_and_goes_in_once_they
     engine_slots.pin_drop(engine, "p")  # the controller gave the pin up at the engine
     await asyncio.wait_for(waiting, timeout=2)
     assert shared_state.inflight_counts(engine) == {"a": 1, "b": 1}
-    _forget(engine)
+    forget_engine(engine)
 
 
 async def test_without_pins_nothing_waits(scripts):
@@ -130,7 +127,7 @@ async def test_without_pins_nothing_waits(scripts):
         admission = _admission(scripts, name)
         await asyncio.wait_for(admission.admit(engine, max_loras=2), timeout=1)
     assert len(shared_state.inflight_counts(engine)) == 6
-    shared_state.inflight_clear(engine)
+    forget_engine(engine)
 
 
 async def test_release_gives_back_concurrency_and_in_flight_in_one_call(scripts):
@@ -140,7 +137,7 @@ async def test_release_gives_back_concurrency_and_in_flight_in_one_call(scripts)
     await admission.admit()  # before a load: counted, on no engine yet
     await admission.admit(engine, max_loras=2)
     redis = scripts.redis
-    assert int(await redis.get(limits._conc_key(name))) == 1
+    assert int(await redis.get(conc_key(name))) == 1
     assert shared_state.inflight_counts(engine) == {name: 1}
     # Failover: leaves the first engine, admitted on a second one, concurrency kept.
     other = engine + "-b"
@@ -148,11 +145,11 @@ async def test_release_gives_back_concurrency_and_in_flight_in_one_call(scripts)
     await admission.admit(other, max_loras=2)
     assert shared_state.inflight_counts(engine) == {}
     assert shared_state.inflight_counts(other) == {name: 1}
-    assert int(await redis.get(limits._conc_key(name))) == 1
+    assert int(await redis.get(conc_key(name))) == 1
     await admission.release()
     assert shared_state.inflight_counts(other) == {}
-    assert int(await redis.get(limits._conc_key(name))) == 0
-    await redis.delete(limits._conc_key(name))
+    assert int(await redis.get(conc_key(name))) == 0
+    await redis.delete(conc_key(name))
 
 
 async def test_the_rate_limit_counts_once_per_request_and_refuses_over_it(scripts):
@@ -173,8 +170,8 @@ async def test_the_rate_limit_counts_once_per_request_and_refuses_over_it(script
     assert shared_state.inflight_counts(engine) == {name: 2}  # the refused one took no slot
     await first.release()
     await second.release()
-    assert int(await scripts.redis.get(limits._conc_key(name))) == 0
-    await scripts.redis.delete(limits._conc_key(name))
+    assert int(await scripts.redis.get(conc_key(name))) == 0
+    await scripts.redis.delete(conc_key(name))
 
 
 async def test_the_tenants_in_flight_cap_counts_weights_and_gives_them_back(scripts):

@@ -17,6 +17,7 @@ from tests.workers.fleet import residency_report, servable_version
 from workers import shared_state
 from workers.controller import converge_engine
 from workers.desired import NO_ROOM_CODES, set_desired
+from workers.engine_slots import slot_enter, slot_leave
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 PROMPT = [{"role": "user", "content": "hi"}]
@@ -191,7 +192,10 @@ def _busy_engine(worker_fleet, tmp_path):
     resident = residency_report(worker_fleet.handle_a)["resident"]
     assert {v.served_name for v in busy} <= set(resident)
     for version in busy:
-        shared_state.inflight_begin(worker_fleet.a.name, version.served_name)
+        # as another replica's request counts it (the same script: engine_slots.slot_enter)
+        assert slot_enter(
+            worker_fleet.a.name, version.served_name, max_loras=worker_fleet.a.max_loras
+        )
     other = Adapter.objects.create(tenant=world.acme, name="cold", base_model=world.base)
     return servable_version(other, tmp_path, seed=320), busy
 
@@ -226,7 +230,7 @@ def test_a_load_refused_for_room_waits_for_a_slot_instead_of_failing(
     time.sleep(1.0)
     assert caller.is_alive() and not outcome  # still waiting for a slot: no 503
     for version in busy:  # the other replicas' requests end
-        shared_state.inflight_end(worker_fleet.a.name, version.served_name)
+        slot_leave(worker_fleet.a.name, version.served_name)
     caller.join(timeout=60)
     assert outcome == {"model": cold.served_name}
     assert cold.served_name in residency_report(worker_fleet.handle_a)["resident"]

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from adapters.models import Adapter
 from gateway.metrics import GatewayCollector, gateway_snapshot
 from gateway.selectors import adapter_series
+from tests.fixtures.shared_counts import forget_demand
 from tests.gateway.recording import gw_redis, measure, record, version  # noqa: F401
 from workers import shared_state
 from workers.metrics import FleetCollector
@@ -388,4 +389,4 @@ def test_the_recorder_leaves_a_loads_leader_out_of_the_pool_history(world):
         assert [(d.name, d.missed) for d in history] == [(s1.served_name, False)] * 2
         assert gateway_snapshot().counters[("acme", "support", "support@1")]["cold"] == 2
     finally:
-        shared_state.demand_clear([pool])
+        forget_demand([pool])

@@ -34,6 +34,7 @@ from tenants.access_port import Access
 from tenants.tokens import token_issue
 from tests.workers.conftest import worker_fleet  # noqa: F401 - the fixture
 from workers import shared_state
+from workers.redis_contract.keys import conc_key
 
 PROMPT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say something about tea."}]
 
@@ -300,16 +301,16 @@ async def test_admission_refuses_the_request_over_the_canarys_own_cap():
             await third.admit()
         assert err.value.status == 429 and "2 requests running" in err.value.message
         await third.release()  # refused: it holds nothing, so this gives nothing back
-        assert await redis.get(limits._conc_key(target.served_name)) == b"2"
+        assert await redis.get(conc_key(target.served_name)) == b"2"
         await first.release()
         await second.release()
         # Both finished: the slot is free again.
         again = admission("x")
         await again.admit()
         await again.release()
-        assert await redis.get(limits._conc_key(target.served_name)) == b"0"
+        assert await redis.get(conc_key(target.served_name)) == b"0"
     finally:
-        await redis.delete(limits._conc_key(target.served_name))
+        await redis.delete(conc_key(target.served_name))
         await redis.aclose()
 
 

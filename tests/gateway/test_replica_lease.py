@@ -14,9 +14,9 @@ from django.conf import settings
 from redis import asyncio as aioredis
 
 from gateway import limits
-from gateway.replicas import REPLICAS_KEY, ReplicaLease, lease_key
+from gateway.replicas import ReplicaLease
 from tests.gateway.test_engine_admission import _target
-from workers.shared_state import inflight_key
+from workers.redis_contract.keys import REPLICAS, inflight_key, lease_key
 
 pytestmark = pytest.mark.django_db
 
@@ -75,11 +75,11 @@ async def test_a_dead_replicas_holds_are_given_back_by_a_live_ones_beat_and_only
     assert await live_lease.beat() >= 1  # (and any other replica an earlier test left dead)
     assert await names.counts(redis) == (1, 1, 1)  # the live replica's hold is still counted
     assert not await redis.exists(dead.ledger)
-    assert dead.replica.encode() not in await redis.smembers(REPLICAS_KEY)
+    assert dead.replica.encode() not in await redis.smembers(REPLICAS)
     assert await live_lease.beat() == 0  # reaped once
     assert await names.counts(redis) == (1, 1, 1)
     await redis.delete(lease_key(live.replica))
-    await redis.srem(REPLICAS_KEY, live.replica)
+    await redis.srem(REPLICAS, live.replica)
 
 
 async def test_a_release_retried_after_redis_ran_it_gives_back_nothing_more(redis):

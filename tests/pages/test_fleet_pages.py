@@ -18,9 +18,10 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion
 from core.audit_models import AuditEvent
+from tests.fixtures.shared_counts import forget_engine
 from tests.pages.routes import FLEET_ENGINE, _fleet_engine
 from tests.workers.fleet import servable_version
-from workers import shared_state
+from workers import engine_slots
 from workers.alarms import alarm_clear, alarm_raise
 from workers.models import Engine, FleetAction, Residency
 from workers.operator import operator_act
@@ -35,9 +36,9 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 @pytest.fixture
 def engine(pages):
     _fleet_engine(pages)
-    shared_state.inflight_clear(FLEET_ENGINE)
+    forget_engine(FLEET_ENGINE)
     yield Engine.objects.get(name=FLEET_ENGINE)
-    shared_state.inflight_clear(FLEET_ENGINE)
+    forget_engine(FLEET_ENGINE)
 
 
 def label(version):
@@ -304,7 +305,7 @@ def test_unpin_warm_and_evict_through_the_page(pages, engine):
 def test_evict_refused_while_requests_are_in_flight(pages, engine):
     olga = pages.client("olga")
     assert act(olga, "warm", pages.active).status_code == 302
-    shared_state.inflight_begin(FLEET_ENGINE, pages.active.served_name)
+    assert engine_slots.slot_enter(FLEET_ENGINE, pages.active.served_name, max_loras=2)
     refused = act(olga, "evict", pages.active, **HTMX)
     assert refused.status_code == 409 and b"fleet.in_flight" in refused.content
     assert Residency.objects.get(version=pages.active).desired_state == "resident_gpu"

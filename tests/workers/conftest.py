@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.engines import EngineHandle, portal_engine_keys
+from tests.fixtures.shared_counts import forget_demand, forget_engine
 from tests.workers.fleet import engine_row
-from workers import engine_slots, shared_state
 from workers.models import Engine
 
 
@@ -45,10 +45,8 @@ def _fleet(world, engines, settings) -> Fleet:
     a = engine_row(engines[0], world.base)
     b = engine_row(engines[1], world.base)
     for engine in (a, b):
-        shared_state.inflight_clear(engine.name)
-        # The engines were just emptied: no pins (workers.engine_slots).
-        shared_state.client().delete(engine_slots.pinned_key(engine.name))
-    shared_state.demand_clear(["shared"])
+        forget_engine(engine.name)  # the engines were just emptied: no pins, nothing in flight
+    forget_demand(["shared"])
     world.acme.quota_pinned_slots = 10
     world.acme.save()
     return Fleet(world, a, b, engines[0], engines[1])

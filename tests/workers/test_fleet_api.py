@@ -7,8 +7,9 @@ import pytest
 
 from adapters.models import Adapter
 from core.audit_models import AuditEvent
+from tests.fixtures.shared_counts import forget_engine
 from tests.workers.fleet import servable_version
-from workers import shared_state
+from workers import engine_slots, shared_state
 from workers.models import Engine, Residency
 
 pytestmark = pytest.mark.django_db
@@ -27,9 +28,9 @@ def cpu1(world):
         max_lora_rank=32,
         state="up",
     )
-    shared_state.inflight_clear(engine.name)
+    forget_engine(engine.name)
     yield engine
-    shared_state.inflight_clear(engine.name)
+    forget_engine(engine.name)
 
 
 def post(client, engine, verb, version):
@@ -70,10 +71,10 @@ def test_evict_is_refused_while_pinned_and_while_requests_are_in_flight(world, c
     assert (pinned.status_code, pinned.json()["error"]["code"]) == (409, "fleet.pinned")
 
     assert post(olga, "cpu-1", "unpin", version).status_code == 202
-    shared_state.inflight_begin("cpu-1", version.served_name)
+    assert engine_slots.slot_enter("cpu-1", version.served_name, max_loras=2)
     busy = post(olga, "cpu-1", "evict", version)
     assert (busy.status_code, busy.json()["error"]["code"]) == (409, "fleet.in_flight")
-    shared_state.inflight_end("cpu-1", version.served_name)
+    engine_slots.slot_leave("cpu-1", version.served_name)
 
     done = post(olga, "cpu-1", "evict", version)
     assert done.status_code == 202 and done.json()["desired_state"] == "absent"

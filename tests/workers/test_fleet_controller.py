@@ -199,7 +199,8 @@ def test_a_draining_engine_finishes_its_requests_and_takes_no_new_ones(fleet, tm
     replies: list[str] = []
 
     def long_request() -> None:
-        shared_state.inflight_begin(fleet.b.name, busy.served_name)  # as the gateway counts it
+        # as the gateway counts it (the same script: engine_slots.slot_enter)
+        assert engine_slots.slot_enter(fleet.b.name, busy.served_name, max_loras=fleet.b.max_loras)
         try:
             replies.append(
                 chat(
@@ -211,7 +212,7 @@ def test_a_draining_engine_finishes_its_requests_and_takes_no_new_ones(fleet, tm
                 )
             )
         finally:
-            shared_state.inflight_end(fleet.b.name, busy.served_name)
+            engine_slots.slot_leave(fleet.b.name, busy.served_name)
 
     worker = threading.Thread(target=long_request)
     worker.start()

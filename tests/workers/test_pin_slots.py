@@ -20,12 +20,14 @@ from adapters.models import Adapter
 from tenants.tokens import token_issue
 from tests.faults.test_engine_stalled import stopped
 from tests.fixtures.gateway import ROOM_WAIT_S, running_gateway_process
+from tests.fixtures.shared_counts import forget_engine
 from tests.gateway.hostile_support import paused_engine
 from tests.workers.fleet import chat, residency_report, servable_version
 from workers import engine_slots, shared_state
 from workers.controller import EngineBusy, converge_engine
 from workers.desired import set_desired
 from workers.models import FleetAction
+from workers.redis_contract.keys import inflight_key, pinned_key
 
 
 def versions(world, tmp_path, count: int, seed: int):
@@ -49,8 +51,8 @@ def test_a_pin_claim_needs_room_among_the_versions_in_flight():
     """The script alone: a pin goes into the set only when the distinct unpinned versions in
     flight keep an unpinned slot each after it."""
     engine = "e-claim"
-    shared_state.client().delete(engine_slots.pinned_key(engine))
-    shared_state.client().hset(engine_slots.inflight_key(engine), mapping={"a": 1, "b": 3})
+    forget_engine(engine)
+    shared_state.client().hset(inflight_key(engine), mapping={"a": 1, "b": 3})
     try:
         # max_loras 2: a and b need both slots; a pin would leave one.
         assert engine_slots.pin_claim(engine, "p", max_loras=2) == "no_room"
@@ -62,8 +64,7 @@ def test_a_pin_claim_needs_room_among_the_versions_in_flight():
         assert engine_slots.pin_claim(engine, "p", max_loras=2) == "no_room"
         assert engine_slots.pin_claim(engine, "p", max_loras=3) == "ok"
     finally:
-        shared_state.inflight_clear(engine)
-        shared_state.client().delete(engine_slots.pinned_key(engine))
+        forget_engine(engine)
 
 
 @pytest.mark.django_db
@@ -72,9 +73,9 @@ def test_a_warm_up_request_of_the_controller_is_admitted_as_the_gateways_are():
     engine's in-flight hash, refused when their version would be one unpinned adapter too many."""
     engine = "e-warm"
     client = shared_state.client()
-    client.delete(engine_slots.pinned_key(engine))
-    client.zadd(engine_slots.pinned_key(engine), {"p": 1.0})
-    client.hset(engine_slots.inflight_key(engine), mapping={"a": 1})
+    forget_engine(engine)
+    client.zadd(pinned_key(engine), {"p": 1.0})
+    client.hset(inflight_key(engine), mapping={"a": 1})
     try:
         assert not engine_slots.slot_enter(engine, "b", max_loras=2)  # a and b, one slot
         assert engine_slots.slot_enter(engine, "a", max_loras=2)  # already in flight
@@ -84,8 +85,7 @@ def test_a_warm_up_request_of_the_controller_is_admitted_as_the_gateways_are():
         engine_slots.slot_leave(engine, "a")
         assert shared_state.inflight_counts(engine) == {"a": 1}
     finally:
-        shared_state.inflight_clear(engine)
-        client.delete(engine_slots.pinned_key(engine))
+        forget_engine(engine)
 
 
 @pytest.mark.engine
@@ -96,10 +96,9 @@ def test_the_controller_skips_a_pin_while_the_requests_in_flight_leave_no_room(f
     is then skipped with its code, the engine is not asked, and the next pass pins."""
     (hot,) = versions(fleet.world, tmp_path, 1, seed=900)
     want(fleet.a, hot, "pinned")
-    shared_state.client().hset(
-        shared_state.inflight_key(fleet.a.name),
-        mapping={"acme--late--v1-00000001": 1, "acme--late--v1-00000002": 1},
-    )
+    late = ["acme--late--v1-00000001", "acme--late--v1-00000002"]
+    for name in late:  # as other replicas' requests count them (the same script)
+        assert engine_slots.slot_enter(fleet.a.name, name, max_loras=fleet.a.max_loras)
     report = converge_engine(fleet.a)
 
     skipped = [(s["action"], s["version"], s["code"]) for s in report.skipped]
@@ -109,7 +108,8 @@ def test_the_controller_skips_a_pin_while_the_requests_in_flight_leave_no_room(f
     assert not FleetAction.objects.filter(engine=fleet.a, kind="pin").exists()
     assert pinned_set(fleet.a) == set()
 
-    shared_state.inflight_clear(fleet.a.name)  # those requests ended
+    for name in late:  # those requests ended
+        engine_slots.slot_leave(fleet.a.name, name)
     converge_engine(fleet.a)
     assert residency_report(fleet.handle_a)["pinned"] == [hot.served_name]
     assert pinned_set(fleet.a) == {hot.served_name}
@@ -234,7 +234,7 @@ def test_pins_placed_while_other_adapters_stream_never_kill_the_engine(
         # below, on any machine (two streams read as they came ended before the pass looked, in
         # the full run once; and a caller that reads nothing does not hold them: the gateway's
         # socket takes some 1.7 MB unread on loopback).
-        inflight = shared_state.inflight_key(worker_fleet.a.name)
+        inflight = inflight_key(worker_fleet.a.name)
         with contextlib.ExitStack() as stopped_gateway:
             with paused_engine(worker_fleet.handle_a):
                 streams = [client(adapter_name[v.served_name], 900) for v in (a, b)]

@@ -8,18 +8,19 @@ import uuid
 
 import pytest
 
-from workers import shared_state
+from tests.fixtures.shared_counts import forget_demand
+from workers import engine_slots, shared_state
 from workers.cache_policy import DemandTracker
 from workers.controller import pool_demand
 
 
 def test_inflight_counts_never_go_negative_or_linger():
     engine = f"e-{uuid.uuid4().hex[:6]}"
-    shared_state.inflight_begin(engine, "v")
-    shared_state.inflight_begin(engine, "v")
+    assert engine_slots.slot_enter(engine, "v", max_loras=2)
+    assert engine_slots.slot_enter(engine, "v", max_loras=2)
     assert shared_state.inflight_counts(engine) == {"v": 2}
     for _ in range(3):
-        shared_state.inflight_end(engine, "v")
+        engine_slots.slot_leave(engine, "v")
     assert shared_state.inflight_counts(engine) == {}
 
 
@@ -42,7 +43,7 @@ def test_the_incremental_pool_tracker_equals_one_built_from_the_whole_history():
     shares = full.shares_and_hits("abc")
     assert shares["a"][0] > 1.9 * shares["b"][0]
     assert shares["b"][0] == pytest.approx(shares["c"][0], rel=0.01)
-    shared_state.demand_clear([pool])
+    forget_demand([pool])
     assert pool_demand(pool).shares_and_hits("a") == {"a": (0.0, 0.0)}
 
 
@@ -86,7 +87,7 @@ def test_a_request_that_waited_for_a_load_is_kept_as_such_in_the_pool_history():
         (102.0, "c", True, True),
         (103.0, "d", False, True),
     ]
-    shared_state.demand_clear([pool])
+    forget_demand([pool])
 
 
 @pytest.mark.django_db
@@ -129,7 +130,7 @@ def test_the_pool_tracker_knows_a_tenant_opened_before_its_first_request(world):
         # 1/20 s against 1/50 s: 5/7 of the requests while both are open.
         assert told.share(acme) == pytest.approx(5 / 7, abs=0.1)
     finally:
-        shared_state.demand_clear([pool])
+        forget_demand([pool])
 
 
 @pytest.mark.django_db
@@ -162,4 +163,4 @@ def test_gold_protection_is_steered_by_the_misses_the_gateway_measured(world):
         assert params.weights.slo_priority["gold"] > first  # gold still missing: one more step
         assert params.weights.slo_priority["bronze"] == 0.0
     finally:
-        shared_state.demand_clear([pool])
+        forget_demand([pool])

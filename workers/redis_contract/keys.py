@@ -1,0 +1,47 @@
+"""Where the shared counts live in Redis. Every key the scripts (scripts.py) read or write is
+named here, and only here."""
+
+from __future__ import annotations
+
+FLEET = "lp:fleet"
+GATEWAY = "lp:gw"
+
+REPLICAS = f"{GATEWAY}:replicas"  # set: the gateway replicas that hold counts
+LEASE_PREFIX = f"{GATEWAY}:lease:"  # + replica: set while the replica lives
+LEDGER_PREFIX = f"{GATEWAY}:held:"  # + replica: what the replica's requests hold
+
+
+def inflight_key(engine: str) -> str:
+    """Hash: served name -> requests in flight (or queued) on `engine` (gateway.limits counts)."""
+    return f"{FLEET}:inflight:{engine}"
+
+
+def pinned_key(engine: str) -> str:
+    """Sorted set: served names pinned on `engine` -> when the pin was placed (unix time)."""
+    return f"{FLEET}:pinned:{engine}"
+
+
+def lease_key(replica: str) -> str:
+    return LEASE_PREFIX + replica
+
+
+def ledger_key(replica: str) -> str:
+    """Hash: what one gateway replica holds in the shared counts (ledger_enter.lua); field
+    `<request>\\n<counter key>`, or `<request>\\n<hash key>\\n<field>` for an engine's in-flight
+    hash."""
+    return LEDGER_PREFIX + replica
+
+
+def tenant_key(tenant_id: int) -> str:
+    """Counter: the tenant's requests in flight, by weight."""
+    return f"{GATEWAY}:tflight:{tenant_id}"
+
+
+def rpm_key(tenant_id: int, minute: int) -> str:
+    """Counter: the tenant's requests in one minute (unix time // 60), by weight."""
+    return f"{GATEWAY}:rpm:{tenant_id}:{minute}"
+
+
+def conc_key(served_name: str) -> str:
+    """Counter: the version's requests in flight on every replica, by weight."""
+    return f"{GATEWAY}:conc:{served_name}"

@@ -1,0 +1,23 @@
+-- The gateway's release of what a request holds. Composed after ledger.lua.
+-- KEYS: tenant in-flight counter, concurrency counter, engine in-flight hash, the ledger (with
+-- the request). ARGV: weight to give back to the tenant and to the version's concurrency (0:
+-- none), served name to lower on the engine ('' for none). Gives back at most what the request's
+-- ledger entries hold.
+local function take(field, wanted)
+  field = request .. '\n' .. field
+  local held = tonumber(redis.call('HGET', ledger, field) or '0')
+  local n = math.min(wanted, held)
+  if n <= 0 then return 0 end
+  if held - n <= 0 then redis.call('HDEL', ledger, field)
+  else redis.call('HINCRBY', ledger, field, -n) end
+  return n
+end
+for i = 1, 2 do
+  local n = take(KEYS[i], tonumber(ARGV[i]))
+  if n > 0 then redis.call('DECRBY', KEYS[i], n) end
+end
+if ARGV[3] ~= '' and take(KEYS[3] .. '\n' .. ARGV[3], 1) > 0 then
+  local left = redis.call('HINCRBY', KEYS[3], ARGV[3], -1)
+  if left <= 0 then redis.call('HDEL', KEYS[3], ARGV[3]) end
+end
+return 0

@@ -1,0 +1,28 @@
+-- A dead replica's holds given back. KEYS: the replicas' set. ARGV: the lease key prefix, the
+-- ledger key prefix, the reaping replica's own id. Counter keys come from the ledgers' fields (so
+-- not declared: one Redis server, as every script here). Never lowers a count below zero.
+local reaped = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if id ~= ARGV[3] and redis.call('EXISTS', ARGV[1] .. id) == 0 then
+    local ledger = ARGV[2] .. id
+    local fields = redis.call('HGETALL', ledger)
+    for i = 1, #fields, 2 do
+      local rest = string.sub(fields[i], string.find(fields[i], '\n', 1, true) + 1)
+      local n = tonumber(fields[i + 1])
+      local cut = string.find(rest, '\n', 1, true)
+      if cut then
+        local key, field = string.sub(rest, 1, cut - 1), string.sub(rest, cut + 1)
+        local have = tonumber(redis.call('HGET', key, field) or '0')
+        if have - n <= 0 then redis.call('HDEL', key, field)
+        else redis.call('HINCRBY', key, field, -n) end
+      else
+        local have = tonumber(redis.call('GET', rest) or '0')
+        if math.min(n, have) > 0 then redis.call('DECRBY', rest, math.min(n, have)) end
+      end
+    end
+    redis.call('DEL', ledger)
+    redis.call('SREM', KEYS[1], id)
+    reaped = reaped + 1
+  end
+end
+return reaped

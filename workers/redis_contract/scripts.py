@@ -1,0 +1,36 @@
+"""The Lua scripts of the Redis contract, read from the .lua files beside this module and
+composed at import: a function several scripts use (distinct_unpinned.lua, admit.lua) is one file
+put before each script that calls it, so no Lua is written twice.
+
+Every piece is put after a newline, so each script is the text its pieces make, nothing added.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+# A replica that died mid-request cannot block an adapter forever: the counters' TTL (seconds).
+CONCURRENCY_TTL_S = 3600
+
+
+def _compose(*names: str) -> str:
+    return "".join("\n" + (_HERE / f"{name}.lua").read_text() for name in names)
+
+
+_ADMIT = ("distinct_unpinned", "admit")
+
+# The fleet's (workers.engine_slots).
+PIN_CLAIM = _compose("distinct_unpinned", "pin_claim")
+PINS_OBSERVED = _compose("pins_observed")
+SLOT_ENTER = _compose(*_ADMIT, "slot_enter")
+
+# The gateway's (gateway.limits, gateway.replicas): the admission runs inside the ledger's wrapper.
+ENTER = (
+    _compose("ledger", "ledger_enter")
+    .replace("ENTER_BODY", _compose(*_ADMIT, "admission"))
+    .replace("CONCURRENCY_TTL", str(CONCURRENCY_TTL_S))
+)
+LEAVE = _compose("ledger", "leave")
+REAP = _compose("reap")
