@@ -542,6 +542,10 @@ EVAL_PLAN_DEFAULTS = {
     "eval_max_suite_bytes": env_int("EVAL_PLAN_MAX_SUITE_BYTES", 512 * 1024, minimum=1),
     "eval_max_case_tokens": env_int("EVAL_PLAN_MAX_CASE_TOKENS", 256, minimum=1),
 }
+# An eval run's requests in flight at once (each within the tenant's in-flight cap, at a
+# priority live traffic beats), and the seed every case is asked with (temperature 0).
+EVAL_RUN_CONCURRENCY = env_int("EVAL_RUN_CONCURRENCY", 4, minimum=1)
+EVAL_RUN_SEED = env_int("EVAL_RUN_SEED", 1234, minimum=0)
 
 LOGGING = {
     "version": 1,
