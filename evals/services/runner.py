@@ -20,6 +20,7 @@ from adapters.models import AdapterVersion, VersionStatus
 from adapters.services.promotion import promote_to_serving
 from core.audit import record_event
 from core.errors import Conflict
+from core.tasks import task_named
 from evals.models import EvalRun, RunStatus
 from evals.selectors import policy_of
 from evals.services.runs import run_create, run_finish
@@ -82,14 +83,12 @@ def run_start(*, version: AdapterVersion, started_by: Any = None) -> tuple[EvalR
 
 def run_request(*, access: Any, version: AdapterVersion) -> tuple[EvalRun, bool]:
     """A run on demand (API, page, CLI), by whoever may upload the adapter's versions."""
-    access.require_adapter(version.adapter, "upload_version")
+    access.require_start_eval_run(version.adapter)
     return run_start(version=version, started_by=access.user)
 
 
 def _enqueue(run_id: int) -> None:
-    from evals.tasks import eval_run_execute
-
-    eval_run_execute.delay(run_id)
+    task_named("evals.tasks.eval_run_execute").delay(run_id)
 
 
 def run_claim(run_id: int, task_id: str) -> EvalRun | None:
