@@ -92,12 +92,12 @@ def test_a_validated_version_is_evaluated_by_itself_beside_the_active_one(
     assert run.baseline == f"support@{active.number}" and run.cases_done == len(CASES)
     rows = {(r.case_id, r.side): r for r in EvalCaseResult.objects.filter(run=run)}
     assert len(rows) == 3 * len(CASES)
-    for case in CASES:
+    for case_id in (str(case["id"]) for case in CASES):
         for side in ("candidate", "baseline"):
-            row = rows[(case["id"], side)]
+            row = rows[(case_id, side)]
             assert not row.error and row.answer, (side, row.error)
             assert row.completion_tokens > 0 and row.prompt_tokens > 0 and row.latency_ms > 0
-        assert rows[(case["id"], "judge")].answer in ("win", "tie", "loss")
+        assert rows[(case_id, "judge")].answer in ("win", "tie", "loss")
     # Side by side on the API, each scorer's verdict on both sides.
     cases = world.client("alice").get(
         "/api/v1/tenants/acme/adapters/support/versions/2/eval-runs/1/cases/"
