@@ -28,6 +28,7 @@ from tests.fixtures.celery_worker import _stop
 from tests.gateway.inprocess import code_of, post, token_for
 from tests.workers.conftest import worker_fleet  # noqa: F401 - fixture
 from tests.workers.fleet import servable_version
+from workers import shared_state
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 
@@ -74,6 +75,11 @@ async def _ask_v1(token: str, model: str) -> tuple[int, str]:
         await app.aclose()
 
 
+def _requests_of(label: str) -> int:
+    field = f"acme|support|{label}|requests"  # gateway.recorder's counters, per version
+    return int(shared_state.client().hget("lp:gwm:counters", field) or 0)
+
+
 def test_a_validated_version_is_evaluated_by_itself_beside_the_active_one(
     worker_fleet,  # noqa: F811 - fixture
     tmp_path,
@@ -82,6 +88,7 @@ def test_a_validated_version_is_evaluated_by_itself_beside_the_active_one(
     world = worker_fleet.world
     active = servable_version(world.support, tmp_path, seed=801, status="active")
     _gate(world, judge=TINY_BASE_MODEL_NAME)
+    asked_before = _requests_of("support@2")  # the counters outlive a test
     # The upload commits, the worker validates it, and the run starts on that commit.
     response = upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "c", seed=9))
     assert response.status_code == 201, response.json()
@@ -105,6 +112,9 @@ def test_a_validated_version_is_evaluated_by_itself_beside_the_active_one(
     refund = next(c for c in cases.json()["cases"] if c["id"] == "refund")
     assert refund["candidate"]["verdicts"]["contains"]["passed"] is False
     assert refund["baseline"]["verdicts"]["contains"]["passed"] is False
+
+    # Billed to the tenant as its traffic (the runner's gateway flushes its measurements).
+    assert _requests_of("support@2") - asked_before == len(CASES)
 
     # Held by the fleet for the run, still validated, and never on /v1/, even for its tenant.
     candidate.refresh_from_db()
