@@ -126,7 +126,8 @@ class Asker:
         cap = table.in_flight_caps.get(tenant_id, 0)
         bound = settings.EVAL_RUN_CONCURRENCY
         # Within the tenant's in-flight cap, leaving live traffic room under it.
-        self.limit = asyncio.Semaphore(max(1, min(bound, cap // 2)) if cap else bound)
+        self.bound = max(1, min(bound, cap // 2)) if cap else bound
+        self.limit = asyncio.Semaphore(self.bound)
 
     async def ask(self, side: Side, payload: dict[str, Any]) -> Answer:
         if side.route.base_model_id is None and not side.route.targets:
@@ -250,9 +251,9 @@ def _context(run: EvalRun, candidate: AdapterVersion) -> RunContext:
     )
 
 
-async def ask_cases(run: EvalRun, candidate: AdapterVersion) -> None:
+async def ask_cases(run: EvalRun, candidate: AdapterVersion) -> int:
     """Every case of the run not yet recorded, both sides (and the judge), at most the run's
-    bound in flight; returns when each is recorded."""
+    bound in flight; returns that bound when each is recorded."""
     context = await database_sync_to_async(_context)(run, candidate)
     gateway = Gateway()
     try:
@@ -266,5 +267,6 @@ async def ask_cases(run: EvalRun, candidate: AdapterVersion) -> None:
                 for case in context.cases
             )
         )
+        return asker.bound
     finally:
         await gateway.aclose()
