@@ -63,3 +63,12 @@ def test_an_ungated_or_unvalidated_version_gets_no_run(world, tmp_path, settings
     ungated = world.client("bob").post(RUNS, {}, format="json")
     assert ungated.status_code == 409 and ungated.json()["error"]["code"] == "eval_run.no_policy"
     assert not EvalRun.objects.exists() and not enqueued
+
+
+def test_a_run_is_claimed_once_and_only_its_own_task_takes_it_up_again(world, gated, enqueued):
+    run, _ = runner.run_start(version=gated[0])
+    assert runner.run_claim(run.pk, "task-1") is not None
+    assert runner.run_claim(run.pk, "task-2") is None  # a duplicate leaves it alone
+    again = runner.run_claim(run.pk, "task-1")  # redelivered after its worker died
+    assert again is not None and again.status == "running" and again.claimed_by == "task-1"
+    assert runner.run_execute(run.pk, "task-2") is None
