@@ -516,6 +516,18 @@ class AccessContext:
         before the body is read (portal.body_limits), so it must hold whatever the view decides."""
         return self.has_scope(TokenScope.WRITE) and self.adapter_can(adapter, "upload_version")
 
+    def may_start_eval_run(self, adapter: Any) -> bool:
+        """Who may ask for an eval run of `adapter`'s versions (its engine time is billed to the
+        tenant): whoever may upload them."""
+        return self.adapter_can(adapter, "upload_version")
+
+    def require_start_eval_run(self, adapter: Any) -> None:
+        if not self.may_start_eval_run(adapter):
+            raise PermissionDenied(
+                "eval_run.not_allowed",
+                f"Only those who may upload versions of '{adapter.name}' may start its eval runs.",
+            )
+
     def require_adapter(self, adapter: Any, perm: str) -> None:
         if not self.adapter_can(adapter, perm):
             raise PermissionDenied(

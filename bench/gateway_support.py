@@ -644,33 +644,39 @@ def seed_resident_adapter(
 ) -> Any:
     """An active version, its files on the engine's node, loaded and resident (as the fleet
     would leave a hot adapter); the gateway's table reads the Residency row."""
-    import shutil
-
     from adapters.models import Adapter
     from tests.workers.fleet import servable_version
-    from workers.models import Residency, ResidencyState
-    from workers.vllm_client import VLLMClient
 
     adapter = Adapter.objects.create(
         tenant=tenancy.tenant, name="support", base_model=tenancy.base, **adapter_fields
     )
     version = servable_version(adapter, var / "src", seed=1)
+    row = engine_row("bench-engine", engine, tenancy.base)
+    make_resident(engine, key, row, version, var / "src" / "src-support-1")
+    return version
+
+
+def make_resident(engine: EngineProcess, key: str, row: Any, version: Any, src: Path) -> None:
+    """`version`'s files (from `src`) on the engine's node, loaded, and its Residency row."""
+    import shutil
+
+    from workers.models import Residency, ResidencyState
+    from workers.vllm_client import VLLMClient
+
     staged = Path(engine.config.adapter_root or "") / version.served_name
-    shutil.copytree(var / "src" / "src-support-1", staged)
+    shutil.copytree(src, staged)
 
     async def load() -> None:
         async with VLLMClient(engine.base_url, engine_key=key) as client:
             await client.load_adapter(version.served_name, str(staged.resolve()))
 
     asyncio.run(load())
-    row = engine_row("bench-engine", engine, tenancy.base)
     Residency.objects.create(
         engine=row,
         version=version,
         desired_state=ResidencyState.RESIDENT_GPU,
         observed_state=ResidencyState.RESIDENT_GPU,
     )
-    return version
 
 
 # As the Procfile's web line: no per-message deflate on websockets (it compressed the same live

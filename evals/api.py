@@ -3,7 +3,8 @@
 - POST|GET /tenants/{t}/eval-suites/ (multipart `name`, `file`): upload a suite version, list
   suites with their versions.
 - GET|PUT /tenants/{t}/adapters/{a}/eval-policy/: what the adapter's versions must meet.
-- GET .../versions/{n}/eval-runs/, GET .../eval-runs/{id}/ (with the summary and the gate's
+- POST .../versions/{n}/eval-runs/ (start a run on the policy's suite: 201, or 200 with the run
+  already queued or running), GET .../versions/{n}/eval-runs/, GET .../eval-runs/{id}/ (with the summary and the gate's
   verdict now), GET .../eval-runs/{id}/cases/?format=json|jsonl.
 """
 
@@ -27,7 +28,7 @@ from core.errors import ApplicationError
 from evals import selectors
 from evals import serializers as s
 from evals.models import EvalPolicy, EvalRun, EvalSuite
-from evals.services import policies, suites
+from evals.services import policies, runner, suites
 from tenants.api_base import TenantScopedViewSet
 
 
@@ -112,7 +113,12 @@ class RunViewSet(FormattedActions, _AdapterScoped):
     formatted_actions = ("cases",)
     lookup_url_kwarg = "run"
     lookup_value_regex = r"[0-9]{1,9}"
-    tenant_capabilities = {"list": "object", "retrieve": "object", "cases": "object"}
+    tenant_capabilities = {
+        "list": "object",
+        "create": "object",  # runner.run_request checks
+        "retrieve": "object",
+        "cases": "object",
+    }
     version: AdapterVersion
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
@@ -125,6 +131,15 @@ class RunViewSet(FormattedActions, _AdapterScoped):
     def list(self, request: Any, tenant: str, adapter: str, number: str) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(s.RunSerializer(page, many=True).data)
+
+    @extend_schema(request=None, responses={201: s.RunSerializer, 200: s.RunSerializer})
+    def create(self, request: Any, tenant: str, adapter: str, number: str) -> Response:
+        """Evaluate the version now on its adapter's policy suite."""
+        run, created = runner.run_request(access=self.access, version=self.version)
+        return Response(
+            s.RunSerializer(run).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def retrieve(self, request: Any, tenant: str, adapter: str, number: str, run: str) -> Response:

@@ -115,6 +115,9 @@ class EvalRun(models.Model):
     summary = models.JSONField(default=dict)
     verdict = models.JSONField(default=dict)
     error = models.TextField(blank=True, default="")
+    # The Celery task that claimed the run (queued -> running): a redelivery of that task takes
+    # it up again; any other task leaves it alone.
+    claimed_by = models.CharField(max_length=64, blank=True, default="")
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
     )

@@ -8,4 +8,9 @@ from evals import pages
 urlpatterns = [
     path("t/<slug:tenant>/evals/", pages.tenant_evals, name="tenant-evals"),
     path("t/<slug:tenant>/evals/policy/", pages.tenant_eval_policy, name="tenant-eval-policy"),
+    path(
+        "t/<slug:tenant>/evals/<slug:adapter>/<int:number>/run/",
+        pages.version_eval_run_start,
+        name="version-eval-run-start",
+    ),
 ]

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from adapters.models import AdapterVersion, VersionStatus
 from adapters.page_panels import Panel
-from adapters.selectors import adapter_get, adapters_for
+from adapters.selectors import adapter_get, adapters_for, version_get
 from core.errors import ApplicationError
 from core.request import PortalRequest
 from evals.models import EvalPolicy, EvalRun, RunStatus
@@ -27,6 +27,7 @@ from evals.selectors import (
     suites_of,
 )
 from evals.services.policies import policy_set
+from evals.services.runner import RUNNABLE_STATUSES, run_request
 from evals.services.suites import suite_limits, suite_upload
 from tenants.access_port import Access
 from tenants.pagekit import page_view, post_text, render_page, tenant_scope
@@ -70,6 +71,10 @@ def version_eval_panel(
             "rows": shown,
             "tags": tags,
             "tag": tag,
+            "may_start": policy is not None
+            and version.status in RUNNABLE_STATUSES
+            and not (run is not None and run.status in (RunStatus.QUEUED, RunStatus.RUNNING))
+            and access.may_start_eval_run(version.adapter),  # type: ignore[attr-defined]
             "may_override": verdict is not None
             and not verdict["passed"]
             and version.status == VersionStatus.VALIDATED
@@ -189,3 +194,25 @@ def tenant_eval_policy(request: PortalRequest, tenant: str) -> HttpResponse:
         return _evals_page(request, access, found, exc)
     messages.success(request, f"Eval policy of {adapter.name} saved.")
     return redirect("tenant-evals", tenant=found.slug)
+
+
+@page_view
+@require_POST
+def version_eval_run_start(
+    request: PortalRequest, tenant: str, adapter: str, number: int
+) -> HttpResponse:
+    """The version page's "Run the suite now" button (runner.run_request checks who may)."""
+    access, found = tenant_scope(request, tenant)
+    version = version_get(
+        adapter=adapter_get(access=access, tenant=found, name=adapter), number=number
+    )
+    try:
+        run, created = run_request(access=access, version=version)
+    except ApplicationError as exc:
+        if exc.status in (403, 404):
+            raise
+        messages.error(request, exc.message)
+    else:
+        word = "started" if created else "already under way"
+        messages.success(request, f"Eval run {run.number} {word}.")
+    return redirect("version-detail", tenant=found.slug, adapter=adapter, number=number)

@@ -390,11 +390,13 @@ class Gateway:
         table: RouteTable,
         tenant_id: int,
         started: float,
+        background: bool = False,
     ) -> None:
         """The schema check, admission (rate, the tenant's and the version's requests in
         flight, the engine's in-flight count, all by the request's weight), serve, release: the
         path of every request once its caller and model are known, from the API (generate) and
-        from a signed-in user's playground prompt (gateway.playground)."""
+        from a signed-in user's playground prompt (gateway.playground) and from an eval run's
+        cases (`background`: they wait behind live requests for an engine slot)."""
         checked = check_request(kind, payload, table.plans.get(tenant_id) or default_plan())
         # The tenant's own prefix cache: its prompts never hit, nor time, another tenant's.
         payload["cache_salt"] = table.salts.get(tenant_id) or cache_salt(tenant_id)
@@ -409,7 +411,17 @@ class Gateway:
         )
         try:
             await self.serve(
-                send, kind, payload, checked, route, target, table, tenant_id, started, admission
+                send,
+                kind,
+                payload,
+                checked,
+                route,
+                target,
+                table,
+                tenant_id,
+                started,
+                admission,
+                background,
             )
         finally:
             await admission.release()
@@ -426,6 +438,7 @@ class Gateway:
         tenant_id: int,
         started: float,
         admission: limits.Admission,
+        background: bool = False,
     ) -> None:
         tried: set[str] = set()
         left_out: dict[str, str] = {}  # engine -> why this request left it (for the log)
@@ -493,7 +506,12 @@ class Gateway:
             wait_s = settings.GATEWAY_REQUEST_TIMEOUT_SECONDS - (time.perf_counter() - started)
             try:
                 async with self.fair.slot(
-                    engine.name, capacity, tenant_id, checked.weight, max(0.0, wait_s)
+                    engine.name,
+                    capacity,
+                    tenant_id,
+                    checked.weight,
+                    max(0.0, wait_s),
+                    background=background,
                 ):
                     sent = await self.forward(
                         send,

@@ -21,6 +21,9 @@ idle engine.
 Before the share bound a single request, the largest one a plan allowed (2 prompts x n=4 on an
 8-slot engine) took a whole engine the moment it was idle, and the other tenant's requests then
 queued behind it for its whole run (B: p99 9x alone, 4 of 70 answered 504).
+Background requests (an eval run's cases, gateway.app's `background`) wait behind live ones: in
+their tenant's queue a live request goes before every background one, and a background request
+never takes a free slot while its tenant has a live request waiting.
 A wait for a slot is bounded (`wait_s`, the rest of the request's time budget): past it,
 `NoSlot`, which the gateway answers as a capacity refusal.
 """
@@ -64,7 +67,8 @@ def _decayed(entry: tuple[float, float] | None, now: float) -> float:
 class _EngineSlots:
     capacity: int
     active: int = 0
-    queues: dict[int, deque[tuple[asyncio.Future[None], int]]] = field(default_factory=dict)
+    # tenant -> its waiters (future, weight, background), live ones before background ones
+    queues: dict[int, deque[tuple[asyncio.Future[None], int, bool]]] = field(default_factory=dict)
     turn: deque[int] = field(default_factory=deque)  # tenants with waiters, in admission order
     held: dict[int, int] = field(default_factory=dict)  # tenant -> slots it holds
     window_s: float = SHARED_WINDOW_S  # another tenant asked within it: the engine is shared
@@ -73,6 +77,9 @@ class _EngineSlots:
 
     def waiting(self) -> int:
         return sum(len(q) for q in self.queues.values())
+
+    def live_waiting(self, tenant: int) -> bool:
+        return any(not background for _, _, background in self.queues.get(tenant, ()))
 
     def note(self, tenant: int, weight: int) -> None:
         now = time.monotonic()
@@ -169,27 +176,39 @@ class FairSlots:
         slots = self._engines.get(engine)
         if slots is None:
             return 0
-        return slots.active + sum(w for queue in slots.queues.values() for _, w in queue)
+        return slots.active + sum(w for queue in slots.queues.values() for _, w, _ in queue)
 
     @asynccontextmanager
     async def slot(
-        self, engine: str, capacity: int, tenant: int, weight: int = 1, wait_s: float | None = None
+        self,
+        engine: str,
+        capacity: int,
+        tenant: int,
+        weight: int = 1,
+        wait_s: float | None = None,
+        background: bool = False,
     ) -> AsyncIterator[None]:
         """Hold `weight` of the engine's slots while the block runs; wait at most `wait_s` for
-        them (NoSlot after it)."""
+        them (NoSlot after it). A background request waits behind its tenant's live ones."""
         slots = self._slots(engine, capacity)
         slots.note(tenant, weight)
         share = slots.tenant_share(tenant)
         if share < slots.capacity and weight > share:
             raise NoSlot(weight, share, slots.capacity)  # could not run while others use it
-        if slots.fits(weight, tenant) and not slots.waiter_first():
+        jumps_live = background and slots.live_waiting(tenant)
+        if slots.fits(weight, tenant) and not slots.waiter_first() and not jumps_live:
             slots.take(weight, tenant)
         else:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             queue = slots.queues.setdefault(tenant, deque())
             if not queue:
                 slots.turn.append(tenant)
-            queue.append((future, weight))
+            entry = (future, weight, background)
+            first_background = next((i for i, e in enumerate(queue) if e[2]), None)
+            if background or first_background is None:
+                queue.append(entry)
+            else:
+                queue.insert(first_background, entry)  # live before background
             try:
                 await self._wait(slots, future, wait_s)
             except TimeoutError:
@@ -259,7 +278,7 @@ class FairSlots:
                 slots.turn.popleft()
                 del slots.queues[waiter]
                 continue
-            future, need = queue[0]
+            future, need, _ = queue[0]
             if not slots.fits(need, waiter):
                 if slots.at_share(waiter, need):
                     slots.turn.rotate(-1)  # at its share: the next tenant's turn

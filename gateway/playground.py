@@ -59,6 +59,7 @@ class TokenSink:
         self.last_at: float | None = None
         self.pieces = 0
         self.completion_tokens = 0
+        self.prompt_tokens = 0
         self._buffer = b""
 
     async def __call__(self, message: dict[str, Any]) -> None:
@@ -94,9 +95,12 @@ class TokenSink:
         usage = parsed.get("usage")
         if isinstance(usage, dict):
             self.completion_tokens = int(usage.get("completion_tokens") or 0)
+            self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
         for choice in parsed.get("choices") or []:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             text = delta.get("content") if isinstance(delta, dict) else None
+            if delta is None and isinstance(choice, dict):
+                text = choice.get("text")  # a completion's chunk (an eval case's `prompt`)
             if text:
                 now = time.perf_counter()
                 self.first_at = self.first_at or now

@@ -1227,6 +1227,23 @@ EVAL_PLAN_DEFAULTS = {
         shown="`256`",
     ),
 }
+# An eval run's requests in flight at once (each within the tenant's in-flight cap, at a
+# priority live traffic beats), and the seed every case is asked with (temperature 0).
+EVAL_RUN_CONCURRENCY = env_int(
+    "EVAL_RUN_CONCURRENCY",
+    4,
+    minimum=1,
+    doc=(
+        "requests one eval run sends at once (each side, the judge's too), and at most half "
+        "the tenant's in-flight cap"
+    ),
+)
+EVAL_RUN_SEED = env_int(
+    "EVAL_RUN_SEED",
+    1234,
+    minimum=0,
+    doc="the sampling seed of every eval request (temperature 0 too), so a run can be repeated",
+)
 
 LOGGING = {
     "version": 1,

@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
-from django.db.models import Min, QuerySet, Sum
+from django.db.models import Min, Q, QuerySet, Sum
 
 from adapters.models import AdapterVersion, VersionStatus
 from adapters.selectors import pool_of
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 # States of a version that engines may hold: active is served; staged may be tried out by its
 # tenant's maintainers (playground) before release.
 HOLDABLE_STATUSES = (VersionStatus.ACTIVE, VersionStatus.STAGED)
+# A validated version whose files an eval run promoted to the serving store may be held too, for
+# that run only (holdable): the gateway's tables carry active versions alone, so /v1/ never
+# reaches it; approval promotes the same files again, idempotently, and moves it to staged.
 # Engine states in which the controller loads adapters, and in which the gateway sends traffic.
 LOADABLE_ENGINE_STATES = (EngineState.UP, EngineState.WARMING)
 TRAFFIC_ENGINE_STATES = (EngineState.UP,)
@@ -114,6 +117,8 @@ def engines_for_version(version: AdapterVersion, *, for_traffic: bool = False) -
 
 
 def holdable(version: AdapterVersion) -> bool:
+    if version.status == VersionStatus.VALIDATED:
+        return bool(version.serving_keys)  # promoted for an eval run
     return version.status in HOLDABLE_STATUSES
 
 
@@ -126,14 +131,16 @@ def residencies_of_engine(engine: Engine) -> QuerySet[Residency]:
 def wanted_residencies(engine: Engine) -> QuerySet[Residency]:
     """Rows the controller keeps on the engine: desired present, and the version holdable."""
     return residencies_of_engine(engine).filter(
-        desired_state__in=WANTED_STATES, version__status__in=HOLDABLE_STATUSES
+        Q(version__status__in=HOLDABLE_STATUSES)
+        | (Q(version__status=VersionStatus.VALIDATED) & ~Q(version__serving_keys={})),
+        desired_state__in=WANTED_STATES,
     )
 
 
 def tier_of(residency: Residency) -> str:
     """hot (GPU slot, pinned or not), warm (engine CPU cache or staged on the node's disk),
     cold (object store only), or disabled (not servable)."""
-    if residency.version.status not in HOLDABLE_STATUSES:
+    if not holdable(residency.version):
         return "disabled"
     if residency.observed_state in (ResidencyState.RESIDENT_GPU, ResidencyState.PINNED):
         return "hot"
@@ -173,7 +180,7 @@ def placement_row(
     engine: Engine, version: AdapterVersion, row: Residency | None
 ) -> dict[str, object]:
     if row is None:
-        tier = "disabled" if version.status not in HOLDABLE_STATUSES else "cold"
+        tier = "cold" if holdable(version) else "disabled"
         return {
             "engine": engine.name,
             "tier": tier,

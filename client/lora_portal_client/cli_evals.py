@@ -1,8 +1,10 @@
-"""The eval gate: `eval suite push|list`, `eval show` (a run's summary and the gate's verdict,
-optionally its cases as JSON Lines), `eval override` (approve despite a failed gate)."""
+"""The eval gate: `eval suite push|list`, `eval run` (start one now), `eval wait` (follow it to
+its verdict), `eval show` (a run's summary and the gate's verdict, optionally its cases as JSON
+Lines), `eval override` (approve despite a failed gate)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,56 @@ def show(
         raise SystemExit(ExitCode.REFUSED)
 
 
+@eval_group.command("run")
+@click.argument("ref", type=VERSION)
+@json_option
+@with_client
+def run(client: Client, ref: VersionRef, as_json: bool) -> None:
+    """Evaluate REF now on its adapter's policy suite (the run already queued or running, if
+    any); `eval wait` follows it."""
+    body = client.eval_run_start(ref)
+    emit(as_json, body, lambda: click.echo(f"{ref} run {body['id']}: {body['status']}"))
+
+
+@eval_group.command("wait")
+@click.argument("ref", type=VERSION)
+@click.option("--run", "run_id", type=int, help="This run (default: the latest).")
+@click.option("--timeout", type=click.FloatRange(min=0), default=1800.0, show_default=True)
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True)
+@json_option
+@with_client
+def wait(
+    client: Client,
+    ref: VersionRef,
+    run_id: int | None,
+    timeout: float,
+    interval: float,
+    as_json: bool,
+) -> None:
+    """Follow a run of REF to its end: exit 0 when the gate passes (or the adapter has none), 2
+    when it refuses or the run failed, 3 when TIMEOUT seconds pass first (as `wait`)."""
+    number = run_id or _latest(client, ref)
+    deadline = time.monotonic() + timeout
+    while True:
+        body = client.eval_run(ref, number)
+        if body["status"] in ("finished", "failed"):
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise PortalError(
+                "wait.timeout",
+                f"{ref} run {number} is still {body['status']} after {timeout:g} s "
+                f"({body['progress']['done']}/{body['progress']['total']} cases).",
+                exit_code=ExitCode.TIMEOUT,
+                details={"version": str(ref), "run": number, "status": body["status"]},
+            )
+        time.sleep(min(interval, left))
+    emit(as_json, body, lambda: _show_text(ref, body))
+    gate = body.get("gate")
+    if body["status"] == "failed" or (gate is not None and not gate["passed"]):
+        raise SystemExit(ExitCode.REFUSED)
+
+
 @eval_group.command("override")
 @click.argument("ref", type=VERSION)
 @click.option("--reason", required=True, help="Why approve despite the gate (audited).")
@@ -131,6 +183,8 @@ def _show_text(ref: VersionRef, body: dict[str, Any]) -> None:
         f"against {body['baseline']}, suite {body['suite']}@{body['suite_version']} "
         f"{body['suite_sha256'][:12]}"
     )
+    if body.get("error"):
+        click.echo(f"  error: {body['error']}")
     passed, scored = summary.get("passed", {}), summary.get("scored", 0)
     click.echo(
         f"  pass: candidate {passed.get('candidate', 0)}/{scored}, "

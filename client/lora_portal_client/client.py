@@ -295,6 +295,10 @@ class Client:
     def eval_runs(self, ref: VersionRef) -> list[Json]:
         return self._all_pages(_version_path(paths.EVAL_RUNS, ref))
 
+    def eval_run_start(self, ref: VersionRef) -> Json:
+        """A run of REF on its adapter's policy suite (or the one already under way)."""
+        return self._json("POST", _version_path(paths.EVAL_RUNS, ref), json={})
+
     def eval_run(self, ref: VersionRef, run: int) -> Json:
         return self._json("GET", _version_path(paths.EVAL_RUN, ref, run=run))
 

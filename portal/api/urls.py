@@ -74,7 +74,7 @@ urlpatterns = [
     ),
     path(
         "tenants/<slug:tenant>/adapters/<slug:adapter>/versions/<int:number>/eval-runs/",
-        RunViewSet.as_view({"get": "list"}),
+        RunViewSet.as_view({"get": "list", "post": "create"}),
         name="eval-run-list",
     ),
     path(

@@ -10,6 +10,7 @@ from lora_portal_client import paths
 
 from adapters.access import AccessContext
 from adapters.models import AdapterVersion
+from evals.models import EvalCaseResult
 from evals.services.policies import policy_set
 from tests.client.conftest import issue_token
 from tests.client.test_client_contract import missing_from_schema
@@ -68,3 +69,30 @@ def test_a_suite_is_pushed_and_listed_and_a_run_shown_with_its_gate(cli, live_wo
     cli.tokens["rob"] = issue_token(world, "rob", ["read", "approve"])
     approved = cli.json("eval", "override", "acme/support@1", "--reason", "agreed", who="rob")
     assert approved["status"] == "staged"
+
+
+def test_a_run_is_started_and_waited_for_with_the_gates_exit_code(cli, live_world):
+    """`eval run` starts it (the session's worker runs it); `eval wait` follows it to its end.
+    This world has no engine: every answer fails with its reason, so the must-pass case fails
+    and the gate refuses (exit 2)."""
+    world = live_world
+    AdapterVersion.objects.create(
+        tenant=world.acme,
+        adapter=world.support,
+        number=1,
+        status="validated",
+        served_name="acme--support--v1-0badc0df",
+        manifest_sha256="cd" * 32,
+        uploaded_by=world.users["bob"],
+    )
+    suite_version(world, jsonl(*CASES))
+    policy_set(
+        access=AccessContext.for_user(world.users["alice"]), adapter=world.support, suite="qa"
+    )
+    started = cli.json("eval", "run", "acme/support@1", who="bob")
+    assert started["id"] == 1 and started["status"] in ("queued", "running", "finished")
+    waited = cli("eval", "wait", "acme/support@1", "--interval", "0.2", who="alice")
+    assert waited.returncode == 2, waited.stderr
+    assert "run 1: finished (3/3 cases)" in waited.stdout and "NO must_pass" in waited.stdout
+    errors = EvalCaseResult.objects.filter(side="candidate").values_list("error", flat=True)
+    assert len(errors) == 3 and all(errors), errors  # each case says why it has no answer

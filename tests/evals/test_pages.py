@@ -15,6 +15,7 @@ from tests.evals.test_gate import MUST_PASS_FAILS
 pytestmark = pytest.mark.django_db
 
 PAGE = "/t/acme/a/support/v/1/"
+START = "/t/acme/evals/support/1/run/"
 
 
 def _cases_in_order(html: str) -> list[str]:
@@ -103,3 +104,17 @@ def test_the_review_queue_says_where_each_gated_version_stands(world, gated):
     assert "Eval gate: no run yet" in queue
     finished_run(version, suite, MUST_PASS_FAILS)
     assert "Eval gate: run 1 failed" in world.client("rita").get("/review/").content.decode()
+
+
+def test_the_version_page_starts_a_run_for_an_uploader_not_for_a_viewer(world, gated):
+    version, _ = gated
+    html = world.client("bob").get(PAGE).content.decode()
+    assert 'data-testid="eval-run-start"' in html and "No eval run on suite qa yet." in html
+    assert 'data-testid="eval-run-start"' not in world.client("vera").get(PAGE).content.decode()
+    assert world.client("vera").post(START).status_code == 403
+    response = world.client("bob").post(START)
+    assert response.status_code == 302 and response["Location"] == PAGE
+    run = version.eval_runs.get()
+    assert run.status == "queued" and run.started_by == world.users["bob"]
+    again = world.client("bob").get(PAGE).content.decode()
+    assert "Run 1" in again and 'data-testid="eval-run-start"' not in again  # one at a time

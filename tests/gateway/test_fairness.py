@@ -240,3 +240,26 @@ async def test_a_tenants_recent_work_on_an_engine_fades_with_its_half_life(monke
     assert slots.others_rate("e", 2) == 0.0 and slots.others_rate("other", 1) == 0.0
     now[0] += fairness.USAGE_HALF_LIFE_S
     assert slots.others_rate("e", 1) == pytest.approx(rate / 2)
+
+
+async def test_an_eval_request_waits_behind_its_tenants_live_ones():
+    """Background requests (an eval run's cases) queue behind live ones of the same tenant,
+    queued earlier or later, and take no free slot while a live one waits."""
+    slots = FairSlots()
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    async def request(label: str, background: bool) -> None:
+        async with slots.slot("e", 1, 1, background=background):
+            order.append(label)
+            await gate.wait()
+
+    first = asyncio.create_task(request("live0", False))
+    await asyncio.sleep(0)
+    evals = [asyncio.create_task(request(f"eval{i}", True)) for i in range(3)]
+    await asyncio.sleep(0)
+    live = [asyncio.create_task(request(f"live{i}", False)) for i in (1, 2)]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(first, *evals, *live)
+    assert order == ["live0", "live1", "live2", "eval0", "eval1", "eval2"]
