@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.gateway",
     "tests.fixtures.timing",
     "tests.fixtures.fast_flush",
+    "tests.fixtures.database_sessions",
     "tests.fixtures.oidc_provider",
 ]
 

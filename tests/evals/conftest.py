@@ -12,9 +12,14 @@ from tests.factories import adapter_files, upload
 
 
 @pytest.fixture
-def gated(world, tmp_path, settings):
-    """support@1 validated (bob uploaded it), suite qa, and a policy on support (alice)."""
+def gated(world, tmp_path, settings, monkeypatch):
+    """support@1 validated (bob uploaded it), suite qa, and a policy on support (alice).
+
+    The test validates the version itself: the upload's validation task is not sent. In a
+    transactional test (a browser's live server) the upload commits, and a real Celery worker
+    that an earlier test of the session started would otherwise take the version first."""
     settings.CELERY_TASK_ALWAYS_EAGER = False
+    monkeypatch.setattr("adapters.services.uploads._enqueue_validation", lambda version_id: None)
     assert (
         upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "a")).status_code
         == 201
