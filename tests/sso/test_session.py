@@ -57,6 +57,13 @@ def test_a_re_check_follows_the_groups_and_the_session_goes_on(client, mapped, s
     assert client.get("/").status_code == 200
     assert {m.tenant.slug for m in Membership.objects.filter(user__username="gil")} == {"acme"}
     assert client.session[oidc.SESSION_RECHECK_AT] > 0
+    token = _token(client, "acme")
+    recheck_sso_token_holders()  # with the grant the session's re-check rotated, and back again
+    assert token_authenticate(token) is not None
+    _id_token_expires(client)
+    assert client.get("/").status_code == 200
+    recheck_sso_token_holders()
+    assert token_authenticate(token) is not None
 
 
 def test_a_person_disabled_at_the_provider_loses_everything_at_the_re_check(client, mapped, sso):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q
@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from tenants.models import ApiToken
 from tenants.sso.models import SsoIdentity
-from tenants.sso.sealing import seal, unseal
+from tenants.sso.sealing import unseal
 from tenants.sso.services.recheck import recheck_session
 from tenants.tokens import tokens_revoke_for_user
 
@@ -78,10 +78,7 @@ def _recheck(identity: SsoIdentity, *, now: datetime, request_id: str) -> str | 
     if result.ended in INCONCLUSIVE:
         logger.warning("SSO token re-check of %s inconclusive: %s", identity, result.ended)
         return None
-    if result.ended is None:
-        identity.refresh_token_sealed = seal(result.refresh_token)  # rotated if the provider did
-        identity.id_token_expires_at = datetime.fromtimestamp(result.recheck_at, tz=UTC)
-        identity.save(update_fields=["refresh_token_sealed", "id_token_expires_at"])
+    if result.ended is None:  # recheck_session kept the rotated refresh token
         return None
     # Refused (what the mapping gave is withdrawn, every token revoked), maps nowhere (the sync
     # revoked them), or the provider is no longer configured: nothing can vouch for these tokens.
