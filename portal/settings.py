@@ -657,6 +657,11 @@ SSO_RECHECK_SECONDS = env_int(
         "this often: the longest a person disabled there keeps a session"
     ),
 )
+# People who use API tokens only are re-checked by beat on the same period (docs/sso.md).
+CELERY_BEAT_SCHEDULE["recheck-sso-token-holders"] = {
+    "task": "tenants.tasks.recheck_sso_token_holders",
+    "schedule": float(SSO_RECHECK_SECONDS),
+}
 SSO_HTTP_TIMEOUT = env_int(
     "SSO_HTTP_TIMEOUT",
     10,

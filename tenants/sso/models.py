@@ -28,6 +28,10 @@ class SsoIdentity(models.Model):
     last_sign_in_at = models.DateTimeField(null=True, blank=True)
     # Sessions signed in before this were ended by the provider (back-channel logout).
     sessions_ended_at = models.DateTimeField(null=True, blank=True)
+    # The refresh token of the last browser sign-in, sealed (tenants/sso/sealing.py), and the
+    # last known ID token expiry: the server-side re-check of people who hold API tokens.
+    refresh_token_sealed = models.TextField(blank=True, default="")
+    id_token_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -106,6 +106,7 @@ class ProviderBackend(OIDCAuthenticationBackend):
         return sso_sign_in(
             provider=self.provider,
             claims=payload,
+            refresh_token=self.token_info.get("refresh_token", ""),
             request_id=getattr(self.request, "request_id", ""),
         )
 

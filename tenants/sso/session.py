@@ -14,6 +14,7 @@ from core.audit import record_event
 from core.request import PortalRequest
 from tenants.sso import oidc
 from tenants.sso.models import SsoIdentity
+from tenants.sso.sealing import unseal
 from tenants.sso.services.recheck import recheck_session
 
 ENDED_MESSAGE = "Your single sign-on session has ended ({code}); sign in again."
@@ -55,7 +56,9 @@ class SsoSessionRecheck:
         result = recheck_session(
             identity=identity,
             provider_name=session[oidc.SESSION_PROVIDER],
-            refresh_token=session.get(oidc.SESSION_REFRESH_TOKEN, ""),
+            # The identity's (sealed) token first: the scheduled re-check may have rotated it.
+            refresh_token=unseal(identity.refresh_token_sealed)
+            or session.get(oidc.SESSION_REFRESH_TOKEN, ""),
             request_id=getattr(request, "request_id", ""),
         )
         if result.ended is None:

@@ -4,13 +4,18 @@ removed stop working at once."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from core.audit_models import AuditEvent
 from tenants.models import ApiToken, Membership
 from tenants.sso import oidc
-from tenants.sso.models import SsoMapping
+from tenants.sso.models import SsoIdentity, SsoMapping
+from tenants.sso.sealing import unseal
+from tenants.tasks import recheck_sso_token_holders
 from tenants.tokens import token_authenticate
 from tests.sso.flow import sign_in
 
@@ -52,6 +57,13 @@ def test_a_re_check_follows_the_groups_and_the_session_goes_on(client, mapped, s
     assert client.get("/").status_code == 200
     assert {m.tenant.slug for m in Membership.objects.filter(user__username="gil")} == {"acme"}
     assert client.session[oidc.SESSION_RECHECK_AT] > 0
+    token = _token(client, "acme")
+    recheck_sso_token_holders()  # with the grant the session's re-check rotated, and back again
+    assert token_authenticate(token) is not None
+    _id_token_expires(client)
+    assert client.get("/").status_code == 200
+    recheck_sso_token_holders()
+    assert token_authenticate(token) is not None
 
 
 def test_a_person_disabled_at_the_provider_loses_everything_at_the_re_check(client, mapped, sso):
@@ -108,3 +120,60 @@ def test_a_session_of_a_provider_no_longer_configured_ends(client, mapped, sso, 
     response = client.get("/")
     assert response.status_code == 302 and response["Location"].startswith("/login/")
     assert Membership.objects.filter(user__username="kit").exists()  # ended, nothing withdrawn
+
+
+def test_a_person_disabled_at_the_provider_loses_api_tokens_at_the_scheduled_re_check(
+    client, mapped, sso
+):
+    """Without a browser coming back: beat's task asks the provider with the kept refresh
+    token (sealed at rest, never in plain text)."""
+    sso.user("lev", groups=["ml-team"])
+    sign_in(client, "lev")
+    token = _token(client, "acme")
+    identity = SsoIdentity.objects.get(user__username="lev")
+    kept = client.session[oidc.SESSION_REFRESH_TOKEN]
+    assert kept and kept not in identity.refresh_token_sealed
+    assert unseal(identity.refresh_token_sealed) == kept
+    client.logout()
+    recheck_sso_token_holders()  # the provider still vouches: nothing changes, token rotated
+    rotated = unseal(SsoIdentity.objects.get(pk=identity.pk).refresh_token_sealed)
+    assert rotated not in ("", kept)
+    recheck_sso_token_holders()  # with the rotated one (the provider revoked the first)
+    assert token_authenticate(token) is not None
+    sso.user("lev", groups=["ml-team"], active=False)
+    recheck_sso_token_holders()
+    answer = Client().get("/api/v1/tenants/acme/", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert answer.status_code == 401
+    assert token_authenticate(token) is None
+    assert not Membership.objects.filter(user__username="lev").exists()
+    assert AuditEvent.objects.filter(action="sso.access_withdrawn").exists()
+    assert not AuditEvent.objects.filter(after__icontains=kept).exists()
+
+
+def test_a_group_removed_at_the_provider_revokes_that_tenants_token_at_the_re_check(
+    client, mapped, sso
+):
+    sso.user("mo", groups=["ml-team", "globex"])
+    sign_in(client, "mo")
+    acme_token, globex_token = _token(client, "acme"), _token(client, "globex")
+    client.logout()
+    sso.user("mo", groups=["globex"])
+    recheck_sso_token_holders()
+    assert token_authenticate(acme_token) is None
+    assert token_authenticate(globex_token) is not None
+
+
+def test_tokens_of_an_identity_without_a_refresh_token_end_with_its_id_token(
+    client, mapped, sso, settings
+):
+    sso.user("nia", groups=["ml-team"])
+    sign_in(client, "nia")
+    token = _token(client, "acme")
+    SsoIdentity.objects.filter(user__username="nia").update(refresh_token_sealed="")
+    recheck_sso_token_holders()
+    assert token_authenticate(token) is not None  # its ID token is still good
+    SsoIdentity.objects.filter(user__username="nia").update(
+        id_token_expires_at=timezone.now() - timedelta(seconds=settings.SSO_RECHECK_SECONDS + 1)
+    )
+    recheck_sso_token_holders()
+    assert token_authenticate(token) is None

@@ -5,6 +5,7 @@ the mapping gave (the portal cannot tell a disabled account from a lapsed grant:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import requests
@@ -15,6 +16,7 @@ from tenants.sso.errors import SsoRefused
 from tenants.sso.models import SsoIdentity
 from tenants.sso.providers import Provider, provider_named
 from tenants.sso.resolution import resolve_claims
+from tenants.sso.sealing import seal
 from tenants.sso.services.sync import apply_sync, withdraw_managed_access
 
 
@@ -55,11 +57,13 @@ def recheck_session(
     apply_sync(identity=identity, resolution=resolution, request_id=request_id)
     if resolution.is_empty:
         return Recheck(ended="sso.maps_nowhere")
-    return Recheck(
-        ended=None,
-        refresh_token=answer.get("refresh_token") or refresh_token,
-        recheck_at=recheck_at(claims),
-    )
+    kept = answer.get("refresh_token") or refresh_token
+    # The identity holds the one live grant (a provider that rotates revokes the old token):
+    # the session re-check and the scheduled one (token_recheck.py) both read and rotate it here.
+    identity.refresh_token_sealed = seal(kept)
+    identity.id_token_expires_at = datetime.fromtimestamp(float(claims["exp"]), tz=UTC)
+    identity.save(update_fields=["refresh_token_sealed", "id_token_expires_at"])
+    return Recheck(ended=None, refresh_token=kept, recheck_at=recheck_at(claims))
 
 
 def _refresh(provider: Provider, backend: Any, refresh_token: str) -> dict[str, Any] | None:

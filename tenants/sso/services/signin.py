@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -14,14 +15,18 @@ from tenants.sso.errors import SsoRefused
 from tenants.sso.models import SsoIdentity
 from tenants.sso.providers import Provider
 from tenants.sso.resolution import resolve_claims
+from tenants.sso.sealing import seal
 from tenants.sso.services.sync import apply_sync
 
 User = get_user_model()
 
 
-def sso_sign_in(*, provider: Provider, claims: dict[str, Any], request_id: str = "") -> Any:
+def sso_sign_in(
+    *, provider: Provider, claims: dict[str, Any], refresh_token: str = "", request_id: str = ""
+) -> Any:
     """The user behind (issuer, subject). Claims that map nowhere refuse the sign-in; for a
-    person who had access, the sync first takes away what the mapping gave (committed)."""
+    person who had access, the sync first takes away what the mapping gave (committed). The
+    refresh token (if the provider gave one) is kept sealed for the re-check of API tokens."""
     subject = str(claims["sub"])
     resolution = resolve_claims(provider.name, claims)
     identity = (
@@ -44,7 +49,12 @@ def sso_sign_in(*, provider: Provider, claims: dict[str, Any], request_id: str =
         changes = apply_sync(identity=identity, resolution=resolution, request_id=request_id)
         identity.verified_email = _verified_email(claims)
         identity.last_sign_in_at = timezone.now()
-        identity.save(update_fields=["verified_email", "last_sign_in_at"])
+        identity.id_token_expires_at = datetime.fromtimestamp(float(claims["exp"]), tz=UTC)
+        fields = ["verified_email", "last_sign_in_at", "id_token_expires_at"]
+        if refresh_token:  # a sign-in without one (the CLI) keeps the browser's
+            identity.refresh_token_sealed = seal(refresh_token)
+            fields.append("refresh_token_sealed")
+        identity.save(update_fields=fields)
         if not resolution.is_empty:
             record_event(
                 action="sso.sign_in",
