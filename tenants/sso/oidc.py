@@ -26,7 +26,6 @@ CALLBACK_URL_NAME = "sso-callback"
 # Clocks of portal and provider may differ by this much.
 LEEWAY_SECONDS = 30
 SESSION_PROVIDER = "sso_provider"
-SESSION_REFRESH_TOKEN = "sso_refresh_token"
 SESSION_RECHECK_AT = "sso_recheck_at"
 SESSION_SUBJECT = "sso_subject"
 SESSION_SIGNED_IN_AT = "sso_signed_in_at"
@@ -90,10 +89,10 @@ class ProviderBackend(OIDCAuthenticationBackend):
         return claims
 
     def store_tokens(self, access_token: str, id_token: str) -> None:
-        """Kept for the re-check at ID token expiry (session.SsoSessionRecheck)."""
+        """Kept for the re-check at ID token expiry (session.SsoSessionRecheck). The refresh
+        token is not kept here: the identity holds it, sealed (services.signin)."""
         session = self.request.session
         session[SESSION_PROVIDER] = self.provider.name
-        session[SESSION_REFRESH_TOKEN] = self.token_info.get("refresh_token", "")
         claims = jwt.decode(id_token, options={"verify_signature": False})
         session[SESSION_SUBJECT] = str(claims["sub"])
         session[SESSION_RECHECK_AT] = recheck_at(claims)

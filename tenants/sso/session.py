@@ -56,13 +56,12 @@ class SsoSessionRecheck:
         result = recheck_session(
             identity=identity,
             provider_name=session[oidc.SESSION_PROVIDER],
-            # The identity's (sealed) token first: the scheduled re-check may have rotated it.
-            refresh_token=unseal(identity.refresh_token_sealed)
-            or session.get(oidc.SESSION_REFRESH_TOKEN, ""),
+            # The identity's token, sealed at rest (never in the session): the scheduled re-check
+            # rotates the same one.
+            refresh_token=unseal(identity.refresh_token_sealed),
             request_id=getattr(request, "request_id", ""),
         )
         if result.ended is None:
-            session[oidc.SESSION_REFRESH_TOKEN] = result.refresh_token
             session[oidc.SESSION_RECHECK_AT] = result.recheck_at
         return result.ended
 
