@@ -84,6 +84,7 @@ CELLS: dict[str, tuple[int, str]] = {
     "403x": (403, "audit.export_not_allowed"),
     "403v": (403, "evidence.not_allowed"),
     "403c": (403, "cost.not_allowed"),
+    "403g": (403, "eval_run.not_allowed"),
 }
 
 
@@ -520,7 +521,9 @@ EVAL_ENDPOINTS: tuple[Endpoint, ...] = (
       body={"suite": "qa", "min_pass_rate": 0.9}, audit="eval_policy.set",
       then=_exists("evals.EvalPolicy", adapter__name="support", min_pass_rate=0.9)),
     E("GET", RUN, 200, "read", "alice", ADAPTER_READ, params={"number": "2"}),
-    E("POST", RUN, 201, "write", "bob", UPLOADERS, params={"number": "2"}, body={},
+    E("POST", RUN, 201, "write", "bob",
+      "401 ok   ok   403g 403g 403g 404t 404t ok   404a 404t 404t",
+      params={"number": "2"}, body={},
       audit="eval_run.create",
       then=_exists("evals.EvalRun", version__adapter__name="support", number=2)),
     E("GET", RUN + "{run}/", 200, "read", "alice", ADAPTER_READ, params={"number": "2", "run": "1"}),
