@@ -59,12 +59,16 @@ def test_a_cold_load_does_not_delay_requests_for_a_resident_adapter(
     assert lock.acquire()
     cold_done: list[float] = []
 
-    def cold_request() -> None:
-        assert ask(client_for(world, gateway_server), "cold") == cold.served_name
+    def cold_request(cold_client: openai.OpenAI) -> None:
+        assert ask(cold_client, "cold") == cold.served_name
         cold_done.append(time.monotonic())
 
     # Two requests for the cold version: the first starts its load, the second waits on it.
-    waiters = [threading.Thread(target=cold_request) for _ in range(2)]
+    # Their tokens are issued here: a database connection taken in a thread outlives it.
+    waiters = [
+        threading.Thread(target=cold_request, args=(client_for(world, gateway_server),))
+        for _ in range(2)
+    ]
     for waiter in waiters:
         waiter.start()
     time.sleep(0.5)  # the cold requests are now waiting for the load

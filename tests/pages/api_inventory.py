@@ -26,6 +26,7 @@ PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
     ("eval-policy", "get"): ("tenant-evals",),
     ("eval-policy", "put"): ("tenant-eval-policy",),
     ("eval-run-list", "get"): ("version-detail",),
+    ("eval-run-list", "post"): ("version-eval-run-start",),
     ("eval-run-detail", "get"): ("version-detail",),
     ("eval-run-cases", "get"): ("version-detail",),
     # tenants, members, tokens

@@ -214,6 +214,14 @@ PAGE_ROUTES: list[PageRoute] = [
         data={"name": "qa"},
         expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 400},  # bob: no file chosen
     ),
+    # Whoever may upload the adapter's versions; without a policy the run is refused with a
+    # message on the version page (a redirect), as for any refusal but 403 and 404.
+    PageRoute(
+        "version-eval-run-start",
+        _validated,
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 302},
+    ),
     PageRoute(
         "tenant-eval-policy",
         _acme,
