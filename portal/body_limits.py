@@ -21,6 +21,7 @@ from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 from django.http import HttpRequest
 
 TOO_LARGE = "request.too_large"
@@ -89,6 +90,18 @@ def may_send_upload(scope: dict[str, Any], tenant: str, adapter: str) -> bool:
     return target is not None and access.may_send_upload(target)
 
 
+def _checked_once(scope: dict[str, Any], tenant: str, adapter: str) -> bool:
+    """may_send_upload, and its database connection given back as a request would give it.
+
+    A refused body never reaches Django, whose request_finished signal would otherwise close
+    (or return to the pool) the connection the check took on this thread.
+    """
+    try:
+        return may_send_upload(scope, tenant, adapter)
+    finally:
+        close_old_connections()
+
+
 async def request_body_cap(scope: dict[str, Any]) -> int:
     """The most bytes this request's body may have, decided before it is read."""
     content_type = _header(scope, b"content-type") or ""
@@ -97,7 +110,7 @@ async def request_body_cap(scope: dict[str, Any]) -> int:
     for pattern in UPLOAD_PATHS:
         matched = pattern.match(scope.get("path", ""))
         if matched is not None:
-            allowed = await sync_to_async(may_send_upload)(scope, **matched.groupdict())
+            allowed = await sync_to_async(_checked_once)(scope, **matched.groupdict())
             return body_cap(content_type) if allowed else settings.REQUEST_MAX_BODY_BYTES
     return settings.REQUEST_MAX_BODY_BYTES
 

@@ -122,8 +122,7 @@ def test_requests_fail_over_when_an_engine_dies(
     results: list[tuple[float, float, bool]] = []  # (started, ended, answered)
     stop = threading.Event()
 
-    def traffic() -> None:
-        local = client_for(world, gateway_server)
+    def traffic(local: openai.OpenAI) -> None:
         while not stop.is_set():
             started = time.monotonic()
             try:
@@ -133,7 +132,11 @@ def test_requests_fail_over_when_an_engine_dies(
                 ok = False
             results.append((started, time.monotonic(), ok))
 
-    threads = [threading.Thread(target=traffic) for _ in range(3)]
+    # Tokens issued here: a thread's own database connection would outlive the test.
+    threads = [
+        threading.Thread(target=traffic, args=(client_for(world, gateway_server),))
+        for _ in range(3)
+    ]
     for t in threads:
         t.start()
     time.sleep(2)
