@@ -1,0 +1,45 @@
+"""A thread that ends holding a database connection gives it back after the test (the suite's
+fixture in tests.fixtures.database_sessions), or PostgreSQL could not drop the test database."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+from django.db import connection
+
+from tenants.models import Tenant
+from tests.fixtures.database_sessions import close_connections_of_ended_threads
+
+
+def _backend_alive(pid: int) -> bool:
+    params = connection.get_connection_params()
+    params.pop("options", None)
+    with psycopg.connect(**params, autocommit=True) as own:
+        row = own.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND state IS NOT NULL", [pid]
+        ).fetchone()
+    return bool(row and row[0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_left_by_an_ended_thread_is_closed():
+    from django.db import connection as thread_connection
+
+    taken: list[int] = []
+
+    def query_and_end() -> None:
+        Tenant.objects.count()
+        taken.append(thread_connection.connection.info.backend_pid)
+
+    thread = threading.Thread(target=query_and_end)
+    thread.start()
+    thread.join()
+    assert taken and _backend_alive(taken[0])  # the thread ended without closing it
+
+    assert close_connections_of_ended_threads() >= 1
+    # Back in the pool: no longer checked out by the ended thread, so closing the pool ends it.
+    if hasattr(connection, "close_pool"):
+        connection.close_pool()
+    assert not _backend_alive(taken[0])
