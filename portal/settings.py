@@ -182,6 +182,7 @@ INSTALLED_APPS = [
     "tenants",
     "adapters",
     "workers",
+    "budgets",
     "gateway",
     "evals",
 ]
@@ -1092,6 +1093,18 @@ GATEWAY_FAIR_SHARED_WINDOW_SECONDS = env_float(
         "after its budget)"
     ),
     shown="`60`",
+)
+# Test and benchmark setting: a file holding seconds added to the clock that budgets' windows
+# are read at (budgets.clock), so a gateway in another process crosses a window's boundary when
+# a test says. Unset in production: the file is never read.
+BUDGET_CLOCK_OFFSET_FILE = env_str(
+    "BUDGET_CLOCK_OFFSET_FILE",
+    "",
+    doc=(
+        "tests and benchmarks only: a file holding an offset in seconds added to the clock that "
+        "budgets' windows are read at (docs/budgets.md); unset, the system clock"
+    ),
+    shown="unset",
 )
 # Each replica renews a lease this long (every quarter of it); a replica whose lease lapsed (it
 # died) has what its requests held in the shared counts given back by the others (gateway.replicas).

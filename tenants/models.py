@@ -73,6 +73,8 @@ class Tenant(models.Model):
     )
     require_signatures = models.BooleanField(default=False)
     pool = models.CharField(max_length=40, blank=True, default="")
+    # IANA name; the calendar windows of the tenant's budgets (day, week, month) follow it.
+    time_zone = models.CharField(max_length=64, default="UTC")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
