@@ -74,6 +74,8 @@ ROLE_TENANT_CAPS: dict[str, frozenset[str]] = {
             "manage_keys",
             "infer",
             "manage_evals",
+            # e-mail recipients and webhooks: where the tenant's notifications go
+            "manage_notifications",
         }
     ),
     TenantRole.MAINTAINER: frozenset(

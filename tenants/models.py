@@ -174,4 +174,12 @@ class SigningKey(models.Model):
 
 
 # The SSO tables belong to this app (its migrations); their code lives in tenants/sso.
+# So are the notification tables (tenants/notifications).
+from tenants.notifications.models import (  # noqa: E402,F401
+    Delivery,
+    DeliveryAttempt,
+    EmailRecipient,
+    Notification,
+    WebhookEndpoint,
+)
 from tenants.sso.models import SsoIdentity, SsoMapping  # noqa: E402,F401

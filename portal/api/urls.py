@@ -24,6 +24,11 @@ from tenants.api import (
     UserViewSet,
 )
 from tenants.api_signing import SignaturePolicyViewSet, SigningKeyViewSet
+from tenants.notifications.api import (
+    EmailRecipientViewSet,
+    NotificationViewSet,
+    WebhookViewSet,
+)
 from tenants.sso.api import SsoProviderViewSet
 from workers.api import EngineViewSet
 
@@ -46,6 +51,9 @@ tenant.register("aliases", AliasViewSet, basename="alias")
 tenant.register("signing-keys", SigningKeyViewSet, basename="signing-key")
 tenant.register("usage", TenantUsageViewSet, basename="tenant-usage")
 tenant.register("eval-suites", SuiteViewSet, basename="eval-suite")
+tenant.register("notifications", NotificationViewSet, basename="notification")
+tenant.register("email-recipients", EmailRecipientViewSet, basename="email-recipient")
+tenant.register("webhooks", WebhookViewSet, basename="webhook")
 
 adapter = SimpleRouter(trailing_slash=True)
 adapter.register("versions", VersionViewSet, basename="version")
