@@ -202,6 +202,7 @@ def build_state(tmp_path: Path) -> State:
         public_key_pem=_public_pem(),
     )
     _eval_gate(world)
+    _notifications(world)
     return State(
         world=world,
         files=files,
@@ -229,6 +230,15 @@ def _eval_gate(world: World) -> None:
     finished_run(world.support.versions.get(number=2), suite, {"c1": ("hello", "hi")})
 
 
+def _notifications(world: World) -> None:
+    """E-mail recipient ops@acme.test and webhook ops (on loopback: the matrix allows it)."""
+    from tenants.notifications.services import email_recipient_add, webhook_create
+
+    alice = AccessContext.for_user(world.users["alice"])
+    email_recipient_add(access=alice, tenant=world.acme, email="ops@acme.test")
+    webhook_create(access=alice, tenant=world.acme, name="ops", url="http://127.0.0.1:9/ops")
+
+
 def _public_pem() -> str:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -251,6 +261,8 @@ def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str
         "name": state.world.base.name,
         "key": "release-key",
         "upload": state.direct_upload_id,
+        "webhook": "ops",
+        "email": "ops@acme.test",
     }
     params.update(endpoint.params)
     return params

@@ -108,6 +108,17 @@ def _acme_key(pw: PagesWorld) -> dict[str, Any]:
     return {"tenant": "acme", "key": key.name}
 
 
+def _acme_webhook(pw: PagesWorld) -> dict[str, Any]:
+    from tenants.notifications.models import WebhookEndpoint
+
+    WebhookEndpoint.objects.get_or_create(
+        tenant=pw.world.acme,
+        name="pages-hook",
+        defaults={"url": "https://hooks.example.com/portal", "secret_sealed": "-"},
+    )
+    return {"tenant": "acme", "webhook": "pages-hook"}
+
+
 # Operators and platform admins only; everyone else 403 before any lookup.
 NOT_FLEET = {"alice": 403, "bob": 403, "vera": 403, "charlie": 403, "rita": 403, "nora": 403}
 ACTIVE_LABEL = {"version": "acme/support@2"}
@@ -367,6 +378,45 @@ PAGE_ROUTES: list[PageRoute] = [
         _acme,
         "post",
         expect={"charlie": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    # --- notifications (tenants/notifications/pages.py): members read, owners manage ---
+    PageRoute(
+        "tenant-notifications",
+        _acme,
+        expect={"charlie": 404, "nora": 404, "vera": 200, "bob": 200, "alice": 200},
+    ),
+    PageRoute(
+        "email-recipient-add",
+        _acme,
+        "post",
+        data={"email": "ops@acme.test"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "email-recipient-remove",
+        _acme,
+        "post",
+        data={"email": "nobody@acme.test"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 404},
+    ),
+    PageRoute(
+        "webhook-add",
+        _acme,
+        "post",
+        data={"name": "lab", "url": "http://127.0.0.1:9/hook"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 400},
+    ),
+    PageRoute(
+        "webhook-active",
+        _acme_webhook,
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "webhook-delete",
+        _acme_webhook,
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
     ),
     # --- usage (gateway/usage_pages.py): owners and platform admins ---
     PageRoute(
