@@ -47,7 +47,9 @@ def conc_key(served_name: str) -> str:
     return f"{GATEWAY}:conc:{served_name}"
 
 
-BUDGETS_READY = f"{GATEWAY}:budgets:ready"  # set once the budgets' counts are rebuilt (budgets.rebuild)
+BUDGETS_READY = (
+    f"{GATEWAY}:budgets:ready"  # set once the budgets' counts are rebuilt (budgets.rebuild)
+)
 BUDGETS_REAPED = f"{GATEWAY}:budgets:reaped"  # hash: `<budget>|<window>` -> worst cases reaped
 
 
