@@ -366,6 +366,31 @@ class AccessContext:
     def may_read_usage(self, tenant: Tenant) -> bool:
         return _allowed(self.require_usage_reader, tenant)
 
+    # --- budgets ---
+    def may_view_budgets(self, tenant: Tenant) -> bool:
+        """A tenant's budgets and where they stand: its members and cross-tenant platform
+        roles (whoever sees the tenant's details)."""
+        return self.tenant_can(tenant, "view")
+
+    def require_budget_change(self, tenant: Tenant) -> None:
+        """Setting, editing or removing a tenant's budgets: its owners, and platform admins
+        acting with platform powers (a session or an unbound token)."""
+        if self.tenant_role(tenant) == TenantRole.OWNER:
+            return
+        if not self.is_platform_admin:
+            raise PermissionDenied(
+                "permission.denied", f"Budgets of tenant '{tenant.slug}' are set by its owners."
+            )
+        self.require_platform_role("is_platform_admin")
+
+    def may_change_budgets(self, tenant: Tenant) -> bool:
+        return _allowed(self.require_budget_change, tenant)
+
+    def require_price_card_change(self) -> None:
+        """Price cards (token weights and prices per base model) count against every tenant's
+        budgets: platform admins set them."""
+        self.require_platform_change("price cards", code="price_card.not_allowed")
+
     # --- audit ---
     def audit_tenant_ids(self) -> list[int] | None:
         """Tenants whose audit events the caller may read; None means every event (a platform

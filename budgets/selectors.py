@@ -6,9 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db.models import QuerySet
+
 from budgets import clock, state
-from budgets.models import Budget, BudgetSpend
+from budgets.models import Budget, BudgetSpend, PriceCard
 from budgets.windows import Span, window_at
+from core.errors import NotFound
+from tenants.models import Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +67,28 @@ def budget_status(budget: Budget, now: datetime | None = None) -> BudgetStatus:
         resets_at=span.end,
         forecast_exhausted_at=forecast(limit=budget.tokens, spent=spent, span=span, now=now),
     )
+
+
+def budgets_of(*, tenant: Tenant) -> QuerySet[Budget]:
+    return Budget.objects.filter(tenant=tenant).select_related("tenant", "created_by")
+
+
+def budget_get(*, tenant: Tenant, budget_id: str | int) -> Budget:
+    """The tenant's budget; 404 for another tenant's or none."""
+    try:
+        number = int(budget_id)
+    except (TypeError, ValueError):
+        number = -1
+    budget = budgets_of(tenant=tenant).filter(pk=number).first()
+    if budget is None:
+        raise NotFound("budget.not_found", f"Tenant '{tenant.slug}' has no budget {budget_id}.")
+    return budget
+
+
+def statuses_of(budgets: list[Budget], now: datetime | None = None) -> dict[int, BudgetStatus]:
+    now = now or clock.now()
+    return {budget.id: budget_status(budget, now) for budget in budgets}
+
+
+def price_cards() -> QuerySet[PriceCard]:
+    return PriceCard.objects.select_related("base_model", "updated_by").order_by("base_model__name")

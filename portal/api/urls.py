@@ -11,6 +11,7 @@ from adapters.api import (
     VersionViewSet,
 )
 from adapters.api_uploads import DirectUploadViewSet
+from budgets.api import BudgetViewSet, PriceCardViewSet
 from evals.api import PolicyViewSet, RunViewSet, SuiteViewSet
 from gateway.api import AdapterMetricsViewSet, TenantUsageViewSet, UsageViewSet
 from gateway.cost_api import CostViewSet
@@ -54,6 +55,7 @@ tenant.register("eval-suites", SuiteViewSet, basename="eval-suite")
 tenant.register("notifications", NotificationViewSet, basename="notification")
 tenant.register("email-recipients", EmailRecipientViewSet, basename="email-recipient")
 tenant.register("webhooks", WebhookViewSet, basename="webhook")
+tenant.register("budgets", BudgetViewSet, basename="budget")
 
 adapter = SimpleRouter(trailing_slash=True)
 adapter.register("versions", VersionViewSet, basename="version")
@@ -70,6 +72,11 @@ urlpatterns = [
     path("evidence/key/", EvidenceKeyViewSet.as_view({"get": "list"}), name="evidence-key"),
     path("audit/export/", AuditExportViewSet.as_view({"get": "list"}), name="audit-export"),
     path("cost/", CostViewSet.as_view({"get": "list"}), name="cost"),
+    path(
+        "price-cards/",
+        PriceCardViewSet.as_view({"get": "list", "put": "update_card"}),
+        name="price-cards",
+    ),
     path(
         "cost/settings/",
         CostViewSet.as_view({"get": "read_settings", "put": "update_settings"}),
