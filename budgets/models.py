@@ -104,3 +104,7 @@ class PriceCard(models.Model):
 
     def __str__(self) -> str:
         return f"{self.base_model_id}: {self.prompt_weight}/{self.completion_weight}"
+
+
+# Raise requests (budgets/raises.py) keep their table here, their code beside it.
+from budgets.raise_models import BudgetRaiseRequest  # noqa: E402,F401

@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from budgets import clock
+from budgets.limits import window_raises
 from budgets.models import Budget, PriceCard
 from budgets.scopes import ScopeKind, parse_scope
 from budgets.windows import Span, window_at
@@ -23,9 +25,15 @@ class BudgetRule:
     tokens: int
     window: str
     time_zone: str
+    # Approved raises for one window each: ((window start, unix seconds), tokens).
+    raises: tuple[tuple[int, int], ...] = ()
 
     def span(self, at: datetime) -> Span:
         return window_at(self.window, at, self.time_zone)
+
+    def limit(self, span: Span) -> int:
+        """The ceiling in `span`: the tokens, or a raise for that window (budgets.limits)."""
+        return max([self.tokens, *(t for start, t in self.raises if start == span.key)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +75,11 @@ class BudgetRules:
 
 
 def load_rules() -> BudgetRules:
-    """Every budget and price card, in two queries."""
+    """Every budget, its window raises and every price card, in three queries."""
     by_tenant: dict[int, list[BudgetRule]] = {}
     by_token: dict[tuple[int, int], list[BudgetRule]] = {}
     by_alias: dict[tuple[int, str], list[BudgetRule]] = {}
+    raises = window_raises(clock.now())
     for budget in Budget.objects.select_related("tenant").order_by("id"):
         scope = parse_scope(budget.scope)
         if scope is None:
@@ -82,6 +91,7 @@ def load_rules() -> BudgetRules:
             tokens=budget.tokens,
             window=budget.window,
             time_zone=budget.tenant.time_zone,
+            raises=raises.get(budget.id, ()),
         )
         if scope.kind == ScopeKind.TENANT:
             by_tenant.setdefault(rule.tenant_id, []).append(rule)

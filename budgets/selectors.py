@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from django.db.models import QuerySet
 
 from budgets import clock, state
+from budgets.limits import window_limit
 from budgets.models import Budget, BudgetSpend, PriceCard
 from budgets.windows import Span, window_at
 from core.errors import NotFound
@@ -59,13 +60,14 @@ def budget_status(budget: Budget, now: datetime | None = None) -> BudgetStatus:
     else:
         used, reserved = live
     spent = used + reserved
+    limit = window_limit(budget, span.start)  # the tokens, or a raise for this window
     return BudgetStatus(
         used=used,
         reserved=reserved,
-        remaining=max(0, budget.tokens - spent),
+        remaining=max(0, limit - spent),
         window_start=span.start,
         resets_at=span.end,
-        forecast_exhausted_at=forecast(limit=budget.tokens, spent=spent, span=span, now=now),
+        forecast_exhausted_at=forecast(limit=limit, spent=spent, span=span, now=now),
     )
 
 

@@ -96,7 +96,7 @@ class BudgetClaim:
         return [
             len(self.rules),
             self.worst,
-            *(rule.tokens for rule in self.rules),
+            *(rule.limit(span) for rule, span in zip(self.rules, self.spans, strict=True)),
             *(expire_at(span) for span in self.spans),
         ]
 
@@ -108,7 +108,7 @@ class BudgetClaim:
         """x-budget-* of the tightest budget (the one with the least left)."""
         rule = self.rules[self.tightest]
         out = {
-            "x-budget-limit": str(rule.tokens),
+            "x-budget-limit": str(rule.limit(self.spans[self.tightest])),
             "x-budget-remaining": str(max(0, self.remaining or 0)),
         }
         reset = self.reset_in(self.tightest)
@@ -127,7 +127,8 @@ class BudgetClaim:
         when = f"; it resets in {reset} s" if reset is not None else "; it does not reset"
         err = too_many(
             f"Budget exceeded for scope '{rule.scope}' ({rule.window}): this request may use up "
-            f"to {self.worst} tokens and {max(0, left)} of {rule.tokens} are left{when}. "
+            f"to {self.worst} tokens and {max(0, left)} of {rule.limit(self.spans[index - 1])} "
+            f"are left{when}. "
             "Lower max_tokens, or ask the tenant's owner to raise the budget.",
             retry_after=reset or 0,
             code="budget_exceeded",

@@ -59,7 +59,7 @@ def user_changed(update_fields: Any = None, **_: Any) -> None:
 
 def connect() -> None:
     from adapters.models import Adapter, AdapterVersion, Alias, AliasTarget, BaseModel
-    from budgets.models import Budget, PriceCard
+    from budgets.models import Budget, BudgetRaiseRequest, PriceCard
     from tenants.models import ApiToken, Membership, Tenant
     from workers.models import Engine, Residency
 
@@ -74,6 +74,7 @@ def connect() -> None:
         Tenant,
         Engine,
         Budget,
+        BudgetRaiseRequest,  # an approved raise for the rest of a window
         PriceCard,
     ):
         uid = f"gateway.routes.{model._meta.label}"

@@ -729,6 +729,19 @@ NOTIFY_RETRY_BASE_SECONDS = env_int(
     minimum=1,
     doc="wait before the second attempt of a failed delivery; it doubles at each further one",
 )
+# Budgets' thresholds are checked by a loop (budgets/alerts.py): each one crossed in a window is
+# told once, however often it runs and on however many workers.
+CELERY_BEAT_SCHEDULE["send-budget-alerts"] = {
+    "task": "budgets.tasks.send_budget_alerts",
+    "schedule": float(
+        env_int(
+            "BUDGET_ALERT_SECONDS",
+            30,
+            minimum=1,
+            doc="how often budgets' thresholds are checked (an alert goes out within this time)",
+        )
+    ),
+}
 CELERY_BEAT_SCHEDULE["requeue-stalled-deliveries"] = {
     "task": "tenants.notifications.requeue_stalled",
     "schedule": 300.0,

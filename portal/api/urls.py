@@ -12,6 +12,7 @@ from adapters.api import (
 )
 from adapters.api_uploads import DirectUploadViewSet
 from budgets.api import BudgetViewSet, PriceCardViewSet
+from budgets.raise_api import BudgetRaiseDecisionViewSet, BudgetRaiseRequestViewSet
 from evals.api import PolicyViewSet, RunViewSet, SuiteViewSet
 from gateway.api import AdapterMetricsViewSet, TenantUsageViewSet, UsageViewSet
 from gateway.cost_api import CostViewSet
@@ -43,6 +44,9 @@ root.register("versions", VersionQueueViewSet, basename="version-queue")
 root.register("audit", AuditViewSet, basename="audit")
 root.register("usage", UsageViewSet, basename="usage")
 root.register("sso/providers", SsoProviderViewSet, basename="sso-provider")
+root.register(
+    "budget-raise-requests", BudgetRaiseDecisionViewSet, basename="budget-raise-request"
+)
 
 tenant = SimpleRouter(trailing_slash=True)
 tenant.register("members", MemberViewSet, basename="member")
@@ -108,6 +112,11 @@ urlpatterns = [
         "tenants/<slug:tenant>/signature-policy/",
         SignaturePolicyViewSet.as_view({"get": "retrieve", "put": "update"}),
         name="signature-policy",
+    ),
+    path(
+        "tenants/<slug:tenant>/budgets/<str:budget>/raise-requests/",
+        BudgetRaiseRequestViewSet.as_view({"get": "list", "post": "create"}),
+        name="budget-raise-requests",
     ),
     path("tenants/<slug:tenant>/", include(tenant.urls)),
     path("", include(root.urls)),

@@ -27,7 +27,6 @@ from tenants.notifications.selectors import email_recipients_effective
 from tenants.sso.sealing import seal
 
 MANAGE = "manage_notifications"
-DELIVER_TASK = "tenants.notifications.deliver"
 MAX_KEY = 200
 MAX_RECIPIENTS = 50
 MAX_WEBHOOKS = 20
@@ -91,7 +90,7 @@ def notify(
 
 
 def _enqueue(delivery_ids: list[int]) -> None:
-    deliver = task_named(DELIVER_TASK)
+    deliver = task_named("tenants.notifications.deliver")
     for delivery_id in delivery_ids:
         deliver.delay(delivery_id)
 
