@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -109,7 +109,7 @@ class BudgetRaiseRequestViewSet(TenantScopedViewSet):
         return Response(RaiseRequestSerializer(created).data, status=status.HTTP_201_CREATED)
 
 
-class BudgetRaiseDecisionViewSet(PlatformViewSet):
+class BudgetRaiseDecisionViewSet(mixins.ListModelMixin, PlatformViewSet):
     """Every tenant's raise requests, for the platform admins who decide them."""
 
     schema_model = BudgetRaiseRequest

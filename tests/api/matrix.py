@@ -85,6 +85,7 @@ CELLS: dict[str, tuple[int, str]] = {
     "403v": (403, "evidence.not_allowed"),
     "403c": (403, "cost.not_allowed"),
     "403g": (403, "eval_run.not_allowed"),
+    "403br": (403, "budget_raise.not_owner"),
 }
 
 
@@ -234,6 +235,30 @@ def _alias_targets(expected: dict[str, int]) -> Callable[[Any, Any], None]:
 
 def _new_key_body(state: Any) -> dict[str, Any]:
     return {"name": "ci-key", "public_key_pem": state.new_key_pem}
+
+
+def _pending_raise(state: Any) -> None:
+    """alice (an owner of acme) asks to raise the alias:support-bot budget to 2000 tokens."""
+    from budgets.models import Budget
+    from budgets.raises import raise_request_create
+
+    state.raise_request_id = raise_request_create(
+        access=AccessContext.for_user(state.world.users["alice"]),
+        budget=Budget.objects.get(pk=state.raise_budget_id),
+        tokens=2000,
+        duration="window",
+        reason="launch",
+    ).pk
+
+
+def _raise_status(expected: str) -> Callable[[Any, Any], None]:
+    def check(state: Any, response: Any) -> None:
+        from budgets.models import BudgetRaiseRequest
+
+        found = BudgetRaiseRequest.objects.get(pk=state.raise_request_id)
+        assert found.status == expected and response.json()["status"] == expected
+
+    return check
 
 
 # The matrix's identity provider (tests/api/test_permission_matrix.py sets it; never contacted).
@@ -438,6 +463,23 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E("DELETE", "tenants/{tenant}/webhooks/{webhook}/", 204, "admin", "alice", OWNERS,
       audit="webhook.delete", then=_gone("tenants.WebhookEndpoint", name="ops")),
     E("GET", "tenants/{tenant}/webhooks/{webhook}/deliveries/", 200, "read", "alice", OWNERS),
+    # raising a budget: owners ask, platform admins (not the requester) decide
+    E("GET", "tenants/{tenant}/budgets/{budget}/raise-requests/", 200, "read", "alice",
+      TENANT_READ),
+    E("POST", "tenants/{tenant}/budgets/{budget}/raise-requests/", 201, "write", "alice",
+      "401 ok   403br 403br 403br 403br 404t 404t 403br -    404t 404t",
+      body={"tokens": 3000, "duration": "permanent", "reason": "growth"},
+      audit="budget_raise.request",
+      then=_exists("budgets.BudgetRaiseRequest", tokens=3000, status="pending")),
+    E("GET", "budget-raise-requests/", 200, "read", "adam", PLATFORM_ADMIN),
+    E("GET", "budget-raise-requests/{raise_request}/", 200, "read", "adam", PLATFORM_ADMIN,
+      setup=_pending_raise),
+    E("POST", "budget-raise-requests/{raise_request}/approve/", 200, "admin", "adam",
+      PLATFORM_ADMIN, setup=_pending_raise, body={"comment": "ok"},
+      audit="budget_raise.approve", then=_raise_status("approved")),
+    E("POST", "budget-raise-requests/{raise_request}/reject/", 200, "admin", "adam",
+      PLATFORM_ADMIN, setup=_pending_raise, body={"comment": "no"},
+      audit="budget_raise.reject", then=_raise_status("rejected")),
     # aliases (support-bot -> support@1)
     E("GET", "tenants/{tenant}/aliases/", 200, "read", "alice", TENANT_READ),
     E("POST", "tenants/{tenant}/aliases/", 201, "write", "alice", TENANT_WRITE,
@@ -619,6 +661,8 @@ _SAMPLE_PARAMS = {
     "mapping": "1",
     "webhook": "w",
     "email": "e@example.com",
+    "budget": "1",
+    "raise_request": "1",
     "run": "1",
 }
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

@@ -59,6 +59,8 @@ class State:
     new_key_pem: str = ""
     hf_config: dict[str, Any] = field(default_factory=lambda: dict(TINY_HF_CONFIG))
     direct_upload_id: str = "0" * 32
+    raise_budget_id: int = 0  # acme's alias:support-bot budget, which raise requests name
+    raise_request_id: int = 0  # a pending raise alice asked for (set per case)
     direct_parts: list[dict[str, Any]] = field(default_factory=list)
     _open: ExitStack = field(default_factory=ExitStack)
 
@@ -210,6 +212,7 @@ def build_state(tmp_path: Path) -> State:
         bob_token=bob_token,
         engine=engine,
         new_key_pem=_public_pem(),
+        raise_budget_id=_raise_budget(world),
     )
 
 
@@ -239,6 +242,14 @@ def _notifications(world: World) -> None:
     webhook_create(access=alice, tenant=world.acme, name="ops", url="http://127.0.0.1:9/ops")
 
 
+def _raise_budget(world: World) -> int:
+    from budgets.models import Budget
+
+    return Budget.objects.create(
+        tenant=world.acme, scope="alias:support-bot", tokens=1000, window="month"
+    ).pk
+
+
 def _public_pem() -> str:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -263,6 +274,8 @@ def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str
         "upload": state.direct_upload_id,
         "webhook": "ops",
         "email": "ops@acme.test",
+        "budget": str(state.raise_budget_id),
+        "raise_request": str(state.raise_request_id),
     }
     params.update(endpoint.params)
     return params

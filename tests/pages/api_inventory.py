@@ -66,6 +66,12 @@ PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
     ("webhook-detail", "patch"): ("webhook-active",),
     ("webhook-detail", "delete"): ("webhook-delete",),
     ("webhook-deliveries", "get"): ("tenant-notifications",),
+    ("budget-raise-requests", "get"): ("tenant-budgets",),
+    ("budget-raise-requests", "post"): ("budget-raise-request-add",),
+    ("budget-raise-request-list", "get"): ("platform-budgets",),
+    ("budget-raise-request-detail", "get"): ("platform-budgets",),
+    ("budget-raise-request-approve", "post"): ("budget-raise-request-decide",),
+    ("budget-raise-request-reject", "post"): ("budget-raise-request-decide",),
     ("signature-policy", "get"): ("tenant-keys",),
     ("signature-policy", "put"): ("signature-policy-set",),
     # registry
