@@ -9,10 +9,13 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from budgets import clock
-from budgets.models import Budget
+from budgets.models import Budget, BudgetSample
 from budgets.selectors import BudgetStatus, budget_status
 from tenants.notifications.models import Notification
 from tenants.notifications.services import notify
+
+# The burn-down chart's resolution (budgets' samples, written by this loop).
+SAMPLES_PER_WINDOW = 500
 
 
 @dataclass(frozen=True)
@@ -91,13 +94,43 @@ def alert_text(alert: Alert) -> tuple[str, str, dict]:
     return subject, "\n".join(lines), data
 
 
+def sample_interval(status: BudgetStatus) -> float:
+    """Seconds between two burn-down samples: about SAMPLES_PER_WINDOW to a window (a day's
+    every ~3 minutes, a month's every ~1.5 hours), never closer than a minute."""
+    if status.resets_at is None:
+        return 6 * 3600.0
+    length = (status.resets_at - status.window_start).total_seconds()
+    return max(60.0, length / SAMPLES_PER_WINDOW)
+
+
+def _sample(budget: Budget, status: BudgetStatus, limit: int, now: datetime) -> None:
+    """A point of the burn-down chart, when the last one of this window is older than the
+    interval (and, while nothing moves, than five of them)."""
+    last = (
+        BudgetSample.objects.filter(budget=budget, window_start=status.window_start)
+        .order_by("-at")
+        .values_list("at", "used", "limit")
+        .first()
+    )
+    if last is not None:
+        since = (now - last[0]).total_seconds()
+        quiet = (last[1], last[2]) == (status.used, limit)
+        if since < sample_interval(status) * (5 if quiet else 1):
+            return
+    BudgetSample.objects.create(
+        budget=budget, window_start=status.window_start, at=now, used=status.used, limit=limit
+    )
+
+
 def due_alerts(now: datetime | None = None) -> list[Alert]:
-    """Every threshold crossed in its budget's current window and not yet told."""
+    """Every threshold crossed in its budget's current window and not yet told (and, on the way,
+    a burn-down sample of every budget)."""
     now = now or clock.now()
     candidates: list[Alert] = []
     for budget in Budget.objects.select_related("tenant").order_by("id"):
         status = budget_status(budget, now)
         limit = budget_limit(budget, status)
+        _sample(budget, status, limit, now)
         candidates += [Alert(budget, t, status, limit) for t in crossed(budget, status, limit)]
     if not candidates:
         return []

@@ -106,5 +106,5 @@ class PriceCard(models.Model):
         return f"{self.base_model_id}: {self.prompt_weight}/{self.completion_weight}"
 
 
-# Raise requests (budgets/raises.py) keep their table here, their code beside it.
-from budgets.raise_models import BudgetRaiseRequest  # noqa: E402,F401
+# Raise requests (budgets/raises.py) and burn-down samples (budgets/alerts.py) live beside.
+from budgets.raise_models import BudgetRaiseRequest, BudgetSample  # noqa: E402,F401

@@ -1,5 +1,6 @@
-"""A request to raise a budget (app label `budgets`): a tenant owner asks, a platform admin who
-is not the requester decides; an approved raise for the rest of the window holds until its end."""
+"""Raise requests and burn-down samples of budgets (app label `budgets`). A raise: a tenant owner
+asks, a platform admin who is not the requester decides; an approved raise for the rest of the
+window holds until its end."""
 
 from __future__ import annotations
 
@@ -61,3 +62,24 @@ class BudgetRaiseRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.budget_id}: {self.previous_tokens}->{self.tokens} ({self.status})"
+
+
+class BudgetSample(models.Model):
+    """Where a budget stood at one moment of a window (the alert loop writes one every few
+    minutes): the points of its burn-down chart."""
+
+    budget = models.ForeignKey("budgets.Budget", on_delete=models.CASCADE, related_name="samples")
+    window_start = models.DateTimeField()
+    at = models.DateTimeField()
+    used = models.PositiveBigIntegerField()
+    limit = models.PositiveBigIntegerField()
+
+    class Meta:
+        app_label = "budgets"
+        ordering = ["budget_id", "at"]
+        indexes = [
+            models.Index(fields=["budget", "window_start", "at"], name="budgetsample_window")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.budget_id}@{self.at.isoformat()}: {self.used}/{self.limit}"

@@ -29,6 +29,7 @@ def tenant_tabs(context: Any, tenant: Any, current: str = "") -> dict[str, Any]:
         "show_cost": access.may_read_cost(tenant),
         "show_playground": access.tenant_can(tenant, "use_playground"),
         "show_notifications": member_view,
+        "show_budgets": access.may_view_budgets(tenant),
         # What the tenant was told lately (a budget's threshold...), on every one of its pages.
         "notices": recent_notices(tenant=tenant) if member_view else [],
     }
