@@ -4,6 +4,13 @@
 (function () {
   "use strict";
 
+  function short(v) {
+    if (v >= 1e9) return (v / 1e9).toFixed(v % 1e9 ? 1 : 0) + "G";
+    if (v >= 1e6) return (v / 1e6).toFixed(v % 1e6 ? 1 : 0) + "M";
+    if (v >= 1e3) return (v / 1e3).toFixed(v % 1e3 ? 1 : 0) + "k";
+    return String(v);
+  }
+
   function draw(box) {
     var data = JSON.parse(document.getElementById(box.dataset.burnDown).textContent);
     var xs = {};
@@ -29,7 +36,8 @@
         { label: "left", stroke: "#2563eb", width: 2, fill: "rgba(37,99,235,.08)", spanGaps: true },
         { label: "forecast", stroke: "#b54708", width: 1.5, dash: [6, 4], spanGaps: true },
       ],
-      legend: { show: true },
+      axes: [{}, { size: 64, values: function (u, ticks) { return ticks.map(short); } }],
+      legend: { show: true, live: false },
     };
     new uPlot(opts, [times, at(data.left), at(data.forecast)], box);
   }

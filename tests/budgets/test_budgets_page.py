@@ -43,10 +43,10 @@ def test_the_tenant_page_shows_where_each_budget_stands(world, spent):
     )
     page = world.client("vera").get("/t/acme/budgets/").content.decode()
     assert "alias:support-bot" in page
-    assert "600 of 1000 tokens (60%)" in page
+    assert "600 of 1,000 tokens (60%)" in page
     assert re.search(r'data-testid="remaining">400<', page)
     assert "50% ·" in page  # the alert told this window
-    assert "1000 → 2000" in page and "launch week" in page
+    assert "1,000 → 2,000" in page and "launch week" in page
     chart = re.search(r'<script id="burn-down-\d+" type="application/json">(.*?)</script>', page)
     assert chart is not None
     series = json.loads(chart.group(1))
