@@ -85,6 +85,7 @@ CELLS: dict[str, tuple[int, str]] = {
     "403v": (403, "evidence.not_allowed"),
     "403c": (403, "cost.not_allowed"),
     "403g": (403, "eval_run.not_allowed"),
+    "403p": (403, "price_card.not_allowed"),
 }
 
 
@@ -499,6 +500,27 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       "401 403c 403c 403c ok   403c 403c 403c 403c -    403c 403b",
       body={"price_per_engine_hour": "1.25"}, audit="cost.settings",
       then=_exists("gateway.CostSettings", price_per_engine_hour="1.25")),
+    # budgets: members see them, owners (and platform admins) set them; price cards, admins
+    E("GET", "tenants/{tenant}/budgets/", 200, "read", "alice", TENANT_READ),
+    E("POST", "tenants/{tenant}/budgets/", 201, "write", "alice", USAGE_OWNERS,
+      body={"scope": "alias:support-bot", "tokens": 1000, "window": "day"},
+      audit="budget.create",
+      then=_exists("budgets.Budget", scope="alias:support-bot", window="day")),
+    E("GET", "tenants/{tenant}/budgets/{budget}/", 200, "read", "alice", TENANT_READ),
+    E("PUT", "tenants/{tenant}/budgets/{budget}/", 200, "write", "alice", USAGE_OWNERS,
+      body={"scope": "tenant", "tokens": 5000, "window": "week"}, audit="budget.update",
+      then=_exists("budgets.Budget", scope="tenant", tokens=5000, window="week")),
+    E("PATCH", "tenants/{tenant}/budgets/{budget}/", 200, "write", "alice", USAGE_OWNERS,
+      body={"tokens": 7000}, audit="budget.update",
+      then=_exists("budgets.Budget", scope="tenant", tokens=7000)),
+    E("DELETE", "tenants/{tenant}/budgets/{budget}/", 204, "write", "alice", USAGE_OWNERS,
+      audit="budget.delete", then=_gone("budgets.Budget", scope="tenant")),
+    E("GET", "price-cards/", 200, "read", "adam", PLATFORM_ADMIN),
+    E("PUT", "price-cards/", 200, "admin", "adam",
+      "401 403p 403p 403p ok   403p 403p 403p 403p -    403p 403b",
+      body={"base_model": TINY, "prompt_weight": "2", "price_per_million": "0.5"},
+      audit="price_card.set",
+      then=_exists("budgets.PriceCard", base_model__name=TINY, prompt_weight="2")),
 )
 
 def _suite_body(state: Any) -> dict[str, Any]:
@@ -599,6 +621,7 @@ _SAMPLE_PARAMS = {
     "upload": "0" * 32,
     "mapping": "1",
     "run": "1",
+    "budget": "1",
 }
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 

@@ -30,6 +30,7 @@ from adapters.models import (
 )
 from adapters.services import aliases, lifecycle, uploads
 from adapters.services.validation import version_claim_for_validation
+from budgets.models import Budget, PriceCard
 from core.audit_models import AuditEvent
 from tenants.models import ApiToken, Membership, SigningKey, Tenant
 from tenants.services import adapter_grant
@@ -202,6 +203,7 @@ def build_state(tmp_path: Path) -> State:
         public_key_pem=_public_pem(),
     )
     _eval_gate(world)
+    Budget.objects.create(tenant=world.acme, scope="tenant", tokens=100_000, window="month")
     return State(
         world=world,
         files=files,
@@ -251,6 +253,7 @@ def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str
         "name": state.world.base.name,
         "key": "release-key",
         "upload": state.direct_upload_id,
+        "budget": str(Budget.objects.get(tenant__slug="acme", scope="tenant").pk),
     }
     params.update(endpoint.params)
     return params
@@ -311,5 +314,7 @@ def fingerprint() -> dict[str, Any]:
         "signing_keys": rows(SigningKey.objects, "tenant_id", "name", "revoked_at"),
         "signature_policy": rows(Tenant.objects, "require_signatures"),
         "direct_uploads": rows(DirectUpload.objects, "public_id", "state", "started_by_id"),
+        "budgets": rows(Budget.objects, "tenant_id", "scope", "tokens", "window", "thresholds"),
+        "price_cards": rows(PriceCard.objects, "base_model_id", "prompt_weight", "updated_at"),
         "audit": rows(AuditEvent.objects, "action"),
     }
