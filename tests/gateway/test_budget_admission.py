@@ -95,7 +95,8 @@ def budget():
     made = Budget.objects.create(tenant=tenant, scope="tenant", tokens=3000, window="day")
     assert rebuild_counts() == 1
     yield made
-    shared_state.client().delete(BUDGETS_READY)
+    client = shared_state.client()
+    client.delete(BUDGETS_READY, *client.keys(budget_key(made.id, 0).rsplit(":", 1)[0] + ":*"))
 
 
 async def test_concurrent_requests_never_settle_more_than_the_budget(scripts, budget):
@@ -127,9 +128,7 @@ async def test_concurrent_requests_never_settle_more_than_the_budget(scripts, bu
     assert admitted and refused
     used, reserved = await asyncio.to_thread(_counts, budget, _claim(budget, 1, now))
     assert reserved == 0 and 0 < used <= budget.tokens
-    persisted = await asyncio.to_thread(
-        lambda: BudgetSpend.objects.get(budget=budget).tokens
-    )
+    persisted = await asyncio.to_thread(lambda: BudgetSpend.objects.get(budget=budget).tokens)
     assert persisted == used  # persisted first, the same amount
 
 
@@ -149,7 +148,9 @@ async def test_a_redis_that_lost_the_counts_refuses_until_they_are_rebuilt(scrip
         await _admission(scripts, budget, _claim(budget, 10, now)).admit()
     assert refusal.value.status == 503 and refusal.value.code == "budget_unavailable"
 
-    await asyncio.to_thread(rebuild_counts)
+    # The refusal started the rebuild (the lease beat would too).
+    assert scripts.budgets.rebuilding is not None
+    assert await scripts.budgets.rebuilding == 1
     used, _ = await asyncio.to_thread(_counts, budget, claim)
     assert used == 2000  # from the persisted spend, not from zero
     with pytest.raises(GatewayError) as over:
