@@ -95,7 +95,7 @@ def test_the_detail_says_where_the_window_stands(world):
     shared_state.client().delete(budget_key(budget.id, span.key))  # Redis has nothing yet
     body = world.client("vera").get(f"{URL}{budget.pk}/").json()
     assert body["used"] == 250 and body["reserved"] == 0 and body["remaining"] == 750
-    assert body["resets_at"].startswith(span.end.strftime("%Y-%m-%d"))
+    assert span.end is not None and body["resets_at"].startswith(span.end.strftime("%Y-%m-%d"))
     assert (
         body["forecast_exhausted_at"] is None
         or body["forecast_exhausted_at"] > body["window_start"]
