@@ -86,6 +86,7 @@ CELLS: dict[str, tuple[int, str]] = {
     "403c": (403, "cost.not_allowed"),
     "403g": (403, "eval_run.not_allowed"),
     "403br": (403, "budget_raise.not_owner"),
+    "403p": (403, "price_card.not_allowed"),
 }
 
 
@@ -238,14 +239,14 @@ def _new_key_body(state: Any) -> dict[str, Any]:
 
 
 def _pending_raise(state: Any) -> None:
-    """alice (an owner of acme) asks to raise the alias:support-bot budget to 2000 tokens."""
+    """alice (an owner of acme) asks to raise acme's tenant budget (100000) to 200000 tokens."""
     from budgets.models import Budget
     from budgets.raises import raise_request_create
 
     state.raise_request_id = raise_request_create(
         access=AccessContext.for_user(state.world.users["alice"]),
-        budget=Budget.objects.get(pk=state.raise_budget_id),
-        tokens=2000,
+        budget=Budget.objects.get(tenant__slug="acme", scope="tenant"),
+        tokens=200_000,
         duration="window",
         reason="launch",
     ).pk
@@ -468,9 +469,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       TENANT_READ),
     E("POST", "tenants/{tenant}/budgets/{budget}/raise-requests/", 201, "write", "alice",
       "401 ok   403br 403br 403br 403br 404t 404t 403br -    404t 404t",
-      body={"tokens": 3000, "duration": "permanent", "reason": "growth"},
+      body={"tokens": 300_000, "duration": "permanent", "reason": "growth"},
       audit="budget_raise.request",
-      then=_exists("budgets.BudgetRaiseRequest", tokens=3000, status="pending")),
+      then=_exists("budgets.BudgetRaiseRequest", tokens=300_000, status="pending")),
     E("GET", "budget-raise-requests/", 200, "read", "adam", PLATFORM_ADMIN),
     E("GET", "budget-raise-requests/{raise_request}/", 200, "read", "adam", PLATFORM_ADMIN,
       setup=_pending_raise),
@@ -560,6 +561,27 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       "401 403c 403c 403c ok   403c 403c 403c 403c -    403c 403b",
       body={"price_per_engine_hour": "1.25"}, audit="cost.settings",
       then=_exists("gateway.CostSettings", price_per_engine_hour="1.25")),
+    # budgets: members see them, owners (and platform admins) set them; price cards, admins
+    E("GET", "tenants/{tenant}/budgets/", 200, "read", "alice", TENANT_READ),
+    E("POST", "tenants/{tenant}/budgets/", 201, "write", "alice", USAGE_OWNERS,
+      body={"scope": "alias:support-bot", "tokens": 1000, "window": "day"},
+      audit="budget.create",
+      then=_exists("budgets.Budget", scope="alias:support-bot", window="day")),
+    E("GET", "tenants/{tenant}/budgets/{budget}/", 200, "read", "alice", TENANT_READ),
+    E("PUT", "tenants/{tenant}/budgets/{budget}/", 200, "write", "alice", USAGE_OWNERS,
+      body={"scope": "tenant", "tokens": 5000, "window": "week"}, audit="budget.update",
+      then=_exists("budgets.Budget", scope="tenant", tokens=5000, window="week")),
+    E("PATCH", "tenants/{tenant}/budgets/{budget}/", 200, "write", "alice", USAGE_OWNERS,
+      body={"tokens": 7000}, audit="budget.update",
+      then=_exists("budgets.Budget", scope="tenant", tokens=7000)),
+    E("DELETE", "tenants/{tenant}/budgets/{budget}/", 204, "write", "alice", USAGE_OWNERS,
+      audit="budget.delete", then=_gone("budgets.Budget", scope="tenant")),
+    E("GET", "price-cards/", 200, "read", "adam", PLATFORM_ADMIN),
+    E("PUT", "price-cards/", 200, "admin", "adam",
+      "401 403p 403p 403p ok   403p 403p 403p 403p -    403p 403b",
+      body={"base_model": TINY, "prompt_weight": "2", "price_per_million": "0.5"},
+      audit="price_card.set",
+      then=_exists("budgets.PriceCard", base_model__name=TINY, prompt_weight="2")),
 )
 
 def _suite_body(state: Any) -> dict[str, Any]:

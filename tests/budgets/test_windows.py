@@ -10,8 +10,10 @@ import pytest
 from budgets.windows import TOTAL_START, window_at
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def test_it_gives_the_utc_day():
@@ -53,7 +55,7 @@ def test_the_week_starts_on_monday_in_the_zone():
 
 def test_a_week_across_a_dst_change_is_167_hours():
     span = window_at("week", utc(2026, 3, 25), "Europe/Berlin")
-    assert span.end - span.start == timedelta(hours=167)
+    assert span.end is not None and span.end - span.start == timedelta(hours=167)
 
 
 @pytest.mark.parametrize(
