@@ -30,5 +30,7 @@ def window_raises(now: datetime) -> dict[int, tuple[tuple[int, int], ...]]:
         status=RaiseStatus.APPROVED, duration=RaiseDuration.WINDOW, window_end__gt=now
     ).values_list("budget_id", "window_start", "tokens")
     for budget_id, start, tokens in rows:
+        if start is None:  # an approved window raise always names its window
+            continue
         found.setdefault(budget_id, []).append((int(start.timestamp()), int(tokens)))
     return {k: tuple(v) for k, v in found.items()}

@@ -44,9 +44,7 @@ root.register("versions", VersionQueueViewSet, basename="version-queue")
 root.register("audit", AuditViewSet, basename="audit")
 root.register("usage", UsageViewSet, basename="usage")
 root.register("sso/providers", SsoProviderViewSet, basename="sso-provider")
-root.register(
-    "budget-raise-requests", BudgetRaiseDecisionViewSet, basename="budget-raise-request"
-)
+root.register("budget-raise-requests", BudgetRaiseDecisionViewSet, basename="budget-raise-request")
 
 tenant = SimpleRouter(trailing_slash=True)
 tenant.register("members", MemberViewSet, basename="member")

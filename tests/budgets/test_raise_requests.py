@@ -49,7 +49,7 @@ def test_an_owner_asks_and_another_admin_approves_for_the_rest_of_the_window(wor
     approved = _decide(world, asked.json()["id"], "adam", comment="ok for the launch")
     assert approved.status_code == 200, approved.json()
     span = budget_span(budget, clock.now())
-    assert approved.json()["window_end"] is not None
+    assert approved.json()["window_end"] is not None and span.end is not None
     assert budget_status(budget).remaining == 2000
     assert window_limit(budget, span.start) == 2000
     # The next window is held to the budget's own tokens again, at the gateway too.
