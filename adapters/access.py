@@ -74,6 +74,8 @@ ROLE_TENANT_CAPS: dict[str, frozenset[str]] = {
             "manage_keys",
             "infer",
             "manage_evals",
+            # e-mail recipients and webhooks: where the tenant's notifications go
+            "manage_notifications",
         }
     ),
     TenantRole.MAINTAINER: frozenset(
@@ -363,6 +365,56 @@ class AccessContext:
 
     def may_read_usage(self, tenant: Tenant) -> bool:
         return _allowed(self.require_usage_reader, tenant)
+
+    # --- budgets ---
+    def may_view_budgets(self, tenant: Tenant) -> bool:
+        """A tenant's budgets and where they stand: its members and cross-tenant platform
+        roles (whoever sees the tenant's details)."""
+        return self.tenant_can(tenant, "view")
+
+    def require_budget_change(self, tenant: Tenant) -> None:
+        """Setting, editing or removing a tenant's budgets: its owners, and platform admins
+        acting with platform powers (a session or an unbound token)."""
+        if self.tenant_role(tenant) == TenantRole.OWNER:
+            return
+        if not self.is_platform_admin:
+            raise PermissionDenied(
+                "permission.denied", f"Budgets of tenant '{tenant.slug}' are set by its owners."
+            )
+        self.require_platform_role("is_platform_admin")
+
+    def may_change_budgets(self, tenant: Tenant) -> bool:
+        return _allowed(self.require_budget_change, tenant)
+
+    def require_budget_raise_request(self, tenant: Tenant) -> None:
+        """Asking to raise one of a tenant's budgets: its owners (a platform admin asks only as
+        an owner, through a membership), acting with the `write` scope."""
+        if self.tenant_role(tenant) != TenantRole.OWNER:
+            raise PermissionDenied(
+                "budget_raise.not_owner",
+                f"Only an owner of tenant '{tenant.slug}' may ask to raise its budgets.",
+            )
+        self.require_scope(TokenScope.WRITE)
+
+    def require_budget_raise_decision(self, raise_request: Any) -> None:
+        """Approving or rejecting a raise: a platform admin with platform powers (a session or an
+        unbound token with the admin scope) who did not ask for it, through this account or
+        another of theirs (four eyes, as for a version's review)."""
+        self.require_platform_change("budget raises", code="budget_raise.not_platform_admin")
+        requester = raise_request.requested_by_id
+        if requester is not None and self._is_same_person(requester):
+            raise PermissionDenied(
+                "budget_raise.four_eyes",
+                "You asked for this raise; another platform admin must decide it.",
+            )
+
+    def may_decide_budget_raise(self, raise_request: Any) -> bool:
+        return _allowed(self.require_budget_raise_decision, raise_request)
+
+    def require_price_card_change(self) -> None:
+        """Price cards (token weights and prices per base model) count against every tenant's
+        budgets: platform admins set them."""
+        self.require_platform_change("price cards", code="price_card.not_allowed")
 
     # --- audit ---
     def audit_tenant_ids(self) -> list[int] | None:

@@ -29,6 +29,7 @@ from core.errors import ApplicationError
 from gateway import limits
 from gateway.address_limit import AddressLimit
 from gateway.background import stop_if_cancelled, stop_tasks
+from gateway.budgets import BudgetClaim, Spans, claim_for, with_headers
 from gateway.conversations import NO_TURN, turn_of
 from gateway.errors import (
     GatewayError,
@@ -111,6 +112,8 @@ class Gateway:
         self._flusher: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._leaser: asyncio.Task[None] | None = None
+        self._settler: asyncio.Task[None] | None = None
+        self.spans = Spans()  # budgets' current windows
         self._refresher: asyncio.Task[None] | None = None
         self._listening = False  # subscribed to change messages (CHANGED_CHANNEL)
         self._stale = True
@@ -157,6 +160,8 @@ class Gateway:
             self._listener = asyncio.create_task(self._listen_forever())
         if self._leaser is None or self._leaser.done():
             self._leaser = asyncio.create_task(self.lease.run_forever())
+        if self._settler is None or self._settler.done():
+            self._settler = asyncio.create_task(self.scripts.budgets.run_forever())
         return self.table
 
     async def _listen_forever(self) -> None:
@@ -233,13 +238,24 @@ class Gateway:
         the measurements still held, close the engine sessions and Redis connections. An event
         loop that closes with a loop still running waits for it forever (gateway.background)."""
         await stop_tasks(
-            [self._flusher, self._listener, self._leaser, self._refresher, *self._probes]
+            [
+                self._flusher,
+                self._listener,
+                self._leaser,
+                self._refresher,
+                self._settler,
+                *self._probes,
+            ]
         )
         await self.routes_generation.aclose()
         try:
             await self.recorder.flush()
         except Exception:  # noqa: BLE001 - measurements are best effort, the shutdown is not
             log.warning("could not flush gateway measurements at close", exc_info=True)
+        try:
+            await self.scripts.budgets.flush()
+        except Exception:  # noqa: BLE001 - what is not settled stays reserved (never under)
+            log.warning("could not settle budgets at close", exc_info=True)
         await self.engines.aclose()
         await self.scripts.link.aclose()
         await self.redis.aclose()
@@ -376,7 +392,16 @@ class Gateway:
         target = pick(route.targets) if route.targets else None
         billed_tenant = target.tenant_id if target else tenant_id
         await self.serve_admitted(
-            scope, send, kind, payload, route, target, table, billed_tenant, started
+            scope,
+            send,
+            kind,
+            payload,
+            route,
+            target,
+            table,
+            billed_tenant,
+            started,
+            token_id=caller.token_id,
         )
 
     async def serve_admitted(
@@ -391,6 +416,7 @@ class Gateway:
         tenant_id: int,
         started: float,
         background: bool = False,
+        token_id: int | None = None,
     ) -> None:
         """The schema check, admission (rate, the tenant's and the version's requests in
         flight, the engine's in-flight count, all by the request's weight), serve, release: the
@@ -400,6 +426,17 @@ class Gateway:
         checked = check_request(kind, payload, table.plans.get(tenant_id) or default_plan())
         # The tenant's own prefix cache: its prompts never hit, nor time, another tenant's.
         payload["cache_salt"] = table.salts.get(tenant_id) or cache_salt(tenant_id)
+        claim = claim_for(
+            table.budgets,
+            self.spans,
+            tenant_id=tenant_id,
+            token_id=token_id,
+            alias=route.name if route.alias else None,
+            base_model_id=target.base_model_id if target else route.base_model_id,
+            checked=checked,
+        )
+        if claim is not None:
+            send = with_headers(send, claim)
         admission = limits.Admission(
             self.scripts,
             tenant_id=tenant_id,
@@ -408,6 +445,7 @@ class Gateway:
             target=target,
             requested=payload.get("model"),
             weight=checked.weight,
+            budget=claim,
         )
         try:
             await self.serve(
@@ -527,6 +565,7 @@ class Gateway:
                         load_ms,
                         demand.recorded,
                         started,
+                        claim=admission.budget,
                     )
             except NoSlot as refused:  # only the admission to a slot raises it
                 raise no_slot(
@@ -660,6 +699,7 @@ class Gateway:
         load_ms: float,
         caused_load: bool,
         started: float,
+        claim: BudgetClaim | None = None,
     ) -> str:
         """Send to one engine: SENT, or FAILED / STALE / GONE before anything reached the caller.
         FAILED (no connection) and GONE (marked down) mark the engine; gateway.exchange says
@@ -697,6 +737,8 @@ class Gateway:
             return STALE
         done = time.perf_counter()
         ok = outcome.ok
+        if claim is not None:
+            claim.delivered_tokens(outcome.prompt_tokens, outcome.completion_tokens)
         self.recorder.add(
             Measurement(
                 tenant=table.tenants.get(tenant_id, ""),

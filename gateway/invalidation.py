@@ -59,6 +59,7 @@ def user_changed(update_fields: Any = None, **_: Any) -> None:
 
 def connect() -> None:
     from adapters.models import Adapter, AdapterVersion, Alias, AliasTarget, BaseModel
+    from budgets.models import Budget, BudgetRaiseRequest, PriceCard
     from tenants.models import ApiToken, Membership, Tenant
     from workers.models import Engine, Residency
 
@@ -72,6 +73,9 @@ def connect() -> None:
         Membership,
         Tenant,
         Engine,
+        Budget,
+        BudgetRaiseRequest,  # an approved raise for the rest of a window
+        PriceCard,
     ):
         uid = f"gateway.routes.{model._meta.label}"
         post_save.connect(routes_changed, sender=model, dispatch_uid=uid + ".save")

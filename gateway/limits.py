@@ -24,6 +24,7 @@ from typing import Protocol
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
+from gateway.budgets import BudgetClaim, BudgetSettler, budgets_unavailable
 from gateway.errors import too_many, unavailable
 from gateway.routes import Target
 from gateway.script_link import ScriptLink
@@ -95,6 +96,8 @@ class Scripts:
         self.enter = self.link.script(lua.ENTER)
         self.leave = self.link.script(lua.LEAVE)
         self.pending: list[tuple[list[str], list[str | int]]] = []
+        # Budgets' settles, persisted then sent (gateway.budgets); run by the gateway's loop.
+        self.budgets = BudgetSettler(self.link.script(lua.BUDGET_SETTLE))
 
     async def give_back(
         self, keys: list[str], args: list[str | int], *, redis_answers: bool = True
@@ -146,8 +149,10 @@ class Admission:
         requested: object,
         weight: int = 1,
         in_flight_cap: int = 0,
+        budget: BudgetClaim | None = None,
     ) -> None:
         self.scripts = scripts
+        self.budget = budget  # reserved with the first count, settled at release
         self.tenant_id = tenant_id
         self.rpm_limit = rpm_limit
         self.in_flight_cap = in_flight_cap
@@ -196,8 +201,12 @@ class Admission:
             conc_key(target.served_name if target is not None else ""),
             inflight_key(engine or ""),
             pinned_key(engine or ""),
-            self.ledger,  # last: ledger.lua finds it there
         ]
+        if self.budget is not None and not self.counted:
+            # budget_reserve.lua: its keys after admission's, its ARGV after admission's.
+            keys += self.budget.script_keys()
+            argv += self.budget.script_args()
+        keys.append(self.ledger)  # last: ledger.lua finds it there
         try:
             await self._enter(keys, argv, engine, on_engine, held, now)
         except RedisError:
@@ -219,7 +228,13 @@ class Admission:
         target = self.target
         waited, noted_at = 0.0, -HELD_NOTE_S
         while True:
-            status, count = await self.scripts.enter(keys=keys, args=argv)
+            result = await self.scripts.enter(keys=keys, args=argv)
+            status, count = result[0], result[1]
+            if status == 5 and self.budget is not None:
+                raise self.budget.refusal(count, result[2])
+            if status == 6:
+                self.scripts.budgets.rebuild_soon()
+                raise budgets_unavailable()
             if status == 1:
                 raise too_many(
                     f"Rate limit reached: {self.rpm_limit} requests per minute for this tenant.",
@@ -241,6 +256,9 @@ class Admission:
                 )
             self.counted = True
             argv[0] = argv[1] = argv[2] = SKIP  # counted once; only the engine part again
+            if self.budget is not None and len(result) >= 4:
+                self.budget.admitted(result[2], result[3])
+                argv[6] = 0  # reserved once
             if status == 0:
                 if on_engine:
                     self.engine = engine
@@ -302,6 +320,11 @@ class Admission:
                 ],
                 redis_answers=not self.stalled,
             )
+        if self.budget is not None and (self.counted or self.unsure is not None):
+            # Reserved with the count (or maybe, when Redis lost the answer: the settle gives
+            # back only what the ledger shows).
+            self.scripts.budgets.settle(self.budget, self.ledger)
+        self.budget = None
         self.counted = False
         self.engine = None
         self.unsure = None

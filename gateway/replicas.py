@@ -17,7 +17,13 @@ from redis import asyncio as aioredis
 
 from gateway.background import stop_if_cancelled
 from gateway.limits import Scripts
-from workers.redis_contract.keys import LEASE_PREFIX, LEDGER_PREFIX, REPLICAS, lease_key
+from workers.redis_contract.keys import (
+    BUDGETS_REAPED,
+    LEASE_PREFIX,
+    LEDGER_PREFIX,
+    REPLICAS,
+    lease_key,
+)
 from workers.redis_contract.scripts import REAP
 
 log = logging.getLogger(__name__)
@@ -42,9 +48,16 @@ class ReplicaLease:
         pipe.sadd(REPLICAS, replica)
         await pipe.execute()
         await self.scripts.flush_pending()
-        reaped = int(await self.reap(keys=[REPLICAS], args=[LEASE_PREFIX, LEDGER_PREFIX, replica]))
+        reaped = int(
+            await self.reap(
+                keys=[REPLICAS], args=[LEASE_PREFIX, LEDGER_PREFIX, replica, BUDGETS_REAPED]
+            )
+        )
         if reaped:
             log.warning("gateway: gave back the holds of %d lapsed replica(s)", reaped)
+        # Budgets: the reaped worst cases persisted, the counts rebuilt if Redis lost them,
+        # settles kept back sent.
+        await self.scripts.budgets.rebuild()
         return reaped
 
     async def run_forever(self) -> None:

@@ -130,6 +130,12 @@ class Checked:
     # The plan's cap on generated tokens when the caller named none (absent or null): the
     # gateway sends it, or the engine would generate up to its context length.
     default_max_tokens: int | None = None
+    # What a budget reserves (gateway.budgets): the prompt's size in bytes (every token is at least
+    # one byte), the messages it holds (each costs the chat template a few tokens), and the most
+    # tokens one sequence may generate (its own max_tokens, or the plan's cap).
+    prompt_bytes: int = 0
+    messages: int = 0
+    max_tokens_each: int = 0
 
 
 def check_request(kind: str, payload: dict[str, Any], plan: Plan) -> Checked:
@@ -150,7 +156,8 @@ def check_request(kind: str, payload: dict[str, Any], plan: Plan) -> Checked:
         if not isinstance(value, bool):
             _bound(name, value, plan.max_logprobs, "log probabilities")
     _bound("prompt_logprobs", request.prompt_logprobs, plan.max_prompt_logprobs, "prompt logprobs")
-    _bound("prompt", _prompt_bytes(request), plan.max_prompt_bytes, "bytes of prompt")
+    prompt_bytes = _prompt_bytes(request)
+    _bound("prompt", prompt_bytes, plan.max_prompt_bytes, "bytes of prompt")
     for name in ("structured_outputs", "response_format"):
         value = getattr(request, name)
         if value is not None:
@@ -158,11 +165,15 @@ def check_request(kind: str, payload: dict[str, Any], plan: Plan) -> Checked:
             _bound(name, size, plan.max_structured_output_bytes, "bytes of structured output")
     options = request.stream_options
     named = (request.max_tokens, getattr(request, "max_completion_tokens", None))
+    given = [n for n in named if n is not None]
     return Checked(
         stream=bool(request.stream),
         wants_usage=bool(options and options.include_usage),
         weight=prompts * sequences,
-        default_max_tokens=limit_tokens if all(n is None for n in named) else None,
+        default_max_tokens=limit_tokens if not given else None,
+        prompt_bytes=prompt_bytes,
+        messages=len(getattr(request, "messages", None) or ()),
+        max_tokens_each=max(given) if given else limit_tokens,
     )
 
 

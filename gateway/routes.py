@@ -19,6 +19,7 @@ from django.utils import timezone
 from adapters.access import AccessContext
 from adapters.models import AdapterVersion, Alias, BaseModel, VersionStatus
 from adapters.selectors import pool_of
+from budgets.rules import BudgetRules, load_rules
 from gateway.request_schema import Plan
 from tenants.models import ApiToken, Membership, Tenant, TokenScope
 from tenants.tokens import TOKEN_PREFIX
@@ -57,6 +58,7 @@ class Route:
     name: str
     targets: tuple[Target, ...] = ()
     base_model_id: int | None = None  # set for the base model itself
+    alias: bool = False  # the name is an alias (its budgets apply)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,7 @@ class RouteTable:
     down: frozenset[str] = frozenset()  # engines the prober marked down
     # served name -> {engine: "gpu" | "cpu"} as the controller last observed
     residency: dict[str, dict[str, str]] = field(default_factory=dict)
+    budgets: BudgetRules = field(default_factory=BudgetRules)
     built_at: float = 0.0
 
     def route_for(self, tenant_id: int, name: str) -> Route | None:
@@ -264,7 +267,9 @@ def _routes() -> dict[int, dict[str, Route]]:
             if t.version.status == VersionStatus.ACTIVE and t.weight > 0
         )
         if targets:  # an alias whose versions are all disabled serves nothing: not found
-            routes.setdefault(alias.tenant_id, {})[alias.name] = Route(alias.name, targets)
+            routes.setdefault(alias.tenant_id, {})[alias.name] = Route(
+                alias.name, targets, alias=True
+            )
     return routes
 
 
@@ -359,5 +364,6 @@ def build_table(generation: int) -> RouteTable:
         engines=engines,
         down=down,
         residency=residency,
+        budgets=load_rules(),
         built_at=timezone.now().timestamp(),
     )

@@ -182,6 +182,7 @@ INSTALLED_APPS = [
     "tenants",
     "adapters",
     "workers",
+    "budgets",
     "gateway",
     "evals",
 ]
@@ -679,6 +680,73 @@ SSO_BREAK_GLASS_ADMIN = env_str(
     doc="the one username that may still sign in with a local password when `SSO_LOCAL_PASSWORDS` is 0",
 )
 
+# --- tenant notifications: e-mail and signed webhooks (tenants/notifications, docs/notifications.md) ---
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend",
+    doc="Django's e-mail backend for notifications (`...console.EmailBackend` prints them)",
+    shown="SMTP",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost", doc="SMTP server that sends notification e-mail")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, doc="its port")
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "", doc="SMTP user name (empty: no login)")
+EMAIL_HOST_PASSWORD = env_str(
+    "EMAIL_HOST_PASSWORD", "", doc="SMTP password (a secret)", shown="empty"
+)
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False, doc="STARTTLS to the SMTP server", shown="`0`")
+EMAIL_USE_SSL = env_bool(
+    "EMAIL_USE_SSL", False, doc="implicit TLS to the SMTP server (port 465)", shown="`0`"
+)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1, doc="seconds to wait for the SMTP server")
+DEFAULT_FROM_EMAIL = env_str(
+    "DEFAULT_FROM_EMAIL",
+    "LoRA Portal <lora-portal@localhost>",
+    doc="the sender of notification e-mail",
+    shown="`lora-portal@localhost`",
+)
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env_bool(
+    "WEBHOOK_ALLOW_PRIVATE_ADDRESSES",
+    False,
+    doc=(
+        "let webhooks post to private, loopback and link-local addresses (a lab or an internal "
+        "receiver); off, such URLs are refused when saved and at every send"
+    ),
+    shown="`0`",
+)
+WEBHOOK_TIMEOUT_SECONDS = env_int(
+    "WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1, doc="seconds a webhook receiver has to answer"
+)
+NOTIFY_MAX_ATTEMPTS = env_int(
+    "NOTIFY_MAX_ATTEMPTS",
+    8,
+    minimum=1,
+    doc="attempts per notification e-mail or webhook post before it is marked failed",
+)
+NOTIFY_RETRY_BASE_SECONDS = env_int(
+    "NOTIFY_RETRY_BASE_SECONDS",
+    30,
+    minimum=1,
+    doc="wait before the second attempt of a failed delivery; it doubles at each further one",
+)
+# Budgets' thresholds are checked by a loop (budgets/alerts.py): each one crossed in a window is
+# told once, however often it runs and on however many workers.
+CELERY_BEAT_SCHEDULE["send-budget-alerts"] = {
+    "task": "budgets.tasks.send_budget_alerts",
+    "schedule": float(
+        env_int(
+            "BUDGET_ALERT_SECONDS",
+            30,
+            minimum=1,
+            doc="how often budgets' thresholds are checked (an alert goes out within this time)",
+        )
+    ),
+}
+CELERY_BEAT_SCHEDULE["requeue-stalled-deliveries"] = {
+    "task": "tenants.notifications.requeue_stalled",
+    "schedule": 300.0,
+}
+
 # --- Channels ---
 CHANNEL_LAYERS = {
     "default": {
@@ -1092,6 +1160,18 @@ GATEWAY_FAIR_SHARED_WINDOW_SECONDS = env_float(
         "after its budget)"
     ),
     shown="`60`",
+)
+# Test and benchmark setting: a file holding seconds added to the clock that budgets' windows
+# are read at (budgets.clock), so a gateway in another process crosses a window's boundary when
+# a test says. Unset in production: the file is never read.
+BUDGET_CLOCK_OFFSET_FILE = env_str(
+    "BUDGET_CLOCK_OFFSET_FILE",
+    "",
+    doc=(
+        "tests and benchmarks only: a file holding an offset in seconds added to the clock that "
+        "budgets' windows are read at (docs/budgets.md); unset, the system clock"
+    ),
+    shown="unset",
 )
 # Each replica renews a lease this long (every quarter of it); a replica whose lease lapsed (it
 # died) has what its requests held in the shared counts given back by the others (gateway.replicas).

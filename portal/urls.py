@@ -41,4 +41,5 @@ urlpatterns = [
     path("", include("evals.page_urls")),
     path("", include("gateway.usage_urls")),
     path("", include("portal.platform_urls")),
+    path("", include("budgets.page_urls")),
 ]

@@ -73,6 +73,8 @@ class Tenant(models.Model):
     )
     require_signatures = models.BooleanField(default=False)
     pool = models.CharField(max_length=40, blank=True, default="")
+    # IANA name; the calendar windows of the tenant's budgets (day, week, month) follow it.
+    time_zone = models.CharField(max_length=64, default="UTC")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -172,4 +174,12 @@ class SigningKey(models.Model):
 
 
 # The SSO tables belong to this app (its migrations); their code lives in tenants/sso.
+# So are the notification tables (tenants/notifications).
+from tenants.notifications.models import (  # noqa: E402,F401
+    Delivery,
+    DeliveryAttempt,
+    EmailRecipient,
+    Notification,
+    WebhookEndpoint,
+)
 from tenants.sso.models import SsoIdentity, SsoMapping  # noqa: E402,F401

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
+# The notification tasks live beside their package; imported here so every process has them.
+from tenants.notifications.tasks import deliver, requeue_stalled  # noqa: F401
+
 
 @shared_task(name="tenants.tasks.recheck_sso_token_holders", acks_late=True, ignore_result=True)
 def recheck_sso_token_holders() -> None:

@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.fast_flush",
     "tests.fixtures.database_sessions",
     "tests.fixtures.oidc_provider",
+    "tests.fixtures.notifications",
 ]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from lora_portal_client import cli_aliases, cli_evals, cli_records, cli_versions
+from lora_portal_client import cli_aliases, cli_budgets, cli_evals, cli_records, cli_versions
 from lora_portal_client.cli_common import emit, json_option, note, warn_if_plain_http, with_client
 from lora_portal_client.client import Client
 from lora_portal_client.config import (
@@ -166,6 +166,7 @@ cli_versions.register(cli)
 cli_aliases.register(cli)
 cli_records.register(cli)
 cli_evals.register(cli)
+cli_budgets.register(cli)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -223,6 +223,21 @@ class Client:
         self.request("DELETE", path)
 
     # --- aliases ---
+    # --- budgets ---
+    def budgets(self, tenant: str) -> list[Json]:
+        return self._all_pages(paths.BUDGETS.format(tenant=tenant))
+
+    def budget_create(self, tenant: str, body: Json) -> Json:
+        return self._json("POST", paths.BUDGETS.format(tenant=tenant), json=body)
+
+    def budget_update(self, tenant: str, budget: int, body: Json) -> Json:
+        return self._json("PATCH", paths.BUDGET.format(tenant=tenant, budget=budget), json=body)
+
+    def budget_raise_request(self, tenant: str, budget: int, body: Json) -> Json:
+        return self._json(
+            "POST", paths.BUDGET_RAISES.format(tenant=tenant, budget=budget), json=body
+        )
+
     def alias(self, ref: AliasRef) -> Json:
         return self._json("GET", paths.ALIAS.format(tenant=ref.tenant, alias=ref.name))
 

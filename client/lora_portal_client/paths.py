@@ -52,3 +52,9 @@ EVAL_RUNS = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-
 EVAL_RUN = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/{run}/"
 EVAL_CASES = "/api/v1/tenants/{tenant}/adapters/{adapter}/versions/{number}/eval-runs/{run}/cases/"
 EVALS = [EVAL_SUITES, EVAL_RUNS, EVAL_RUN, EVAL_CASES]
+
+# Budgets and their raises.
+BUDGETS = "/api/v1/tenants/{tenant}/budgets/"
+BUDGET = "/api/v1/tenants/{tenant}/budgets/{budget}/"
+BUDGET_RAISES = "/api/v1/tenants/{tenant}/budgets/{budget}/raise-requests/"
+BUDGET_PATHS = [BUDGETS, BUDGET, BUDGET_RAISES]

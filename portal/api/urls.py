@@ -11,6 +11,8 @@ from adapters.api import (
     VersionViewSet,
 )
 from adapters.api_uploads import DirectUploadViewSet
+from budgets.api import BudgetViewSet, PriceCardViewSet
+from budgets.raise_api import BudgetRaiseDecisionViewSet, BudgetRaiseRequestViewSet
 from evals.api import PolicyViewSet, RunViewSet, SuiteViewSet
 from gateway.api import AdapterMetricsViewSet, TenantUsageViewSet, UsageViewSet
 from gateway.cost_api import CostViewSet
@@ -24,6 +26,11 @@ from tenants.api import (
     UserViewSet,
 )
 from tenants.api_signing import SignaturePolicyViewSet, SigningKeyViewSet
+from tenants.notifications.api import (
+    EmailRecipientViewSet,
+    NotificationViewSet,
+    WebhookViewSet,
+)
 from tenants.sso.api import SsoProviderViewSet
 from workers.api import EngineViewSet
 
@@ -37,6 +44,7 @@ root.register("versions", VersionQueueViewSet, basename="version-queue")
 root.register("audit", AuditViewSet, basename="audit")
 root.register("usage", UsageViewSet, basename="usage")
 root.register("sso/providers", SsoProviderViewSet, basename="sso-provider")
+root.register("budget-raise-requests", BudgetRaiseDecisionViewSet, basename="budget-raise-request")
 
 tenant = SimpleRouter(trailing_slash=True)
 tenant.register("members", MemberViewSet, basename="member")
@@ -46,6 +54,10 @@ tenant.register("aliases", AliasViewSet, basename="alias")
 tenant.register("signing-keys", SigningKeyViewSet, basename="signing-key")
 tenant.register("usage", TenantUsageViewSet, basename="tenant-usage")
 tenant.register("eval-suites", SuiteViewSet, basename="eval-suite")
+tenant.register("notifications", NotificationViewSet, basename="notification")
+tenant.register("email-recipients", EmailRecipientViewSet, basename="email-recipient")
+tenant.register("webhooks", WebhookViewSet, basename="webhook")
+tenant.register("budgets", BudgetViewSet, basename="budget")
 
 adapter = SimpleRouter(trailing_slash=True)
 adapter.register("versions", VersionViewSet, basename="version")
@@ -62,6 +74,11 @@ urlpatterns = [
     path("evidence/key/", EvidenceKeyViewSet.as_view({"get": "list"}), name="evidence-key"),
     path("audit/export/", AuditExportViewSet.as_view({"get": "list"}), name="audit-export"),
     path("cost/", CostViewSet.as_view({"get": "list"}), name="cost"),
+    path(
+        "price-cards/",
+        PriceCardViewSet.as_view({"get": "list", "put": "update_card"}),
+        name="price-cards",
+    ),
     path(
         "cost/settings/",
         CostViewSet.as_view({"get": "read_settings", "put": "update_settings"}),
@@ -93,6 +110,11 @@ urlpatterns = [
         "tenants/<slug:tenant>/signature-policy/",
         SignaturePolicyViewSet.as_view({"get": "retrieve", "put": "update"}),
         name="signature-policy",
+    ),
+    path(
+        "tenants/<slug:tenant>/budgets/<str:budget>/raise-requests/",
+        BudgetRaiseRequestViewSet.as_view({"get": "list", "post": "create"}),
+        name="budget-raise-requests",
     ),
     path("tenants/<slug:tenant>/", include(tenant.urls)),
     path("", include(root.urls)),

@@ -8,6 +8,7 @@ from django import template
 
 from adapters.access import AccessContext
 from gateway.usage import may_read_usage
+from tenants.notifications.selectors import recent_notices
 
 register = template.Library()
 
@@ -27,4 +28,8 @@ def tenant_tabs(context: Any, tenant: Any, current: str = "") -> dict[str, Any]:
         "show_usage": may_read_usage(access, tenant),
         "show_cost": access.may_read_cost(tenant),
         "show_playground": access.tenant_can(tenant, "use_playground"),
+        "show_notifications": member_view,
+        "show_budgets": access.may_view_budgets(tenant),
+        # What the tenant was told lately (a budget's threshold...), on every one of its pages.
+        "notices": recent_notices(tenant=tenant) if member_view else [],
     }

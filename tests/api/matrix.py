@@ -85,6 +85,8 @@ CELLS: dict[str, tuple[int, str]] = {
     "403v": (403, "evidence.not_allowed"),
     "403c": (403, "cost.not_allowed"),
     "403g": (403, "eval_run.not_allowed"),
+    "403br": (403, "budget_raise.not_owner"),
+    "403p": (403, "price_card.not_allowed"),
 }
 
 
@@ -234,6 +236,30 @@ def _alias_targets(expected: dict[str, int]) -> Callable[[Any, Any], None]:
 
 def _new_key_body(state: Any) -> dict[str, Any]:
     return {"name": "ci-key", "public_key_pem": state.new_key_pem}
+
+
+def _pending_raise(state: Any) -> None:
+    """alice (an owner of acme) asks to raise acme's tenant budget (100000) to 200000 tokens."""
+    from budgets.models import Budget
+    from budgets.raises import raise_request_create
+
+    state.raise_request_id = raise_request_create(
+        access=AccessContext.for_user(state.world.users["alice"]),
+        budget=Budget.objects.get(tenant__slug="acme", scope="tenant"),
+        tokens=200_000,
+        duration="window",
+        reason="launch",
+    ).pk
+
+
+def _raise_status(expected: str) -> Callable[[Any, Any], None]:
+    def check(state: Any, response: Any) -> None:
+        from budgets.models import BudgetRaiseRequest
+
+        found = BudgetRaiseRequest.objects.get(pk=state.raise_request_id)
+        assert found.status == expected and response.json()["status"] == expected
+
+    return check
 
 
 # The matrix's identity provider (tests/api/test_permission_matrix.py sets it; never contacted).
@@ -419,6 +445,42 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E("PUT", "tenants/{tenant}/signature-policy/", 200, "admin", "alice", OWNERS,
       body={"require_signatures": True}, audit="tenant.signature_policy",
       then=_exists("tenants.Tenant", slug="acme", require_signatures=True)),
+    # notifications: members read them; owners say where they go (e-mail, webhooks)
+    E("GET", "tenants/{tenant}/notifications/", 200, "read", "alice", TENANT_READ),
+    E("GET", "tenants/{tenant}/email-recipients/", 200, "read", "alice", OWNERS),
+    E("POST", "tenants/{tenant}/email-recipients/", 201, "admin", "alice", OWNERS,
+      body={"email": "pager@acme.test"}, audit="email_recipient.add",
+      then=_exists("tenants.EmailRecipient", tenant__slug="acme", email="pager@acme.test")),
+    E("DELETE", "tenants/{tenant}/email-recipients/{email}/", 204, "admin", "alice", OWNERS,
+      audit="email_recipient.remove", then=_gone("tenants.EmailRecipient", email="ops@acme.test")),
+    E("GET", "tenants/{tenant}/webhooks/", 200, "read", "alice", OWNERS),
+    E("POST", "tenants/{tenant}/webhooks/", 201, "admin", "alice", OWNERS,
+      body={"name": "pager", "url": "http://127.0.0.1:9/pager"}, audit="webhook.create",
+      then=_exists("tenants.WebhookEndpoint", tenant__slug="acme", name="pager")),
+    E("GET", "tenants/{tenant}/webhooks/{webhook}/", 200, "read", "alice", OWNERS),
+    E("PATCH", "tenants/{tenant}/webhooks/{webhook}/", 200, "admin", "alice", OWNERS,
+      body={"active": False}, audit="webhook.update",
+      then=_exists("tenants.WebhookEndpoint", name="ops", active=False)),
+    E("DELETE", "tenants/{tenant}/webhooks/{webhook}/", 204, "admin", "alice", OWNERS,
+      audit="webhook.delete", then=_gone("tenants.WebhookEndpoint", name="ops")),
+    E("GET", "tenants/{tenant}/webhooks/{webhook}/deliveries/", 200, "read", "alice", OWNERS),
+    # raising a budget: owners ask, platform admins (not the requester) decide
+    E("GET", "tenants/{tenant}/budgets/{budget}/raise-requests/", 200, "read", "alice",
+      TENANT_READ),
+    E("POST", "tenants/{tenant}/budgets/{budget}/raise-requests/", 201, "write", "alice",
+      "401 ok   403br 403br 403br 403br 404t 404t 403br -    404t 404t",
+      body={"tokens": 300_000, "duration": "permanent", "reason": "growth"},
+      audit="budget_raise.request",
+      then=_exists("budgets.BudgetRaiseRequest", tokens=300_000, status="pending")),
+    E("GET", "budget-raise-requests/", 200, "read", "adam", PLATFORM_ADMIN),
+    E("GET", "budget-raise-requests/{raise_request}/", 200, "read", "adam", PLATFORM_ADMIN,
+      setup=_pending_raise),
+    E("POST", "budget-raise-requests/{raise_request}/approve/", 200, "admin", "adam",
+      PLATFORM_ADMIN, setup=_pending_raise, body={"comment": "ok"},
+      audit="budget_raise.approve", then=_raise_status("approved")),
+    E("POST", "budget-raise-requests/{raise_request}/reject/", 200, "admin", "adam",
+      PLATFORM_ADMIN, setup=_pending_raise, body={"comment": "no"},
+      audit="budget_raise.reject", then=_raise_status("rejected")),
     # aliases (support-bot -> support@1)
     E("GET", "tenants/{tenant}/aliases/", 200, "read", "alice", TENANT_READ),
     E("POST", "tenants/{tenant}/aliases/", 201, "write", "alice", TENANT_WRITE,
@@ -499,6 +561,27 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       "401 403c 403c 403c ok   403c 403c 403c 403c -    403c 403b",
       body={"price_per_engine_hour": "1.25"}, audit="cost.settings",
       then=_exists("gateway.CostSettings", price_per_engine_hour="1.25")),
+    # budgets: members see them, owners (and platform admins) set them; price cards, admins
+    E("GET", "tenants/{tenant}/budgets/", 200, "read", "alice", TENANT_READ),
+    E("POST", "tenants/{tenant}/budgets/", 201, "write", "alice", USAGE_OWNERS,
+      body={"scope": "alias:support-bot", "tokens": 1000, "window": "day"},
+      audit="budget.create",
+      then=_exists("budgets.Budget", scope="alias:support-bot", window="day")),
+    E("GET", "tenants/{tenant}/budgets/{budget}/", 200, "read", "alice", TENANT_READ),
+    E("PUT", "tenants/{tenant}/budgets/{budget}/", 200, "write", "alice", USAGE_OWNERS,
+      body={"scope": "tenant", "tokens": 5000, "window": "week"}, audit="budget.update",
+      then=_exists("budgets.Budget", scope="tenant", tokens=5000, window="week")),
+    E("PATCH", "tenants/{tenant}/budgets/{budget}/", 200, "write", "alice", USAGE_OWNERS,
+      body={"tokens": 7000}, audit="budget.update",
+      then=_exists("budgets.Budget", scope="tenant", tokens=7000)),
+    E("DELETE", "tenants/{tenant}/budgets/{budget}/", 204, "write", "alice", USAGE_OWNERS,
+      audit="budget.delete", then=_gone("budgets.Budget", scope="tenant")),
+    E("GET", "price-cards/", 200, "read", "adam", PLATFORM_ADMIN),
+    E("PUT", "price-cards/", 200, "admin", "adam",
+      "401 403p 403p 403p ok   403p 403p 403p 403p -    403p 403b",
+      body={"base_model": TINY, "prompt_weight": "2", "price_per_million": "0.5"},
+      audit="price_card.set",
+      then=_exists("budgets.PriceCard", base_model__name=TINY, prompt_weight="2")),
 )
 
 def _suite_body(state: Any) -> dict[str, Any]:
@@ -598,6 +681,10 @@ _SAMPLE_PARAMS = {
     "key": "k",
     "upload": "0" * 32,
     "mapping": "1",
+    "webhook": "w",
+    "email": "e@example.com",
+    "budget": "1",
+    "raise_request": "1",
     "run": "1",
 }
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

@@ -30,6 +30,7 @@ from adapters.models import (
 )
 from adapters.services import aliases, lifecycle, uploads
 from adapters.services.validation import version_claim_for_validation
+from budgets.models import Budget, PriceCard
 from core.audit_models import AuditEvent
 from tenants.models import ApiToken, Membership, SigningKey, Tenant
 from tenants.services import adapter_grant
@@ -59,6 +60,7 @@ class State:
     new_key_pem: str = ""
     hf_config: dict[str, Any] = field(default_factory=lambda: dict(TINY_HF_CONFIG))
     direct_upload_id: str = "0" * 32
+    raise_request_id: int = 0  # a pending raise alice asked for (set per case)
     direct_parts: list[dict[str, Any]] = field(default_factory=list)
     _open: ExitStack = field(default_factory=ExitStack)
 
@@ -202,6 +204,8 @@ def build_state(tmp_path: Path) -> State:
         public_key_pem=_public_pem(),
     )
     _eval_gate(world)
+    _notifications(world)
+    Budget.objects.create(tenant=world.acme, scope="tenant", tokens=100_000, window="month")
     return State(
         world=world,
         files=files,
@@ -229,6 +233,15 @@ def _eval_gate(world: World) -> None:
     finished_run(world.support.versions.get(number=2), suite, {"c1": ("hello", "hi")})
 
 
+def _notifications(world: World) -> None:
+    """E-mail recipient ops@acme.test and webhook ops (on loopback: the matrix allows it)."""
+    from tenants.notifications.services import email_recipient_add, webhook_create
+
+    alice = AccessContext.for_user(world.users["alice"])
+    email_recipient_add(access=alice, tenant=world.acme, email="ops@acme.test")
+    webhook_create(access=alice, tenant=world.acme, name="ops", url="http://127.0.0.1:9/ops")
+
+
 def _public_pem() -> str:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -251,6 +264,10 @@ def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str
         "name": state.world.base.name,
         "key": "release-key",
         "upload": state.direct_upload_id,
+        "webhook": "ops",
+        "email": "ops@acme.test",
+        "budget": str(Budget.objects.get(tenant__slug="acme", scope="tenant").pk),
+        "raise_request": str(state.raise_request_id),
     }
     params.update(endpoint.params)
     return params
@@ -311,5 +328,7 @@ def fingerprint() -> dict[str, Any]:
         "signing_keys": rows(SigningKey.objects, "tenant_id", "name", "revoked_at"),
         "signature_policy": rows(Tenant.objects, "require_signatures"),
         "direct_uploads": rows(DirectUpload.objects, "public_id", "state", "started_by_id"),
+        "budgets": rows(Budget.objects, "tenant_id", "scope", "tokens", "window", "thresholds"),
+        "price_cards": rows(PriceCard.objects, "base_model_id", "prompt_weight", "updated_at"),
         "audit": rows(AuditEvent.objects, "action"),
     }

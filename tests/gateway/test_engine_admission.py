@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -44,7 +45,7 @@ def _target(served_name: str, max_concurrent: int = 0) -> Target:
 
 
 def _admission(scripts, served_name: str, **kwargs) -> limits.Admission:
-    fields = {"tenant_id": 0, "rpm_limit": 0}
+    fields: dict[str, Any] = {"tenant_id": 0, "rpm_limit": 0}
     fields.update(kwargs)
     return limits.Admission(scripts, target=_target(served_name), requested=served_name, **fields)
 

@@ -108,6 +108,44 @@ def _acme_key(pw: PagesWorld) -> dict[str, Any]:
     return {"tenant": "acme", "key": key.name}
 
 
+def _acme_webhook(pw: PagesWorld) -> dict[str, Any]:
+    from tenants.notifications.models import WebhookEndpoint
+
+    WebhookEndpoint.objects.get_or_create(
+        tenant=pw.world.acme,
+        name="pages-hook",
+        defaults={"url": "https://hooks.example.com/portal", "secret_sealed": "-"},
+    )
+    return {"tenant": "acme", "webhook": "pages-hook"}
+
+
+def _acme_budget(pw: PagesWorld) -> dict[str, Any]:
+    from budgets.models import Budget
+
+    budget, _ = Budget.objects.get_or_create(
+        tenant=pw.world.acme, scope="tenant", window="month", defaults={"tokens": 1000}
+    )
+    return {"tenant": "acme", "budget": budget.pk}
+
+
+def _pending_raise(pw: PagesWorld) -> dict[str, Any]:
+    """alice asks to raise acme's budget (a platform admin decides; alice may not)."""
+    from adapters.access import AccessContext
+    from budgets.models import Budget, BudgetRaiseRequest
+    from budgets.raises import raise_request_create
+
+    budget = Budget.objects.get(pk=_acme_budget(pw)["budget"])
+    pending = BudgetRaiseRequest.objects.filter(budget=budget, status="pending").first()
+    pending = pending or raise_request_create(
+        access=AccessContext.for_user(pw.world.users["alice"]),
+        budget=budget,
+        tokens=2000,
+        duration="window",
+        reason="launch",
+    )
+    return {"raise_request": pending.pk}
+
+
 # Operators and platform admins only; everyone else 403 before any lookup.
 NOT_FLEET = {"alice": 403, "bob": 403, "vera": 403, "charlie": 403, "rita": 403, "nora": 403}
 ACTIVE_LABEL = {"version": "acme/support@2"}
@@ -367,6 +405,89 @@ PAGE_ROUTES: list[PageRoute] = [
         _acme,
         "post",
         expect={"charlie": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    # --- notifications (tenants/notifications/pages.py): members read, owners manage ---
+    PageRoute(
+        "tenant-notifications",
+        _acme,
+        expect={"charlie": 404, "nora": 404, "vera": 200, "bob": 200, "alice": 200},
+    ),
+    PageRoute(
+        "email-recipient-add",
+        _acme,
+        "post",
+        data={"email": "ops@acme.test"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "email-recipient-remove",
+        _acme,
+        "post",
+        data={"email": "nobody@acme.test"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 404},
+    ),
+    PageRoute(
+        "webhook-add",
+        _acme,
+        "post",
+        data={"name": "lab", "url": "http://127.0.0.1:9/hook"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 400},
+    ),
+    PageRoute(
+        "webhook-active",
+        _acme_webhook,
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "webhook-delete",
+        _acme_webhook,
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    # --- budgets (budgets/pages/budgets.py): members read, owners ask, platform admins decide ---
+    PageRoute(
+        "tenant-budgets",
+        _acme,
+        expect={"charlie": 404, "nora": 404, "vera": 200, "alice": 200, "adam": 200},
+    ),
+    PageRoute(
+        "budget-raise-request-add",
+        _acme_budget,
+        "post",
+        data={"tokens": "5000", "duration": "window", "reason": "launch"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "adam": 403, "alice": 302},
+    ),
+    PageRoute(
+        "budget-set",
+        _acme,
+        "post",
+        data={"scope": "alias:prod", "tokens": "100", "window": "day"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "budget-edit",
+        _acme_budget,
+        "post",
+        data={"tokens": "1500"},
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
+    ),
+    PageRoute(
+        "price-card-save",
+        _none,
+        "post",
+        data={"base_model": "tiny-llama", "prompt_weight": "0.5"},
+        expect={"alice": 403, "rita": 403, "olga": 403, "adam": 302},
+    ),
+    PageRoute(
+        "platform-budgets", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}
+    ),
+    PageRoute(
+        "budget-raise-request-decide",
+        _pending_raise,
+        "post",
+        data={"decision": "reject", "comment": "not now"},
+        expect={"alice": 403, "rita": 403, "olga": 403, "adam": 302},
     ),
     # --- usage (gateway/usage_pages.py): owners and platform admins ---
     PageRoute(

@@ -1,5 +1,5 @@
 """Dependencies point one way (docs/architecture.md): core <- tenants <- adapters <- workers <-
-gateway <- evals <- portal. A lower layer never imports a higher one, lazily or not; the pure
+budgets <- gateway <- evals <- portal. A lower layer never imports a higher one, lazily or not; the pure
 packages (adapters/validation, workers/cache_policy, evals/scoring) use no Django and no app, and any layer may
 use them; no two modules import each other, directly or round a circle. Read from the source,
 so a new import that breaks the rule fails here."""
@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SITE = "portal"
 BASE = "core"
-APPS = ("tenants", "adapters", "workers", "gateway", "evals")
+APPS = ("tenants", "adapters", "workers", "budgets", "gateway", "evals")
 ORDER = (BASE, *APPS, SITE)  # lowest first
 PURE = ("adapters.validation", "workers.cache_policy", "evals.scoring")
 # What "no Django" means for a pure package: the framework and what runs on it.

@@ -12,7 +12,7 @@ from portal.settings_table import README, declarations, render, with_table
 ROOT = Path(__file__).resolve().parents[2]
 # The portal's apps; the CLI (client/), the engine's plugin (engine/) and the benchmarks are
 # programs of their own with their own options.
-APPS = ("core", "tenants", "adapters", "workers", "gateway", "evals", "portal")
+APPS = ("core", "tenants", "adapters", "workers", "budgets", "gateway", "evals", "portal")
 READS_HERE = {ROOT / "portal" / "env.py", ROOT / "portal" / "settings.py"}
 # Reads whose variable a declared setting names: a provider's client secret, from the variable
 # its OIDC_PROVIDERS entry names (`client_secret_env`), read where it is used.

@@ -14,7 +14,15 @@ from workers.redis_contract import scripts
 
 SCRIPTS = {
     name: getattr(scripts, name)
-    for name in ("ENTER", "LEAVE", "REAP", "PIN_CLAIM", "PINS_OBSERVED", "SLOT_ENTER")
+    for name in (
+        "ENTER",
+        "LEAVE",
+        "REAP",
+        "PIN_CLAIM",
+        "PINS_OBSERVED",
+        "SLOT_ENTER",
+        "BUDGET_SETTLE",
+    )
 }
 LUA = sorted(Path(scripts.__file__).parent.glob("*.lua"))
 

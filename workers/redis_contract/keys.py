@@ -45,3 +45,15 @@ def rpm_key(tenant_id: int, minute: int) -> str:
 def conc_key(served_name: str) -> str:
     """Counter: the version's requests in flight on every replica, by weight."""
     return f"{GATEWAY}:conc:{served_name}"
+
+
+BUDGETS_READY = (
+    f"{GATEWAY}:budgets:ready"  # set once the budgets' counts are rebuilt (budgets.rebuild)
+)
+BUDGETS_REAPED = f"{GATEWAY}:budgets:reaped"  # hash: `<budget>|<window>` -> worst cases reaped
+
+
+def budget_key(budget_id: int, window: int) -> str:
+    """Hash: one budget's window (its start, unix seconds): `used` (settled tokens), `reserved`
+    (worst cases of the requests in flight)."""
+    return f"{GATEWAY}:budget:{budget_id}:{window}"

@@ -1,6 +1,9 @@
 -- A dead replica's holds given back. KEYS: the replicas' set. ARGV: the lease key prefix, the
--- ledger key prefix, the reaping replica's own id. Counter keys come from the ledgers' fields (so
--- not declared: one Redis server, as every script here). Never lowers a count below zero.
+-- ledger key prefix, the reaping replica's own id, the budgets' reaped hash. Counter keys come
+-- from the ledgers' fields (so not declared: one Redis server, as every script here). Never
+-- lowers a count below zero. A budget's reservation (field `reserved`) is not given back but
+-- settled at its worst case (the request may have run to its end), and noted in the reaped hash
+-- so that the spend is persisted too (budgets.rebuild).
 local reaped = 0
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if id ~= ARGV[3] and redis.call('EXISTS', ARGV[1] .. id) == 0 then
@@ -15,6 +18,10 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
         local have = tonumber(redis.call('HGET', key, field) or '0')
         if have - n <= 0 then redis.call('HDEL', key, field)
         else redis.call('HINCRBY', key, field, -n) end
+        if field == 'reserved' and ARGV[4] then
+          if redis.call('EXISTS', key) == 1 then redis.call('HINCRBY', key, 'used', n) end
+          redis.call('HINCRBY', ARGV[4], key, n)
+        end
       else
         local have = tonumber(redis.call('GET', rest) or '0')
         if math.min(n, have) > 0 then redis.call('DECRBY', rest, math.min(n, have)) end

@@ -27,10 +27,20 @@ PINS_OBSERVED = _compose("pins_observed")
 SLOT_ENTER = _compose(*_ADMIT, "slot_enter")
 
 # The gateway's (gateway.limits, gateway.replicas): the admission runs inside the ledger's wrapper.
+# Budgets (budget_reserve.lua) wrap the admission as a function, unedited: their check comes
+# before it counts anything, their reservation after it admitted.
+_ADMISSION_IN_BUDGETS = (
+    _compose(*_ADMIT)
+    + "\nlocal function admission()"
+    + _compose("admission")
+    + "\nend"
+    + _compose("budget_reserve")
+)
 ENTER = (
     _compose("ledger", "ledger_enter")
-    .replace("ENTER_BODY", _compose(*_ADMIT, "admission"))
+    .replace("ENTER_BODY", _ADMISSION_IN_BUDGETS)
     .replace("CONCURRENCY_TTL", str(CONCURRENCY_TTL_S))
 )
 LEAVE = _compose("ledger", "leave")
+BUDGET_SETTLE = _compose("ledger", "budget_settle")
 REAP = _compose("reap")

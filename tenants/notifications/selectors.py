@@ -1,0 +1,63 @@
+"""Reads: a tenant's notifications, recipients, webhooks and their deliveries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from tenants.models import Membership, Tenant, TenantRole
+from tenants.notifications.models import (
+    Delivery,
+    EmailRecipient,
+    Notification,
+    WebhookEndpoint,
+)
+
+# How long a notification stays a notice at the top of the tenant's pages.
+NOTICE_DAYS = 7
+
+
+def email_recipients_effective(*, tenant: Tenant) -> list[str]:
+    """Who an e-mail goes to now: the tenant's list, or with none listed its owners (those
+    with an address)."""
+    listed = list(EmailRecipient.objects.filter(tenant=tenant).values_list("email", flat=True))
+    if listed:
+        return listed
+    owners = (
+        Membership.objects.filter(tenant=tenant, role=TenantRole.OWNER, user__is_active=True)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    )
+    return sorted({email.lower() for email in owners})
+
+
+def email_recipients_of(*, tenant: Tenant) -> QuerySet[EmailRecipient]:
+    return EmailRecipient.objects.filter(tenant=tenant).order_by("email")
+
+
+def notifications_of(*, tenant: Tenant) -> QuerySet[Notification]:
+    return Notification.objects.filter(tenant=tenant).order_by("-created_at", "-id")
+
+
+def recent_notices(*, tenant: Tenant, limit: int = 3) -> list[Notification]:
+    since = timezone.now() - timedelta(days=NOTICE_DAYS)
+    return list(notifications_of(tenant=tenant).filter(created_at__gte=since)[:limit])
+
+
+def webhooks_of(*, tenant: Tenant) -> QuerySet[WebhookEndpoint]:
+    return WebhookEndpoint.objects.filter(tenant=tenant).order_by("name")
+
+
+def deliveries_of(*, tenant: Tenant) -> QuerySet[Delivery]:
+    return (
+        Delivery.objects.filter(tenant=tenant)
+        .select_related("notification", "webhook")
+        .prefetch_related("attempt_log")
+        .order_by("-created_at", "-id")
+    )
+
+
+def webhook_deliveries(*, hook: WebhookEndpoint) -> QuerySet[Delivery]:
+    return deliveries_of(tenant=hook.tenant).filter(webhook=hook)
