@@ -221,6 +221,9 @@ class BudgetSettler:
         self.script = script
         self.queue: list[_Settle] = []
         self._wake = asyncio.Event()
+        # The settle loop and the lease beat both flush; one at a time, or a batch both saw
+        # would be persisted twice.
+        self._flushing = asyncio.Lock()
         self.rebuilding: asyncio.Task[Any] | None = None
 
     def settle(self, claim: BudgetClaim, ledger: str) -> None:
@@ -229,6 +232,10 @@ class BudgetSettler:
 
     async def flush(self) -> int:
         """Persist and settle what waits; how many settled."""
+        async with self._flushing:
+            return await self._flush()
+
+    async def _flush(self) -> int:
         batch = list(self.queue)
         if not batch:
             return 0

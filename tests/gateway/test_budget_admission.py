@@ -185,3 +185,21 @@ async def test_the_window_starts_again_at_the_tenants_midnight(scripts, budget):
     assert nextday.remaining == 0
     await admitted.release()
     await scripts.budgets.flush()
+
+
+async def test_a_flush_beside_the_lease_beats_persists_each_settle_once(scripts, budget):
+    """The settle loop and the lease beat's rebuild both flush; a batch they both saw must be
+    persisted once (the settled spend is read back after a Redis restart)."""
+    now = datetime.now(UTC)
+    for _ in range(8):
+        claim = _claim(budget, 60, now)
+        admission = _admission(scripts, budget, claim)
+        await admission.admit()
+        claim.delivered_tokens(5, 20)
+        await admission.release()
+    await asyncio.gather(scripts.budgets.flush(), scripts.budgets.rebuild())
+    await scripts.budgets.flush()
+    used, reserved = await asyncio.to_thread(_counts, budget, _claim(budget, 1, now))
+    persisted = await asyncio.to_thread(lambda: BudgetSpend.objects.get(budget=budget).tokens)
+    assert (used, reserved, persisted) == (8 * 25, 0, 8 * 25)
+    assert not scripts.budgets.queue
