@@ -192,8 +192,8 @@ def measure(args: argparse.Namespace, procs: dict[str, Any], db_url: str) -> Res
     rebuild_counts()
     bases = []
     for i in range(REPLICAS):
-        proc, base = gs.start_gateway(env, VAR / f"gateway-{i}.log", cpus=None)
-        procs[f"gateway-{i}"] = proc
+        gateway, base = gs.start_gateway(env, VAR / f"gateway-{i}.log", cpus=None)
+        procs[f"gateway-{i}"] = gateway
         bases.append(base)
     # The engine warmed straight (nothing spent): the first compiled pass is not the budget's.
     engine = next(iter(engines.values()))

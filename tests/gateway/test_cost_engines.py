@@ -61,6 +61,22 @@ def _wait_for_flush(expected_requests: int, tenant_ids: set[int]) -> None:
     raise AssertionError(f"the recorder flushed fewer than {expected_requests} requests")
 
 
+def _settled_e2e_seconds() -> dict[str, float]:
+    """Each tenant's e2e sums once the gateway has nothing left to flush: the same over two
+    reads a flush period and a half apart. The suite's gateway may still flush an earlier
+    test's measurements (same tenant slugs) after the keys were emptied; this test counts from
+    here."""
+    seen = {slug: _e2e_seconds(slug) for slug in SENT}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(1.5)  # the recorder flushes once a second
+        now = {slug: _e2e_seconds(slug) for slug in SENT}
+        if now == seen:
+            return now
+        seen = now
+    raise AssertionError(f"the gateway's e2e sums kept changing: {seen}")
+
+
 def _e2e_seconds(tenant: str) -> float:
     """The gateway's own per-version sums (lp:gwm:counters, integer ms per request)."""
     counters: dict[bytes, bytes] = shared_state.client().hgetall("lp:gwm:counters")  # type: ignore[assignment]
@@ -86,6 +102,7 @@ def test_the_cost_view_matches_the_recorded_traffic(worker_fleet, gateway_server
         )
     converge_engine(worker_fleet.a)
     engines_probe_all()  # the prober opens each engine's up-time stretch
+    before = _settled_e2e_seconds()
 
     answered = {slug: {"requests": 0, "tokens": 0} for slug in SENT}
     for slug, (who, model, count) in SENT.items():
@@ -105,7 +122,14 @@ def test_the_cost_view_matches_the_recorded_traffic(worker_fleet, gateway_server
         share = shares[slug]
         assert (share["requests"], share["tokens"]) == (sent["requests"], sent["tokens"])
         # Summed as floats in the usage hash, as rounded milliseconds in the counters.
-        assert abs(share["slot_seconds"] - _e2e_seconds(slug)) <= 0.001 * sent["requests"] + 0.001
+        assert (
+            abs(share["slot_seconds"] - (_e2e_seconds(slug) - before[slug]))
+            <= 0.001 * sent["requests"] + 0.001
+        ), (
+            share["slot_seconds"],
+            _e2e_seconds(slug),
+            before[slug],
+        )
         assert share["slot_seconds"] > 0
     assert shares["acme"]["share_requests"] == 0.6
 
