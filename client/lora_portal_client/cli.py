@@ -62,7 +62,9 @@ def cli() -> None:
 @click.option("--sso", "sso", is_flag=True, help="Sign in through the portal's identity provider.")
 @click.option("--sso-provider", help="Which identity provider, when the portal has several.")
 @click.option(
-    "--no-browser", is_flag=True, help="With --sso: print the sign-in link, do not open a browser."
+    "--no-browser",
+    is_flag=True,
+    help="With --sso by the loopback redirect: print the sign-in link, do not open a browser.",
 )
 @click.option(
     "--sso-flow",

@@ -14,6 +14,7 @@ from lora_portal_client.errors import ExitCode, PortalError
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 DEFAULT_INTERVAL_SECONDS = 5  # when the provider names none (RFC 8628, section 3.2)
 SLOW_DOWN_SECONDS = 5  # added to the interval at every slow_down, for good (section 3.5)
+MAX_BACKOFF_SECONDS = 60  # the interval doubles while the provider is unreachable, up to this
 
 
 def sign_in_timed_out(wait_seconds: float) -> PortalError:
@@ -46,15 +47,20 @@ def device_flow(
                 raise _code_expired()
             raise sign_in_timed_out(wait_seconds)
         time.sleep(interval)  # before every poll, the first too (section 3.4)
-        answer = httpx.post(
-            discovery["token_endpoint"],
-            data={
-                "grant_type": DEVICE_GRANT,
-                "device_code": started["device_code"],
-                "client_id": client_id,
-            },
-            timeout=30,
-        )
+        try:
+            answer = httpx.post(
+                discovery["token_endpoint"],
+                data={
+                    "grant_type": DEVICE_GRANT,
+                    "device_code": started["device_code"],
+                    "client_id": client_id,
+                },
+                timeout=30,
+            )
+        except httpx.TransportError as exc:  # the code stays good: ask again, less often
+            interval = min(interval * 2, MAX_BACKOFF_SECONDS)
+            say(f"The identity provider did not answer ({exc}); asking again in {interval} s.")
+            continue
         body = _json(answer)
         if answer.status_code == 200:
             if "id_token" not in body:
@@ -88,7 +94,10 @@ def device_flow(
 
 
 def _start(endpoint: str, client_id: str, scopes: str) -> dict[str, Any]:
-    answer = httpx.post(endpoint, data={"client_id": client_id, "scope": scopes}, timeout=30)
+    try:
+        answer = httpx.post(endpoint, data={"client_id": client_id, "scope": scopes}, timeout=30)
+    except httpx.TransportError as exc:
+        raise PortalError("network.unreachable", f"{endpoint}: {exc}") from None
     body = _json(answer)
     if answer.status_code != 200 or "device_code" not in body:
         error = str(body.get("error", f"http_{answer.status_code}"))
