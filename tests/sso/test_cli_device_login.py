@@ -129,6 +129,7 @@ def test_approved_at_the_provider_the_cli_saves_a_working_token_with_the_mapped_
     identity = SsoIdentity.objects.get(user=token.user)
     assert identity.issuer == sso_device.issuer
     assert LOOPBACK_PROMPT not in err
+    assert SLOW_DOWN_LINE not in err  # it kept the announced interval: the provider says if not
 
 
 def test_denied_at_the_provider_the_cli_says_so_and_nothing_is_created(login, sso_device, world):
