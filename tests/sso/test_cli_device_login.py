@@ -19,11 +19,12 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
+from core.audit_models import AuditEvent
 from tenants.models import ApiToken, Membership
 from tenants.sso.models import SsoIdentity, SsoMapping
 from tenants.tokens import token_authenticate
 from tests.client.conftest import CLIENT_SRC
-from tests.fixtures.oidc_provider import DEVICE_INTERVAL_SECONDS
+from tests.fixtures.oidc_provider import CLI_CLIENT_ID, DEVICE_INTERVAL_SECONDS
 from tests.sso.flow import authorize_at_provider, decide_device_code
 
 if TYPE_CHECKING:  # not imported at run time: pytest would try to collect a class named Test*
@@ -196,6 +197,8 @@ def test_the_portal_checks_a_device_grant_id_token_as_any_other(login, sso_devic
     assert status == 5, err
     assert out["error"]["code"] == "sso.wrong_audience"
     _nothing_created()
+    refused = AuditEvent.objects.get(action="sso.refused")
+    assert refused.after == {"code": "sso.wrong_audience", "provider": "testidp", "what": "cli"}
 
 
 def test_a_provider_without_the_device_endpoint_gets_the_loopback_redirect(login, sso, world):
@@ -232,3 +235,53 @@ def test_sso_flow_device_where_the_provider_does_not_offer_it_is_a_usage_error(l
     status, out, err = cli.finish()
     assert status == 4, err
     assert out["error"]["code"] == "sso.no_device_grant"
+
+
+def test_the_provider_answers_each_poll_as_rfc_8628_says(sso_device, world):
+    """What the CLI relies on, asked of the provider directly: pending, slow_down for a poll
+    sooner than the code's interval, access_denied, expired_token. The interval is set to 0
+    (or raised) at the provider so that nothing here waits."""
+    _map_lou(world, sso_device)
+    discovery = httpx.get(f"{sso_device.issuer}/.well-known/openid-configuration").json()
+
+    def start() -> dict[str, Any]:
+        answer = httpx.post(
+            discovery["device_authorization_endpoint"],
+            data={"client_id": CLI_CLIENT_ID, "scope": "openid"},
+        )
+        assert answer.status_code == 200, answer.text
+        started = dict(answer.json())
+        sso_device.device_code(started["user_code"], interval=0)
+        return started
+
+    def poll(started: dict[str, Any]) -> httpx.Response:
+        return httpx.post(
+            discovery["token_endpoint"],
+            data={
+                "grant_type": "urn:ietf:params:oauth:grant-type:device_code",
+                "device_code": started["device_code"],
+                "client_id": CLI_CLIENT_ID,
+            },
+        )
+
+    pending = start()
+    assert poll(pending).json() == {"error": "authorization_pending"}
+    sso_device.device_code(pending["user_code"], interval=60)
+    assert poll(pending).json() == {"error": "slow_down"}
+    denied = start()
+    with httpx.Client() as browser:
+        decide_device_code(
+            denied["verification_uri"], denied["user_code"], "lou", browser, approve=False
+        )
+    assert poll(denied).json() == {"error": "access_denied"}
+    expired = start()
+    sso_device.device_code(expired["user_code"], expire=True)
+    assert poll(expired).json() == {"error": "expired_token"}
+    approved = start()
+    with httpx.Client() as browser:
+        decide_device_code(
+            approved["verification_uri"], approved["user_code"], "lou", browser, approve=True
+        )
+    answer = poll(approved)
+    assert answer.status_code == 200 and "id_token" in answer.json()
+    assert poll(approved).json() == {"error": "expired_token"}  # a code gives one token
