@@ -21,6 +21,8 @@ from lora_portal_client.config import (
 from lora_portal_client.errors import ExitCode, PortalError
 from lora_portal_client.evidence_keys import pinned_from_option, published_keys
 from lora_portal_client.sso import (
+    WAIT_SECONDS,
+    SsoFlow,
     choose_provider,
     id_token_from_provider,
     sso_providers,
@@ -60,7 +62,24 @@ def cli() -> None:
 @click.option("--sso", "sso", is_flag=True, help="Sign in through the portal's identity provider.")
 @click.option("--sso-provider", help="Which identity provider, when the portal has several.")
 @click.option(
-    "--no-browser", is_flag=True, help="With --sso: print the sign-in link, do not open a browser."
+    "--no-browser",
+    is_flag=True,
+    help="With --sso by the loopback redirect: print the sign-in link, do not open a browser.",
+)
+@click.option(
+    "--sso-flow",
+    type=click.Choice([flow.value for flow in SsoFlow]),
+    default=SsoFlow.AUTO.value,
+    show_default=True,
+    help="With --sso: the device grant (a code to enter at the provider's page) where the "
+    "provider offers it, else a browser sent back to a loopback port; or force one.",
+)
+@click.option(
+    "--sso-timeout",
+    type=click.IntRange(1, 3600),
+    default=WAIT_SECONDS,
+    show_default=True,
+    help="With --sso: seconds to wait for the sign-in at the provider.",
 )
 @json_option
 def login(
@@ -75,6 +94,8 @@ def login(
     sso: bool,
     sso_provider: str | None,
     no_browser: bool,
+    sso_flow: str,
+    sso_timeout: int,
     as_json: bool,
 ) -> None:
     """Save a token (mode 0600) for later commands, and the portal's evidence keys, fetched
@@ -89,7 +110,13 @@ def login(
     scope_list = [s.strip() for s in scopes.split(",") if s.strip()]
     if sso:
         provider = choose_provider(sso_providers(url), sso_provider)
-        id_token = id_token_from_provider(provider, say=note, open_browser=not no_browser)
+        id_token = id_token_from_provider(
+            provider,
+            say=note,
+            open_browser=not no_browser,
+            flow=SsoFlow(sso_flow),
+            wait_seconds=sso_timeout,
+        )
         token = trade_for_portal_token(
             url,
             {

@@ -2,8 +2,8 @@
 client, then trade the ID token for a portal token (the portal's /sso/cli/token/).
 
 The OAuth device authorization grant where the provider's discovery offers it (a code to type
-in any browser); else the authorization code flow with PKCE, redirected to a loopback port of
-this machine (RFC 8252)."""
+in any browser, sso_device.py); else the authorization code flow with PKCE, redirected to a
+loopback port of this machine (RFC 8252). `--sso-flow` forces one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import hashlib
 import secrets
 import time
 import webbrowser
+from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -19,6 +20,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 
 from lora_portal_client.errors import ExitCode, PortalError
+from lora_portal_client.sso_device import device_flow, sign_in_timed_out
 
 WAIT_SECONDS = 300  # how long the person has to sign in at the provider
 SCOPES = "openid email profile"
@@ -50,55 +52,43 @@ def choose_provider(providers: list[dict[str, str]], name: str | None) -> dict[s
     return providers[0]
 
 
-def id_token_from_provider(provider: dict[str, str], *, say: Any, open_browser: bool) -> str:
+class SsoFlow(StrEnum):
+    """How `login --sso` signs in at the provider (`--sso-flow`)."""
+
+    AUTO = "auto"  # the device grant where the provider's discovery offers it, else loopback
+    DEVICE = "device"
+    LOOPBACK = "loopback"
+
+
+def id_token_from_provider(
+    provider: dict[str, str],
+    *,
+    say: Any,
+    open_browser: bool,
+    flow: SsoFlow = SsoFlow.AUTO,
+    wait_seconds: float = WAIT_SECONDS,
+) -> str:
     issuer = provider["issuer"].rstrip("/")
     discovery = httpx.get(f"{issuer}/.well-known/openid-configuration", timeout=30).json()
-    if discovery.get("device_authorization_endpoint"):
-        return _device_flow(discovery, provider["client_id"], say=say)
-    return _loopback_flow(discovery, provider["client_id"], say=say, open_browser=open_browser)
-
-
-def _device_flow(discovery: dict[str, Any], client_id: str, *, say: Any) -> str:
-    started = httpx.post(
-        discovery["device_authorization_endpoint"],
-        data={"client_id": client_id, "scope": SCOPES},
-        timeout=30,
-    ).json()
-    uri = started.get("verification_uri_complete") or started["verification_uri"]
-    say(f"Open {uri} and enter the code {started['user_code']} to sign in.")
-    interval = int(started.get("interval", 5))
-    deadline = time.monotonic() + int(started.get("expires_in", WAIT_SECONDS))
-    while time.monotonic() < deadline:
-        time.sleep(interval)  # the provider sets the pace (RFC 8628, section 3.5)
-        answer = httpx.post(
-            discovery["token_endpoint"],
-            data={
-                "grant_type": "urn:ietf:params:oauth:grant-type:device_code",
-                "device_code": started["device_code"],
-                "client_id": client_id,
-            },
-            timeout=30,
+    offers_device = bool(discovery.get("device_authorization_endpoint"))
+    if flow is SsoFlow.DEVICE and not offers_device:
+        raise PortalError(
+            "sso.no_device_grant",
+            f"The identity provider '{provider['name']}' does not offer the device authorization "
+            "grant (its discovery document has no device_authorization_endpoint); "
+            "use --sso-flow loopback.",
+            exit_code=ExitCode.USAGE,
         )
-        body = answer.json()
-        if answer.status_code == 200 and "id_token" in body:
-            return str(body["id_token"])
-        if answer.status_code == 200:
-            raise PortalError(
-                "sso.no_id_token",
-                "The identity provider's device grant gave no ID token (ask for the openid scope "
-                "on its CLI client, or allow the loopback redirect instead).",
-                exit_code=ExitCode.AUTH,
-            )
-        if body.get("error") == "slow_down":
-            interval += 5
-        elif body.get("error") != "authorization_pending":
-            raise PortalError(
-                "sso.provider_refused",
-                f"The identity provider refused: {body.get('error')}.",
-                exit_code=ExitCode.AUTH,
-            )
-    raise PortalError(
-        "sso.timeout", "Nobody signed in at the identity provider in time.", exit_code=ExitCode.AUTH
+    if offers_device and flow is not SsoFlow.LOOPBACK:
+        return device_flow(
+            discovery, provider["client_id"], scopes=SCOPES, say=say, wait_seconds=wait_seconds
+        )
+    return _loopback_flow(
+        discovery,
+        provider["client_id"],
+        say=say,
+        open_browser=open_browser,
+        wait_seconds=wait_seconds,
     )
 
 
@@ -123,7 +113,12 @@ class _Callback(BaseHTTPRequestHandler):
 
 
 def _loopback_flow(
-    discovery: dict[str, Any], client_id: str, *, say: Any, open_browser: bool
+    discovery: dict[str, Any],
+    client_id: str,
+    *,
+    say: Any,
+    open_browser: bool,
+    wait_seconds: float,
 ) -> str:
     handler: type[_Callback] = type("Callback", (_Callback,), {"answer": {}})
     server = HTTPServer(("127.0.0.1", 0), handler)
@@ -151,17 +146,13 @@ def _loopback_flow(
     if open_browser:
         webbrowser.open(authorize)
     server.timeout = 1.0
-    deadline = time.monotonic() + WAIT_SECONDS
+    deadline = time.monotonic() + wait_seconds
     while not handler.answer and time.monotonic() < deadline:
         server.handle_request()
     server.server_close()
     answer = dict(handler.answer)
     if not answer:
-        raise PortalError(
-            "sso.timeout",
-            "Nobody signed in at the identity provider in time.",
-            exit_code=ExitCode.AUTH,
-        )
+        raise sign_in_timed_out(wait_seconds)
     if answer.get("state") != state:
         raise PortalError(
             "sso.bad_state",

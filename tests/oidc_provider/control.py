@@ -1,4 +1,5 @@
-"""The test's hands on the provider: users and their groups, clients, tampering, logout tokens.
+"""The test's hands on the provider: users and their groups, clients, tampering, logout tokens,
+pending device codes.
 
 Every call carries the secret the fixture started the provider with (OIDC_PROVIDER_CONTROL_KEY).
 """
@@ -18,7 +19,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import Application
 
-from tests.oidc_provider import tamper
+from tests.oidc_provider import device, tamper
 
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 
@@ -93,3 +94,8 @@ def logout_token(body: dict[str, Any]) -> dict[str, Any]:
     pem = tamper.foreign_key_pem() if body.get("forge") else key.export_to_pem(True, None)
     token = jwt.encode(claims, pem, algorithm="RS256", headers={"kid": key.thumbprint()})
     return {"logout_token": token}
+
+
+@_guarded
+def device_code(body: dict[str, Any]) -> dict[str, Any]:
+    return device.control(body)

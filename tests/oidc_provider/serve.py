@@ -1,5 +1,7 @@
-"""Start the test provider: `python -m tests.oidc_provider.serve --dir DIR --port PORT [--demo]`
-(`--demo`: as `make run` starts it, with the demo's clients and people, tests/oidc_provider/demo.py).
+"""Start the test provider:
+`python -m tests.oidc_provider.serve --dir DIR --port PORT [--demo] [--device-grant]`
+(`--demo`: as `make run` starts it, with the demo's clients and people, tests/oidc_provider/demo.py;
+`--device-grant`: offer the device authorization grant, tests/oidc_provider/device.py).
 
 Makes its RSA key on the first start, migrates its SQLite database, then serves it with uvicorn.
 """
@@ -35,11 +37,18 @@ def main() -> None:
     parser.add_argument(
         "--demo", action="store_true", help="add `make run`'s demo clients and people"
     )
+    parser.add_argument(
+        "--device-grant",
+        action="store_true",
+        help="offer the OAuth device authorization grant (RFC 8628) in the discovery document",
+    )
     args = parser.parse_args()
     directory = Path(args.dir)
     directory.mkdir(parents=True, exist_ok=True)
     _ensure_key(directory)
     os.environ["OIDC_PROVIDER_DIR"] = str(directory)
+    os.environ["OIDC_PROVIDER_URL"] = f"http://127.0.0.1:{args.port}"
+    os.environ["OIDC_PROVIDER_DEVICE_GRANT"] = "1" if args.device_grant else "0"
     os.environ["DJANGO_SETTINGS_MODULE"] = "tests.oidc_provider.settings"
     import django
     from django.core.management import call_command

@@ -43,3 +43,15 @@ OAUTH2_PROVIDER = {
     "ID_TOKEN_EXPIRE_SECONDS": int(os.environ.get("OIDC_PROVIDER_ID_TOKEN_SECONDS", "300")),
     "ACCESS_TOKEN_EXPIRE_SECONDS": int(os.environ.get("OIDC_PROVIDER_ID_TOKEN_SECONDS", "300")),
 }
+STATIC_URL = "/static/"
+
+# The device authorization grant (tests/oidc_provider/device.py), advertised with --device-grant.
+URL = os.environ.get("OIDC_PROVIDER_URL", "http://127.0.0.1")
+OAUTH2_PROVIDER |= {
+    "OIDC_SERVER_CLASS": "tests.oidc_provider.device.DeviceGrantServer",
+    "OAUTH_DEVICE_VERIFICATION_URI": f"{URL}/o/device/",
+    "OAUTH_DEVICE_VERIFICATION_URI_COMPLETE": f"{URL}/o/device/?user_code={{user_code}}",
+    "DEVICE_FLOW_INTERVAL": int(os.environ.get("OIDC_PROVIDER_DEVICE_INTERVAL", "5")),
+    # The validator sets the person from the approved code (device.poll_status).
+    "OAUTH_PRE_TOKEN_VALIDATION": [],
+}

@@ -1,5 +1,6 @@
 """The test provider's claims (groups, e-mail, name), disabled users refused a refresh (as
-Keycloak, Entra ID and Okta refuse them), and the tampering the bad-input tests ask for."""
+Keycloak, Entra ID and Okta refuse them), the tampering the bad-input tests ask for, and the
+device grant's polls (tests/oidc_provider/device.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 import jwt
 from oauth2_provider.oauth2_validators import OAuth2Validator
 
-from tests.oidc_provider import tamper
+from tests.oidc_provider import device, tamper
 
 
 class TestProviderValidator(OAuth2Validator):
@@ -28,6 +29,16 @@ class TestProviderValidator(OAuth2Validator):
     def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
         valid = super().validate_refresh_token(refresh_token, client, request, *args, **kwargs)
         return valid and request.user.is_active
+
+    def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
+        # A public client may also use the device grant where it is on (one client for both
+        # ways of `lora-portal login --sso`, as at Keycloak).
+        if grant_type == device.DEVICE_GRANT and device.enabled():
+            return request.client.client_type == request.client.CLIENT_PUBLIC
+        return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
+
+    def validate_device_code(self, client_id, code, request, *args, **kwargs):
+        return device.poll_status(client_id, code, request)
 
     def finalize_id_token(self, id_token, token, token_handler, request):
         signed = super().finalize_id_token(id_token, token, token_handler, request)

@@ -61,3 +61,45 @@ def sign_in(client, username: str, *, idp: httpx.Client | None = None):
         if own:
             idp.close()
     return client.get(callback_path(back))
+
+
+def decide_device_code(
+    verification_uri: str, user_code: str, username: str, idp: httpx.Client, *, approve: bool
+) -> None:
+    """What a person does with the code a CLI printed: opens the provider's page, signs in there,
+    types the code, and approves or denies."""
+    page = idp.get(verification_uri)
+    if page.status_code == 302 and "/accounts/login/" in page.headers["location"]:
+        login_url = httpx.URL(verification_uri).join(page.headers["location"])
+        form = idp.get(login_url)
+        token = CSRF_FIELD.search(form.text)
+        assert token, form.text
+        posted = idp.post(
+            login_url,
+            data={
+                "username": username,
+                "password": PASSWORD,
+                "csrfmiddlewaretoken": token.group(1),
+                "next": dict(login_url.params)["next"],
+            },
+            headers={"Referer": str(login_url)},
+        )
+        assert posted.status_code == 302, posted.text[:500]
+        page = idp.get(httpx.URL(verification_uri).join(posted.headers["location"]))
+    assert page.status_code == 200, page.text[:500]
+    entered = _post_form(idp, page, {"user_code": user_code})
+    assert entered.status_code == 302, entered.text[:500]  # to the approve-or-deny page
+    confirm = idp.get(page.url.join(entered.headers["location"]))
+    assert confirm.status_code == 200, confirm.text[:500]
+    decided = _post_form(idp, confirm, {"action": "accept" if approve else "deny"})
+    assert decided.status_code == 302, decided.text[:500]
+
+
+def _post_form(idp: httpx.Client, page: httpx.Response, fields: dict[str, str]) -> httpx.Response:
+    token = CSRF_FIELD.search(page.text)
+    assert token, page.text[:500]
+    return idp.post(
+        page.url,
+        data={**fields, "csrfmiddlewaretoken": token.group(1)},
+        headers={"Referer": str(page.url)},
+    )
