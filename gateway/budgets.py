@@ -222,6 +222,9 @@ class BudgetSettler:
         self.queue: list[_Settle] = []
         self._wake = asyncio.Event()
         self.rebuilding: asyncio.Task[Any] | None = None
+        # One flush at a time: the settle loop and the lease beat's rebuild both flush, and two
+        # at once took the same batch: its spend persisted twice, each settle sent twice.
+        self._flushing = asyncio.Lock()
 
     def settle(self, claim: BudgetClaim, ledger: str) -> None:
         self.queue.append(_Settle(claim, ledger))
@@ -229,6 +232,10 @@ class BudgetSettler:
 
     async def flush(self) -> int:
         """Persist and settle what waits; how many settled."""
+        async with self._flushing:
+            return await self._flush()
+
+    async def _flush(self) -> int:
         batch = list(self.queue)
         if not batch:
             return 0
