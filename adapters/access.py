@@ -386,6 +386,23 @@ class AccessContext:
     def may_change_budgets(self, tenant: Tenant) -> bool:
         return _allowed(self.require_budget_change, tenant)
 
+    def require_tenant_ceiling_change(self, tenant: Tenant) -> None:
+        """Creating, raising or removing a tenant-scope budget (the ceiling on all the tenant
+        spends): platform admins acting with platform powers. Its owners may lower it, and ask
+        for more through a raise request that another person approves (four eyes); an owner who
+        raised it directly would approve their own raise."""
+        if not self.is_platform_admin:
+            raise PermissionDenied(
+                "budget.tenant_ceiling",
+                f"Only a platform admin may create, raise or remove the tenant budget of "
+                f"'{tenant.slug}'. Owners may lower it, or ask for a raise "
+                "(POST .../budgets/{id}/raise-requests/) that a platform admin approves.",
+            )
+        self.require_platform_role("is_platform_admin")
+
+    def may_change_tenant_ceiling(self, tenant: Tenant) -> bool:
+        return _allowed(self.require_tenant_ceiling_change, tenant)
+
     def require_budget_raise_request(self, tenant: Tenant) -> None:
         """Asking to raise one of a tenant's budgets: its owners (a platform admin asks only as
         an owner, through a membership), acting with the `write` scope."""

@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.gateway_overhead [--requests 300] [--warmup 30]
         [--load-requests 1000] [--stub-requests 5000]
         [--concurrency 16] [--profile] [--write-docs] [--keep-db]
+        [--budgets] [--without-litellm]
 
 In one run, against one real CPU vLLM engine (engine.launcher, the tiny Llama, an adapter loaded
 and resident), the same requests go (a) to the engine directly, (b) through the gateway (the
@@ -26,6 +27,12 @@ bottleneck: requests per second per proxy core = requests / the proxy process tr
 to core 0 with the load generator; the gateway's engine row and a second LiteLLM model point at
 it): the proxy is the bottleneck, and its achieved rate is its sustained rate on one core.
 `--profile` then runs (2) once more on a gateway under cProfile and lists where its CPU goes.
+
+`--budgets`: the gateway's requests come under a budget on every scope they have (the tenant, the
+inference token, and the alias `support-bot` they call the adapter by), each far above what the run
+spends, so every request reserves and settles against three budgets in the admission and release
+scripts. `--without-litellm`: the engine and the gateway only (no LiteLLM venv needed; the
+throughput ratios against it are then not measured).
 
 Database: BENCH_GATEWAY_DATABASE_URL (default .../lora_portal_bench_gateway; created, dropped at
 the end unless --keep-db); Redis: BENCH_GATEWAY_REDIS_URL (default DB 12, flushed at start/end).
@@ -121,6 +128,7 @@ class OverheadResult:
     paired: dict[str, dict[str, float]] = field(default_factory=dict)
     gap_ms: float = 0.0  # the random pause before each latency request: [0, gap_ms)
     engine_cpus: str = ""  # the cores the engine's whole process tree runs on ("": any)
+    budgets: bool = False  # the gateway's requests under a budget on every scope (--budgets)
 
     def added(self, kind: str, target: str) -> tuple[float, float]:
         """(p50, p99) of `target` minus the engine's own, in ms."""
@@ -161,7 +169,7 @@ class OverheadResult:
                 ),
             )
         for upstream, how in (("stub", "saturated, stub engine"), ("engine", "real engine")):
-            if self.load("gateway", upstream) is None:
+            if self.load("gateway", upstream) is None or self.load("litellm", upstream) is None:
                 continue
             ratio = self.rps_ratio(upstream)
             out.append(
@@ -185,16 +193,24 @@ def _latency_table(r: OverheadResult) -> list[str]:
         if label not in r.latency:
             continue
         rows = r.latency[label]
-        g, lt = r.added(label, "gateway"), r.added(label, "litellm")
+        g = r.added(label, "gateway")
+        if "litellm" in rows:
+            lt = r.added(label, "litellm")
+            theirs = (
+                f"{rows['litellm'].p50:.2f} / {rows['litellm'].p99:.2f} | "
+                f"{lt[0]:+.2f} / {lt[1]:+.2f}"
+            )
+            litellm_errors = str(rows["litellm"].errors)
+        else:  # --without-litellm
+            theirs, litellm_errors = "- | -", "-"
         lines.append(
             f"| {label} (max_tokens {max_tokens}) | {'TTFT' if stream else 'total'} | "
             f"{rows['direct'].p50:.2f} / {rows['direct'].p99:.2f} | "
             f"{rows['gateway'].p50:.2f} / {rows['gateway'].p99:.2f} | "
             f"**{g[0]:+.2f} / {g[1]:+.2f}** | "
             f"{_signed(r.paired.get(label, {}).get('gateway'))} | "
-            f"{rows['litellm'].p50:.2f} / {rows['litellm'].p99:.2f} | "
-            f"{lt[0]:+.2f} / {lt[1]:+.2f} | "
-            f"{rows['direct'].errors}/{rows['gateway'].errors}/{rows['litellm'].errors} |"
+            f"{theirs} | "
+            f"{rows['direct'].errors}/{rows['gateway'].errors}/{litellm_errors} |"
         )
     return lines
 
@@ -286,10 +302,22 @@ def render(r: OverheadResult, command: str) -> str:
         "portal.asgi under one uvicorn process (`--workers 1`, uvloop, httptools, no access "
         "log), production settings (tests.settings: DEBUG off; tables re-read on a change message, "
         "no Redis read per request for staleness), aiohttp to the engine, two Redis round trips "
-        "per request (one admission script, one release), a tenant-bound inference token, the adapter "
-        f"called by its tenant name. LiteLLM {r.litellm_version} (`litellm --config`, one "
-        "worker, a master key, no database; uvicorn's access log off like the gateway's; "
-        "otherwise its defaults). Each proxy under `taskset -c 1`; the load generator (raw "
+        "per request (one admission script, one release), a tenant-bound inference token, "
+        + (
+            "the adapter called through the alias `support-bot`, under a budget on every scope "
+            "(the tenant's, the token's, the alias's: each request reserves its worst case "
+            "against all three in the admission script and settles in the release). "
+            if r.budgets
+            else "the adapter called by its tenant name. "
+        )
+        + (
+            f"LiteLLM {r.litellm_version} (`litellm --config`, one "
+            "worker, a master key, no database; uvicorn's access log off like the gateway's; "
+            "otherwise its defaults). "
+            if r.litellm_version
+            else "LiteLLM not run (`--without-litellm`). "
+        )
+        + "Each proxy under `taskset -c 1`; the load generator (raw "
         "HTTP/1.1 keep-alive connections on asyncio/uvloop, ~0.1 ms of CPU per request) pinned "
         "to core 0 while it sends; "
         + (
@@ -462,6 +490,40 @@ class Services:
             gs.stop_group(proc)
         if self.engine is not None:
             stop_engines([self.engine])
+
+
+BUDGET_ALIAS = "support-bot"
+BUDGET_TOKENS = 10**12  # far above what a run spends: nothing is refused, all is counted
+
+
+def seed_budgets(tenancy: gs.Tenancy) -> str:
+    """The alias `support-bot` (support@1, all of it) and a budget on each scope a request
+    through it has: the tenant (a month), its inference token (a week), the alias (a day), each
+    far above what the run spends; the windows' counts written to Redis. The model name the
+    gateway's requests use."""
+    from adapters.access import AccessContext
+    from adapters.services.aliases import alias_set
+    from budgets.models import Budget
+    from budgets.rebuild import rebuild_counts
+    from tenants.models import ApiToken
+
+    alias_set(
+        access=AccessContext.for_user(tenancy.owner),
+        tenant=tenancy.tenant,
+        name=BUDGET_ALIAS,
+        targets=[{"version": "support@1", "weight": 100}],
+    )
+    token = ApiToken.objects.get(tenant=tenancy.tenant)  # the inference token
+    for scope, window in (
+        ("tenant", "month"),
+        (f"token:{token.pk}", "week"),
+        (f"alias:{BUDGET_ALIAS}", "day"),
+    ):
+        Budget.objects.create(
+            tenant=tenancy.tenant, scope=scope, tokens=BUDGET_TOKENS, window=window
+        )
+    rebuild_counts()
+    return BUDGET_ALIAS
 
 
 def point_engine_row(name: str, url: str) -> None:
@@ -704,15 +766,18 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     version = gs.seed_resident_adapter(
         services.engine, key, tenancy, VAR, max_concurrent_requests=64
     )
+    gateway_model = seed_budgets(tenancy) if args.budgets else "support"
     services.stub, stub_url = gs.start_stub(VAR / "stub.log", cpus=STUB_CPUS)
     master_key = "sk-bench-" + secrets.token_hex(8)
     services.gateway, gateway_url = gs.start_gateway(env, VAR / "gateway.log", cpus=PROXY_CPUS)
-    services.litellm, litellm_url = start_litellm(
-        {"bench-adapter": services.engine.base_url, "bench-stub": stub_url},
-        version.served_name,
-        master_key,
-        engine_key=key,
-    )
+    litellm_url = ""
+    if not args.without_litellm:
+        services.litellm, litellm_url = start_litellm(
+            {"bench-adapter": services.engine.base_url, "bench-stub": stub_url},
+            version.served_name,
+            master_key,
+            engine_key=key,
+        )
     gateway_auth = {"authorization": f"Bearer {tenancy.token}"}
     litellm_auth = {"authorization": f"Bearer {master_key}"}
     targets = {
@@ -723,7 +788,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
             version.served_name,
             {"authorization": f"Bearer {key}"},
         ),
-        "gateway": gs.Target("gateway", gateway_url, "support", gateway_auth),
+        "gateway": gs.Target("gateway", gateway_url, gateway_model, gateway_auth),
         "litellm": gs.Target("litellm", litellm_url, "bench-adapter", litellm_auth),
     }
     stub_targets = {
@@ -731,7 +796,14 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
         "gateway": targets["gateway"],  # its engine row is pointed at the stub below
         "litellm": gs.Target("litellm", litellm_url, "bench-stub", litellm_auth),
     }
-    pids = {"direct": None, "gateway": services.gateway.pid, "litellm": services.litellm.pid}
+    names = TARGETS[:2] if args.without_litellm else TARGETS
+    targets = {n: targets[n] for n in names}
+    stub_targets = {n: stub_targets[n] for n in names}
+    pids = {
+        "direct": None,
+        "gateway": services.gateway.pid,
+        "litellm": services.litellm.pid if services.litellm else None,
+    }
     load = {"count": args.load_requests, "concurrency": args.concurrency}
     stub_load = {"count": args.stub_requests, "concurrency": args.concurrency}
     # With the engine on cores of its own, the latency load generator shares the proxies' core:
@@ -744,12 +816,12 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     with gs.pinned_to(LOADGEN_CPUS):
         throughput = [
             uvloop.run(measure_throughput(targets[n], pids[n], upstream="engine", **load))
-            for n in TARGETS
+            for n in names
         ]
         point_engine_row("bench-engine", stub_url)
         throughput += [
             uvloop.run(measure_throughput(stub_targets[n], pids[n], upstream="stub", **stub_load))
-            for n in TARGETS
+            for n in names
         ]
     latency = {
         label: {name: gs.summarize(samples, ttft=stream) for name, samples in raw[label].items()}
@@ -758,7 +830,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
     paired = {
         label: {
             name: value
-            for name in ("gateway", "litellm")
+            for name in names[1:]
             if (value := paired_added(raw[label]["direct"], raw[label][name], ttft=stream))
             is not None
         }
@@ -795,7 +867,8 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Overhe
         load_requests=args.load_requests,
         stub_requests=args.stub_requests,
         concurrency=args.concurrency,
-        litellm_version=litellm_version(),
+        litellm_version="" if args.without_litellm else litellm_version(),
+        budgets=args.budgets,
         machine=gs.machine_note(load_before, [services.engine]),
         seconds=time.time() - started,
         engine_start_s=engine_start_s,
@@ -846,6 +919,14 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
     parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
     parser.add_argument(
+        "--budgets",
+        action="store_true",
+        help="the gateway's requests under a budget on every scope (tenant, token, alias)",
+    )
+    parser.add_argument(
+        "--without-litellm", action="store_true", help="measure the engine and the gateway only"
+    )
+    parser.add_argument(
         "--render-only",
         metavar="COMMAND",
         help="no measuring: render the last run's result.json (and profile), run as COMMAND",
@@ -857,7 +938,7 @@ def main() -> None:
         if args.write_docs:
             write_section("gateway-overhead", section)
         return
-    if not LITELLM.exists():
+    if not LITELLM.exists() and not args.without_litellm:
         sys.exit(f"{LITELLM} is missing: run bench/setup_litellm.sh first")
 
     from bench.list_versions import drop_database

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from budgets import selectors
 from budgets import serializers as s
 from budgets.models import Budget, PriceCard
+from budgets.money import money_of_budgets
 from budgets.services import budgets as service
 from budgets.services.price_cards import price_card_set
 from core.errors import ApplicationError, PermissionDenied
@@ -54,18 +55,20 @@ class BudgetViewSet(TenantScopedViewSet):
                 "permission.denied", f"Budgets of tenant '{self.tenant.slug}' are for its members."
             )
 
+    @staticmethod
+    def _context(budgets: list[Budget]) -> dict[str, Any]:
+        statuses = selectors.statuses_of(budgets)
+        return {"statuses": statuses, "money": money_of_budgets(budgets, statuses)}
+
     def _answer(self, budget: Budget, code: int = status.HTTP_200_OK) -> Response:
-        statuses = selectors.statuses_of([budget])
-        return Response(
-            s.BudgetSerializer(budget, context={"statuses": statuses}).data, status=code
-        )
+        context = self._context([budget])
+        return Response(s.BudgetSerializer(budget, context=context).data, status=code)
 
     def list(self, request: Any, tenant: str) -> Response:
         self._require_view()
-        page = self.paginate_queryset(self.get_queryset())
-        statuses = selectors.statuses_of(list(page or []))
+        page = list(self.paginate_queryset(self.get_queryset()) or [])
         return self.get_paginated_response(
-            s.BudgetSerializer(page, many=True, context={"statuses": statuses}).data
+            s.BudgetSerializer(page, many=True, context=self._context(page)).data
         )
 
     def retrieve(self, request: Any, tenant: str, budget: str) -> Response:
@@ -124,6 +127,9 @@ class PriceCardViewSet(PlatformViewSet):
     action_scopes = {"update_card": "admin"}
     # update_card: the service decides (price_card.not_allowed)
     platform_roles: dict[str, tuple[str, ...]] = {"list": ("is_platform_admin",), "update_card": ()}
+
+    def get_queryset(self):
+        return selectors.price_cards()
 
     @extend_schema(responses={200: s.PriceCardSerializer(many=True)})
     def list(self, request: Any) -> Response:

@@ -10,6 +10,7 @@ from typing import Any
 from budgets import clock
 from budgets.alerts import budget_limit
 from budgets.models import Budget, BudgetSample
+from budgets.money import BudgetMoney, money_of_budgets
 from budgets.raise_models import BudgetRaiseRequest, RaiseStatus
 from budgets.selectors import BudgetStatus, budget_status
 from tenants.notifications.models import Notification
@@ -23,6 +24,7 @@ class BudgetView:
     alerts: list[Notification] = field(default_factory=list)
     raises: list[BudgetRaiseRequest] = field(default_factory=list)
     chart: dict[str, Any] = field(default_factory=dict)
+    money: BudgetMoney | None = None  # beside the tokens, from the base model's price card
 
     @property
     def chart_id(self) -> str:
@@ -63,9 +65,11 @@ def burn_down(budget: Budget, status: BudgetStatus, limit: int, now: datetime) -
 
 def budget_views(budgets: list[Budget], now: datetime | None = None) -> list[BudgetView]:
     now = now or clock.now()
+    statuses = {budget.id: budget_status(budget, now) for budget in budgets}
+    money = money_of_budgets(budgets, statuses)
     views = []
     for budget in budgets:
-        status = budget_status(budget, now)
+        status = statuses[budget.id]
         limit = budget_limit(budget, status)
         prefix = f"budget:{budget.id}:{int(status.window_start.timestamp())}:"
         views.append(
@@ -84,6 +88,7 @@ def budget_views(budgets: list[Budget], now: datetime | None = None) -> list[Bud
                     .order_by("-requested_at")[:5]
                 ),
                 chart=burn_down(budget, status, limit, now),
+                money=money[budget.id],
             )
         )
     return views

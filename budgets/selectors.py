@@ -24,6 +24,7 @@ class BudgetStatus:
     window_start: datetime
     resets_at: datetime | None  # None: a total budget never resets
     forecast_exhausted_at: datetime | None  # at this window's rate so far; None: not before reset
+    limit: int = 0  # the window's ceiling: the budget's tokens, or a raise for this window
 
 
 def budget_span(budget: Budget, now: datetime | None = None) -> Span:
@@ -68,6 +69,7 @@ def budget_status(budget: Budget, now: datetime | None = None) -> BudgetStatus:
         window_start=span.start,
         resets_at=span.end,
         forecast_exhausted_at=forecast(limit=limit, spent=spent, span=span, now=now),
+        limit=limit,
     )
 
 

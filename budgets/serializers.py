@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from budgets.models import Budget, PriceCard
+from budgets.money import BudgetMoney
 from budgets.selectors import BudgetStatus
 
 
@@ -19,6 +21,19 @@ class BudgetInputSerializer(serializers.Serializer):
     thresholds = serializers.ListField(child=serializers.IntegerField(), required=False)
 
 
+class BudgetMoneySerializer(serializers.Serializer):
+    """A budget's figures in money (budgets.money)."""
+
+    currency = serializers.CharField()
+    price_per_million = serializers.CharField(help_text="per million weighted tokens")
+    prompt_weight = serializers.CharField()
+    completion_weight = serializers.CharField()
+    limit = serializers.FloatField()
+    used = serializers.FloatField()
+    reserved = serializers.FloatField()
+    remaining = serializers.FloatField()
+
+
 class BudgetSerializer(serializers.ModelSerializer):
     created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(
         slug_field="username", read_only=True
@@ -29,6 +44,10 @@ class BudgetSerializer(serializers.ModelSerializer):
     window_start = serializers.SerializerMethodField()
     resets_at = serializers.SerializerMethodField()
     forecast_exhausted_at = serializers.SerializerMethodField()
+    money = serializers.SerializerMethodField(
+        help_text="The same figures in money, from the price card of the base model the scope "
+        "reaches (per million weighted tokens), rounded to cents; null without a price card."
+    )
 
     class Meta:
         model = Budget
@@ -44,6 +63,7 @@ class BudgetSerializer(serializers.ModelSerializer):
             "window_start",
             "resets_at",
             "forecast_exhausted_at",
+            "money",
             "created_by",
             "created_at",
         ]
@@ -71,6 +91,12 @@ class BudgetSerializer(serializers.ModelSerializer):
     def get_forecast_exhausted_at(self, budget: Budget) -> Any:
         at = self._status(budget).forecast_exhausted_at
         return serializers.DateTimeField().to_representation(at) if at else None
+
+    @extend_schema_field(BudgetMoneySerializer(allow_null=True))
+    def get_money(self, budget: Budget) -> dict[str, Any] | None:
+        money: dict[int, BudgetMoney | None] = self.context.get("money", {})
+        found = money.get(budget.id)
+        return None if found is None else found.as_dict()
 
 
 class PriceCardSerializer(serializers.ModelSerializer):

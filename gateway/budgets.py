@@ -221,10 +221,10 @@ class BudgetSettler:
         self.script = script
         self.queue: list[_Settle] = []
         self._wake = asyncio.Event()
-        # The settle loop and the lease beat both flush; one at a time, or a batch both saw
-        # would be persisted twice.
-        self._flushing = asyncio.Lock()
         self.rebuilding: asyncio.Task[Any] | None = None
+        # One flush at a time: the settle loop and the lease beat's rebuild both flush, and two
+        # at once took the same batch: its spend persisted twice, each settle sent twice.
+        self._flushing = asyncio.Lock()
 
     def settle(self, claim: BudgetClaim, ledger: str) -> None:
         self.queue.append(_Settle(claim, ledger))

@@ -742,6 +742,22 @@ CELERY_BEAT_SCHEDULE["send-budget-alerts"] = {
         )
     ),
 }
+# Budgets' burn-down samples and delivered notifications are kept this long, then pruned by a
+# beat task (budgets/retention.py); never a month window's still running, nor the notice that
+# keeps a running window's alert from being told twice.
+BUDGET_HISTORY_RETENTION_DAYS = env_int(
+    "BUDGET_HISTORY_RETENTION_DAYS",
+    90,
+    minimum=32,
+    doc=(
+        "budgets' burn-down samples and delivered notifications older than this are pruned "
+        "(hourly); at least 32, longer than a month's window"
+    ),
+)
+CELERY_BEAT_SCHEDULE["prune-budget-history"] = {
+    "task": "budgets.tasks.prune_budget_history",
+    "schedule": 3600.0,
+}
 CELERY_BEAT_SCHEDULE["requeue-stalled-deliveries"] = {
     "task": "tenants.notifications.requeue_stalled",
     "schedule": 300.0,
@@ -1163,16 +1179,23 @@ GATEWAY_FAIR_SHARED_WINDOW_SECONDS = env_float(
 )
 # Test and benchmark setting: a file holding seconds added to the clock that budgets' windows
 # are read at (budgets.clock), so a gateway in another process crosses a window's boundary when
-# a test says. Unset in production: the file is never read.
+# a test says. Whoever could write that file would move every tenant's resets: these settings
+# refuse it, and only the test settings (tests/settings.py, which the benchmarks use too) take it.
 BUDGET_CLOCK_OFFSET_FILE = env_str(
     "BUDGET_CLOCK_OFFSET_FILE",
     "",
     doc=(
-        "tests and benchmarks only: a file holding an offset in seconds added to the clock that "
-        "budgets' windows are read at (docs/budgets.md); unset, the system clock"
+        "the test settings only (`tests/settings.py`; these settings refuse it): a file holding "
+        "an offset in seconds added to the clock that budgets' windows are read at "
+        "(docs/budgets.md); unset, the system clock"
     ),
     shown="unset",
 )
+if BUDGET_CLOCK_OFFSET_FILE:
+    raise SettingError(
+        "BUDGET_CLOCK_OFFSET_FILE moves the clock budgets reset by; only the test settings "
+        "(DJANGO_SETTINGS_MODULE=tests.settings) accept it"
+    )
 # Each replica renews a lease this long (every quarter of it); a replica whose lease lapsed (it
 # died) has what its requests held in the shared counts given back by the others (gateway.replicas).
 GATEWAY_REPLICA_LEASE_SECONDS = env_float(

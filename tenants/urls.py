@@ -29,6 +29,11 @@ urlpatterns = [
         notification_pages.recipient_remove,
         name="email-recipient-remove",
     ),
+    path(
+        TENANT + "notifications/<int:notification>/dismiss/",
+        notification_pages.notice_dismiss,
+        name="notice-dismiss",
+    ),
     path(TENANT + "notifications/webhooks/", notification_pages.webhook_add, name="webhook-add"),
     path(
         TENANT + "notifications/webhooks/<slug:webhook>/active/",

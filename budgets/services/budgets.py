@@ -124,6 +124,8 @@ def budget_create(
         thresholds=clean_thresholds([50, 80, 100] if thresholds is None else thresholds),
         created_by=access.user if getattr(access.user, "is_authenticated", False) else None,
     )
+    if budget.scope == ScopeKind.TENANT:
+        access.require_tenant_ceiling_change(tenant)
     with transaction.atomic():
         _save(budget, tenant)
         record_event(
@@ -140,7 +142,9 @@ def budget_create(
 def budget_update(
     *, access: Access, budget: Budget, changes: dict[str, Any], request_id: str = ""
 ) -> Budget:
-    """Edit any of scope, tokens, window, thresholds (the others stay)."""
+    """Edit any of scope, tokens, window, thresholds (the others stay). A tenant-scope budget's
+    owners may lower its tokens and change its thresholds; the rest of its changes (a raise,
+    another window, another scope, a budget moved onto the tenant scope) are a platform admin's."""
     tenant = budget.tenant
     access.require_budget_change(tenant)
     unknown = set(changes) - {"scope", "tokens", "window", "thresholds"}
@@ -149,12 +153,18 @@ def budget_update(
             "budget.unknown_field", f"Unknown field(s): {', '.join(sorted(unknown))}."
         )
     before = describe(budget)
-    if "scope" in changes:
-        budget.scope = clean_scope(tenant, changes["scope"])
-    if "tokens" in changes:
-        budget.tokens = clean_tokens(changes["tokens"])
-    if "window" in changes:
-        budget.window = clean_window(changes["window"])
+    scope = clean_scope(tenant, changes["scope"]) if "scope" in changes else budget.scope
+    tokens = clean_tokens(changes["tokens"]) if "tokens" in changes else budget.tokens
+    window = clean_window(changes["window"]) if "window" in changes else budget.window
+    if ScopeKind.TENANT in (budget.scope, scope):
+        lowered = (
+            budget.scope == scope == ScopeKind.TENANT
+            and window == budget.window
+            and tokens <= budget.tokens
+        )
+        if not lowered:  # a window of another length, or another scope, is no mere lowering
+            access.require_tenant_ceiling_change(tenant)
+    budget.scope, budget.tokens, budget.window = scope, tokens, window
     if "thresholds" in changes:
         budget.thresholds = clean_thresholds(changes["thresholds"])
     with transaction.atomic():
@@ -173,6 +183,8 @@ def budget_update(
 
 def budget_delete(*, access: Access, budget: Budget, request_id: str = "") -> None:
     access.require_budget_change(budget.tenant)
+    if budget.scope == ScopeKind.TENANT:
+        access.require_tenant_ceiling_change(budget.tenant)
     with transaction.atomic():
         record_event(
             action="budget.delete",

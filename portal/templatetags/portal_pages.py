@@ -31,5 +31,6 @@ def tenant_tabs(context: Any, tenant: Any, current: str = "") -> dict[str, Any]:
         "show_notifications": member_view,
         "show_budgets": access.may_view_budgets(tenant),
         # What the tenant was told lately (a budget's threshold...), on every one of its pages.
-        "notices": recent_notices(tenant=tenant) if member_view else [],
+        "notices": recent_notices(tenant=tenant, user=access.user) if member_view else [],
+        "request": context["request"],
     }

@@ -32,6 +32,28 @@ class Notification(models.Model):
         return f"{self.tenant_id}:{self.key}"
 
 
+class NoticeDismissal(models.Model):
+    """One person no longer wants a notification at the top of the tenant's pages (it stays on
+    the notifications page, and for everyone else)."""
+
+    notification = models.ForeignKey(
+        Notification, on_delete=models.CASCADE, related_name="dismissals"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notice_dismissals"
+    )
+    dismissed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        app_label = "tenants"
+        constraints = [
+            models.UniqueConstraint(fields=["notification", "user"], name="notice_dismissed_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.notification_id} by {self.user_id}"
+
+
 class EmailRecipient(models.Model):
     """Who gets a tenant's notifications by e-mail; with none listed, its owners do."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from core.errors import ApplicationError
@@ -119,4 +120,21 @@ def webhook_delete(request: PortalRequest, tenant: str, webhook: str) -> HttpRes
     hook = services.webhook_get(tenant=found, name=webhook)
     services.webhook_delete(access=access, hook=hook, request_id=request.request_id)
     messages.success(request, f"Webhook '{webhook}' deleted.")
+    return redirect("tenant-notifications", tenant=found.slug)
+
+
+@page_view
+@require_POST
+def notice_dismiss(request: PortalRequest, tenant: str, notification: int) -> HttpResponse:
+    """Dismiss a notice for the caller, then back to the page it was dismissed on."""
+    access, found = tenant_scope(request, tenant)
+    services.notice_dismiss(
+        access=access,
+        notification=selectors.notification_get(tenant=found, notification_id=notification),
+    )
+    back = request.POST.get("next", "")
+    if back and url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(back)
     return redirect("tenant-notifications", tenant=found.slug)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from core.errors import NotFound
 from tenants.models import Membership, Tenant, TenantRole
 from tenants.notifications.models import (
     Delivery,
@@ -41,9 +43,28 @@ def notifications_of(*, tenant: Tenant) -> QuerySet[Notification]:
     return Notification.objects.filter(tenant=tenant).order_by("-created_at", "-id")
 
 
-def recent_notices(*, tenant: Tenant, limit: int = 3) -> list[Notification]:
+def recent_notices(*, tenant: Tenant, user: Any = None, limit: int = 3) -> list[Notification]:
+    """The tenant's notices of the last NOTICE_DAYS, but those `user` dismissed."""
     since = timezone.now() - timedelta(days=NOTICE_DAYS)
-    return list(notifications_of(tenant=tenant).filter(created_at__gte=since)[:limit])
+    found = notifications_of(tenant=tenant).filter(created_at__gte=since)
+    if user is not None and user.is_authenticated:
+        found = found.exclude(dismissals__user=user)
+    return list(found[:limit])
+
+
+def notification_get(*, tenant: Tenant, notification_id: str | int) -> Notification:
+    """The tenant's notification; 404 for another tenant's or none."""
+    try:
+        number = int(notification_id)
+    except (TypeError, ValueError):
+        number = -1
+    found = Notification.objects.filter(tenant=tenant, pk=number).first()
+    if found is None:
+        raise NotFound(
+            "notification.not_found",
+            f"Tenant '{tenant.slug}' has no notification {notification_id}.",
+        )
+    return found
 
 
 def webhooks_of(*, tenant: Tenant) -> QuerySet[WebhookEndpoint]:

@@ -20,6 +20,7 @@ from tenants.notifications.models import (
     Delivery,
     DeliveryChannel,
     EmailRecipient,
+    NoticeDismissal,
     Notification,
     WebhookEndpoint,
 )
@@ -277,3 +278,12 @@ def webhook_delete(*, access: Access, hook: WebhookEndpoint, request_id: str = "
             request_id=request_id,
         )
         hook.delete()
+
+
+def notice_dismiss(*, access: Access, notification: Notification) -> None:
+    """The caller no longer sees `notification` at the top of the tenant's pages (a member's own
+    view, nobody else's: not audited). Idempotent."""
+    access.require_tenant(notification.tenant, "view")
+    if not getattr(access.user, "is_authenticated", False):
+        raise ApplicationError("notice.no_person", "Only a signed-in person dismisses a notice.")
+    NoticeDismissal.objects.get_or_create(notification=notification, user=access.user)

@@ -87,6 +87,7 @@ CELLS: dict[str, tuple[int, str]] = {
     "403g": (403, "eval_run.not_allowed"),
     "403br": (403, "budget_raise.not_owner"),
     "403p": (403, "price_card.not_allowed"),
+    "403tc": (403, "budget.tenant_ceiling"),
 }
 
 
@@ -106,6 +107,9 @@ class Endpoint:
     multipart: bool = False
     s3: bool = False  # runs against the S3-compatible server (direct uploads need it)
     setup: Callable[[Any], None] | None = None  # prepares per-case state (e.g. a pending upload)
+    # the actor's tokens unbound even on a tenant route: a platform action inside a tenant, which
+    # a platform admin takes with platform powers (a token bound to the tenant has none)
+    unbound: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -310,6 +314,7 @@ UPLOADERS = "     401 ok   ok   403  403  403  404t 404t ok   404a 404t 404t"
 UPLOAD_SEEN = "   401 ok   ok   403  403  403  404t 404t 404u 404a 404t 404t"
 OWN_TOKEN = "     401 ok   ok   404  ok   404  404t 404t 403  -    404t 404t"
 USAGE_OWNERS = "  401 ok   403  403  ok   403  404t 404t 403  -    404t 404t"
+TENANT_CEILING = "401 403tc 403 403  ok   403  404t 404t 403  -    404t 404t"
 FLEET_COST = "    401 403c 403c 403c ok   403c 403c 403c 403c -    403c 403c"
 VER = "tenants/{tenant}/adapters/{adapter}/versions/"
 # Reads that take data away in bulk, so each is audited like a change (and changes nothing else).
@@ -561,7 +566,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       "401 403c 403c 403c ok   403c 403c 403c 403c -    403c 403b",
       body={"price_per_engine_hour": "1.25"}, audit="cost.settings",
       then=_exists("gateway.CostSettings", price_per_engine_hour="1.25")),
-    # budgets: members see them, owners (and platform admins) set them; price cards, admins
+    # budgets: members see them, owners (and platform admins) set them, but the tenant budget
+    # only owners lower: creating, raising or removing it is a platform admin's (or a raise's)
     E("GET", "tenants/{tenant}/budgets/", 200, "read", "alice", TENANT_READ),
     E("POST", "tenants/{tenant}/budgets/", 201, "write", "alice", USAGE_OWNERS,
       body={"scope": "alias:support-bot", "tokens": 1000, "window": "day"},
@@ -569,13 +575,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       then=_exists("budgets.Budget", scope="alias:support-bot", window="day")),
     E("GET", "tenants/{tenant}/budgets/{budget}/", 200, "read", "alice", TENANT_READ),
     E("PUT", "tenants/{tenant}/budgets/{budget}/", 200, "write", "alice", USAGE_OWNERS,
-      body={"scope": "tenant", "tokens": 5000, "window": "week"}, audit="budget.update",
-      then=_exists("budgets.Budget", scope="tenant", tokens=5000, window="week")),
-    E("PATCH", "tenants/{tenant}/budgets/{budget}/", 200, "write", "alice", USAGE_OWNERS,
-      body={"tokens": 7000}, audit="budget.update",
-      then=_exists("budgets.Budget", scope="tenant", tokens=7000)),
-    E("DELETE", "tenants/{tenant}/budgets/{budget}/", 204, "write", "alice", USAGE_OWNERS,
-      audit="budget.delete", then=_gone("budgets.Budget", scope="tenant")),
+      body={"scope": "tenant", "tokens": 5000, "window": "month"}, audit="budget.update",
+      then=_exists("budgets.Budget", scope="tenant", tokens=5000, window="month")),
+    E("PATCH", "tenants/{tenant}/budgets/{budget}/", 200, "write", "adam", TENANT_CEILING,
+      body={"tokens": 200_000}, audit="budget.update", unbound=True,
+      then=_exists("budgets.Budget", scope="tenant", tokens=200_000)),
+    E("DELETE", "tenants/{tenant}/budgets/{budget}/", 204, "write", "adam", TENANT_CEILING,
+      audit="budget.delete", unbound=True, then=_gone("budgets.Budget", scope="tenant")),
     E("GET", "price-cards/", 200, "read", "adam", PLATFORM_ADMIN),
     E("PUT", "price-cards/", 200, "admin", "adam",
       "401 403p 403p 403p ok   403p 403p 403p 403p -    403p 403b",

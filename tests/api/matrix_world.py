@@ -283,7 +283,7 @@ def client_for(state: State, endpoint: Endpoint, column: str) -> APIClient:
         client.force_login(world.users[SESSION_USERS[column]])
         return client
     actor = world.users[endpoint.actor]
-    home = world.acme if is_tenant_route(endpoint.route) else None
+    home = world.acme if is_tenant_route(endpoint.route) and not endpoint.unbound else None
     if column == "bnd":
         if not AccessContext.for_user(actor).sees_all_tenants():
             # A legitimate binding: the actor belongs to globex too, so only the binding differs.

@@ -38,7 +38,7 @@ def _forget_counts():
 
 def test_it_sets_a_budget_and_audits_it(world):
     _forget_counts()
-    response = _post(world, {"scope": "tenant", "tokens": 5000, "window": "day"})
+    response = _post(world, {"scope": "tenant", "tokens": 5000, "window": "day"}, "adam")
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["thresholds"] == [50, 80, 100]
@@ -60,7 +60,7 @@ def test_it_sets_a_budget_and_audits_it(world):
     ],
 )
 def test_bad_input_is_a_400_with_its_code(world, body, code):
-    response = _post(world, body)
+    response = _post(world, body, "adam")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == code
     assert not Budget.objects.exists()
@@ -82,8 +82,8 @@ def test_another_tenants_token_or_alias_is_unknown_here(world):
 
 
 def test_a_second_budget_for_the_same_scope_and_window_is_refused(world):
-    assert _post(world, {"scope": "tenant", "tokens": 5}).status_code == 201
-    response = _post(world, {"scope": "tenant", "tokens": 9})
+    assert _post(world, {"scope": "tenant", "tokens": 5}, "adam").status_code == 201
+    response = _post(world, {"scope": "tenant", "tokens": 9}, "adam")
     assert response.status_code == 400 and response.json()["error"]["code"] == "budget.duplicate"
 
 
@@ -131,3 +131,67 @@ def test_price_cards_are_set_by_platform_admins(world):
         "/api/v1/price-cards/", {"base_model": world.base.name}, format="json"
     )
     assert refused.json()["error"]["code"] == "price_card.not_allowed"
+
+
+def _refused_as_ceiling(response) -> None:
+    assert response.status_code == 403, response.json()
+    error = response.json()["error"]
+    assert error["code"] == "budget.tenant_ceiling"
+    assert "platform admin" in error["message"] and "raise" in error["message"]
+
+
+def test_an_owner_sets_token_and_alias_budgets_but_not_the_tenant_ceiling(world):
+    Alias.objects.create(tenant=world.acme, name="support-bot")
+    alias = _post(world, {"scope": "alias:support-bot", "tokens": 500, "window": "day"})
+    assert alias.status_code == 201, alias.json()
+    raised = world.client("alice").patch(
+        f"{URL}{alias.json()['id']}/", {"tokens": 900}, format="json"
+    )
+    assert raised.status_code == 200 and raised.json()["tokens"] == 900
+    removed = world.client("alice").delete(f"{URL}{alias.json()['id']}/")
+    assert removed.status_code == 204
+    _refused_as_ceiling(_post(world, {"scope": "tenant", "tokens": 5000}))
+    assert not Budget.objects.filter(scope="tenant").exists()
+    assert [e.action for e in AuditEvent.objects.filter(action__startswith="budget.")] == [
+        "budget.create",
+        "budget.update",
+        "budget.delete",
+    ]
+
+
+def test_an_owner_lowers_the_tenant_budget_and_nothing_more(world):
+    budget = Budget.objects.create(tenant=world.acme, scope="tenant", tokens=1000, window="month")
+    detail, alice = f"{URL}{budget.pk}/", world.client("alice")
+    lowered = alice.patch(detail, {"tokens": 800, "thresholds": [90]}, format="json")
+    assert lowered.status_code == 200 and lowered.json()["tokens"] == 800
+    for change in (
+        {"tokens": 801},  # a raise, even back to where it was
+        {"window": "day"},  # the same tokens every day: more a month
+        {"tokens": 100, "window": "week"},
+        {"scope": "alias:support-bot"},  # the ceiling gone
+    ):
+        Alias.objects.get_or_create(tenant=world.acme, name="support-bot")
+        _refused_as_ceiling(alice.patch(detail, change, format="json"))
+    _refused_as_ceiling(alice.delete(detail))
+    budget.refresh_from_db()
+    assert (budget.scope, budget.tokens, budget.window) == ("tenant", 800, "month")
+    # An alias budget moved onto the tenant scope would create the ceiling.
+    alias = Budget.objects.create(tenant=world.acme, scope="alias:support-bot", tokens=5)
+    moved = alice.patch(f"{URL}{alias.pk}/", {"scope": "tenant", "window": "week"}, format="json")
+    _refused_as_ceiling(moved)
+    assert AuditEvent.objects.filter(action="budget.update").count() == 1
+
+
+def test_a_platform_admin_creates_raises_and_removes_the_tenant_budget(world):
+    adam = world.client("adam")
+    created = _post(world, {"scope": "tenant", "tokens": 1000, "window": "month"}, "adam")
+    assert created.status_code == 201, created.json()
+    detail = f"{URL}{created.json()['id']}/"
+    assert adam.patch(detail, {"tokens": 5000}, format="json").json()["tokens"] == 5000
+    assert adam.delete(detail).status_code == 204
+    events = AuditEvent.objects.filter(action__startswith="budget.").order_by("id")
+    assert [(e.action, e.actor_id) for e in events] == [
+        ("budget.create", world.users["adam"].pk),
+        ("budget.update", world.users["adam"].pk),
+        ("budget.delete", world.users["adam"].pk),
+    ]

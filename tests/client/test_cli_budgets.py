@@ -1,5 +1,6 @@
-"""`lora-portal budget list|set|request-raise` against a live portal: a budget set then changed,
-listed with where it stands, a raise asked for by an owner and refused to a maintainer."""
+"""`lora-portal budget list|set|request-raise` against a live portal: a tenant budget set by a
+platform admin then changed (an owner's raise refused), listed with where it stands, a raise asked
+for by an owner and refused to a maintainer."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from lora_portal_client import paths
 
 from budgets.models import Budget, BudgetRaiseRequest
 from tests.budgets.spending import clear_budget_counts
+from tests.client.conftest import issue_token
 from tests.client.test_client_contract import missing_from_schema
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,6 +21,7 @@ def test_the_budget_paths_are_in_the_openapi_schema():
 
 def test_a_budget_is_set_listed_and_a_raise_asked_for(cli, live_world):
     clear_budget_counts()
+    cli.tokens["adam"] = issue_token(live_world, "adam", ["read", "write"])
     created = cli.json(
         "budget",
         "set",
@@ -31,10 +34,13 @@ def test_a_budget_is_set_listed_and_a_raise_asked_for(cli, live_world):
         "day",
         "--thresholds",
         "50,90",
+        who="adam",
     )
     assert (created["scope"], created["tokens"], created["window"]) == ("tenant", 1000, "day")
     assert created["thresholds"] == [50, 90]
-    changed = cli.json("budget", "set", "acme", "--tokens", "1500", "--window", "day")
+    owners_raise = cli("budget", "set", "acme", "--tokens", "1500", "--window", "day")
+    assert owners_raise.returncode != 0 and "budget.tenant_ceiling" in owners_raise.stderr
+    changed = cli.json("budget", "set", "acme", "--tokens", "1500", "--window", "day", who="adam")
     assert changed["id"] == created["id"] and changed["tokens"] == 1500
     assert Budget.objects.filter(tenant=live_world.acme).count() == 1
 

@@ -187,19 +187,20 @@ async def test_the_window_starts_again_at_the_tenants_midnight(scripts, budget):
     await scripts.budgets.flush()
 
 
-async def test_a_flush_beside_the_lease_beats_persists_each_settle_once(scripts, budget):
-    """The settle loop and the lease beat's rebuild both flush; a batch they both saw must be
-    persisted once (the settled spend is read back after a Redis restart)."""
+async def test_two_flushes_at_once_persist_and_settle_each_request_once(scripts, budget):
+    """The settle loop and the lease beat's rebuild both flush; at once, they must not both take
+    the same ended requests (their spend persisted twice, their settles sent twice)."""
     now = datetime.now(UTC)
-    for _ in range(8):
-        claim = _claim(budget, 60, now)
+    charged = 0
+    for delivered in (40, 60):
+        claim = _claim(budget, 100, now)
         admission = _admission(scripts, budget, claim)
         await admission.admit()
-        claim.delivered_tokens(5, 20)
+        claim.delivered_tokens(0, delivered)
         await admission.release()
-    await asyncio.gather(scripts.budgets.flush(), scripts.budgets.rebuild())
-    await scripts.budgets.flush()
+        charged += claim.charge()
+    settled = await asyncio.gather(scripts.budgets.flush(), scripts.budgets.flush())
+    assert sorted(settled) == [0, 2] and not scripts.budgets.queue
     used, reserved = await asyncio.to_thread(_counts, budget, _claim(budget, 1, now))
     persisted = await asyncio.to_thread(lambda: BudgetSpend.objects.get(budget=budget).tokens)
-    assert (used, reserved, persisted) == (8 * 25, 0, 8 * 25)
-    assert not scripts.budgets.queue
+    assert (used, reserved, persisted) == (charged, 0, charged)

@@ -28,3 +28,20 @@ def test_viewers_see_what_was_sent_but_not_where_it_goes(world):
     notify(tenant=world.acme, key="k", subject="hello", body="b")
     page = world.client("vera").get("/t/acme/notifications/").content.decode()
     assert "hello" in page and 'data-testid="webhooks"' not in page
+
+
+def test_a_person_dismisses_a_notice_for_themselves_only(world):
+    told = notify(tenant=world.acme, key="k", subject="Budget at 80%", body="80 of 100")
+    assert told is not None
+    vera, bob = world.client("vera"), world.client("bob")
+    page = vera.get("/t/acme/budgets/").content.decode()
+    assert f'data-testid="dismiss-{told.pk}"' in page
+    answer = vera.post(f"/t/acme/notifications/{told.pk}/dismiss/", {"next": "/t/acme/budgets/"})
+    assert answer.status_code == 302 and answer["Location"] == "/t/acme/budgets/"
+    assert 'data-testid="notices"' not in vera.get("/t/acme/").content.decode()
+    assert "Budget at 80%" in vera.get("/t/acme/notifications/").content.decode()  # still listed
+    assert 'data-testid="notices"' in bob.get("/t/acme/").content.decode()  # not bob's choice
+    again = vera.post(f"/t/acme/notifications/{told.pk}/dismiss/", {"next": "https://evil.test/"})
+    assert again.status_code == 302 and again["Location"] == "/t/acme/notifications/"
+    other = world.client("charlie").post(f"/t/acme/notifications/{told.pk}/dismiss/")
+    assert other.status_code == 404

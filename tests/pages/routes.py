@@ -119,6 +119,15 @@ def _acme_webhook(pw: PagesWorld) -> dict[str, Any]:
     return {"tenant": "acme", "webhook": "pages-hook"}
 
 
+def _acme_notice(pw: PagesWorld) -> dict[str, Any]:
+    from tenants.notifications.models import Notification
+
+    notice, _ = Notification.objects.get_or_create(
+        tenant=pw.world.acme, key="pages-notice", defaults={"subject": "Told", "body": "-"}
+    )
+    return {"tenant": "acme", "notification": notice.pk}
+
+
 def _acme_budget(pw: PagesWorld) -> dict[str, Any]:
     from budgets.models import Budget
 
@@ -413,6 +422,12 @@ PAGE_ROUTES: list[PageRoute] = [
         expect={"charlie": 404, "nora": 404, "vera": 200, "bob": 200, "alice": 200},
     ),
     PageRoute(
+        "notice-dismiss",
+        _acme_notice,
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 302, "bob": 302, "alice": 302},
+    ),
+    PageRoute(
         "email-recipient-add",
         _acme,
         "post",
@@ -469,7 +484,7 @@ PAGE_ROUTES: list[PageRoute] = [
         "budget-edit",
         _acme_budget,
         "post",
-        data={"tokens": "1500"},
+        data={"tokens": "500"},  # a lowering (raising the tenant budget: an admin)
         expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 403, "alice": 302},
     ),
     PageRoute(
