@@ -12,6 +12,7 @@ goes on.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ from gateway.errors import GatewayError
 from gateway.playground import PLAYGROUND_SCOPE, TokenSink
 from gateway.routes import Route, RouteTable, Target
 from gateway.routes import _target as target_of
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,9 @@ class Asker:
                 return Answer(error=f"{err.code}: {err.message}")
             except ApplicationError as err:
                 return Answer(error=f"{err.code}: {err.message}")
+            except Exception as exc:  # noqa: BLE001 - this side fails with the reason, the run goes on
+                log.warning("eval %s: %s failed: %r", self.tenant_id, side.name, exc)
+                return Answer(error=f"internal_error: {type(exc).__name__}: {exc}"[:2000])
         latency = (time.perf_counter() - started) * 1000
         if sink.error is not None:
             return Answer(error=f"{sink.error[0]}: {sink.error[1]}", latency_ms=latency)
