@@ -85,6 +85,7 @@ class Result:
     phases: list[PhaseResult] = field(default_factory=list)
     anon_rate: float = 1000.0
     eval_cases: int = 500
+    live_headroom: int | None = None  # GATEWAY_LIVE_HEADROOM of the gateway and the eval's worker
 
 
 # --- the traffic ---------------------------------------------------------------------------
@@ -300,6 +301,12 @@ async def run_phase(
 # --- the world -----------------------------------------------------------------------------
 
 
+def live_headroom() -> int:
+    from django.conf import settings
+
+    return int(settings.GATEWAY_LIVE_HEADROOM)
+
+
 def seed(engines: dict[str, EngineProcess], tiny: Path) -> dict[str, str]:
     """Tenants A and B (A on its plan), both engines in the shared pool; their tokens."""
     from django.contrib.auth import get_user_model
@@ -377,6 +384,8 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     redis_url = os.environ.get("BENCH_NEIGHBOURS_REDIS_URL", DEFAULT_REDIS_URL)
     env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys=keys)
     env["CELERY_TASK_DEFAULT_QUEUE"] = EVAL_QUEUE
+    if args.live_headroom is not None:
+        env["GATEWAY_LIVE_HEADROOM"] = str(args.live_headroom)
     gs.django_setup(env, db_url)
     for proc in engines.values():
         proc.wait_ready(timeout=gs.READY_TIMEOUT_S)
@@ -401,6 +410,7 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         b_rate=args.b_rate,
         anon_rate=args.anon_rate,
         eval_cases=args.eval_cases,
+        live_headroom=live_headroom(),
     )
     # Warm both engines and the gateway's tables.
     a, b = via_gateway(base, tokens["a"]), via_gateway(base, tokens["b"])
@@ -498,7 +508,8 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         "overtime": "requests past the budget",
         "largest": "the largest its plan allows",
         "anonymous": f"(anyone) {result.anon_rate:g}/s made-up tokens from {ANON_SOURCE}",
-        "eval": f"(B's own) an eval run of {result.eval_cases} cases",
+        "eval": f"(B's own) an eval run of {result.eval_cases} cases"
+        + ("" if result.live_headroom is None else f", live headroom {result.live_headroom}"),
     }
     for p in gateway:
         lines.append(
@@ -541,6 +552,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--eval-cases", type=int, default=500, help="the eval phase's suite (cases, two sides)"
+    )
+    parser.add_argument(
+        "--live-headroom",
+        type=int,
+        default=None,
+        help="GATEWAY_LIVE_HEADROOM for the gateway and the eval's worker (default: the setting's)",
     )
     parser.add_argument(
         "--direct-phases",

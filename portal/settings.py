@@ -1073,6 +1073,17 @@ GATEWAY_ENGINE_SLOTS_FACTOR = env_float(
     ),
     shown="`1.0`",
 )
+# Slots of each engine that background requests (eval runs) leave free for live ones, counted
+# across every replica in the admission script (docs/decisions/0011-live-headroom.md).
+GATEWAY_LIVE_HEADROOM = env_int(
+    "GATEWAY_LIVE_HEADROOM",
+    6,
+    minimum=0,
+    doc=(
+        "an engine's slots that background requests (eval runs) leave free for live requests, "
+        "across replicas: a background request waits while it would take one of them"
+    ),
+)
 # A request that runs longer than this at its engine is aborted there (the connection is closed)
 # and answered 504; the engine is not blamed.
 GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float(

@@ -33,6 +33,9 @@ from gateway.routes import _target as target_of
 
 log = logging.getLogger(__name__)
 
+HELD = "held_for_live_traffic"  # gateway.errors.held_for_live: the engine keeps room for live ones
+HELD_WAIT_S = 1800.0  # the longest one side waits for it (live load past the headroom)
+
 
 @dataclass(frozen=True)
 class Side:
@@ -133,38 +136,51 @@ class Asker:
         self.limit = asyncio.Semaphore(self.bound)
 
     async def ask(self, side: Side, payload: dict[str, Any]) -> Answer:
+        """One side's answer. While the engine keeps its headroom for live requests (503
+        `held_for_live_traffic`, nothing held) it waits and asks again, holding its place in the
+        run's bound, for at most HELD_WAIT_S."""
         if side.route.base_model_id is None and not side.route.targets:
             return Answer(error=f"model_not_found: '{side.name}' is no model the tenant may call")
+        async with self.limit:
+            deadline = time.monotonic() + HELD_WAIT_S
+            pause = 0.05
+            while True:
+                answer = await self._ask_once(side, payload)
+                if not answer.error.startswith(HELD + ":") or time.monotonic() > deadline:
+                    return answer
+                await asyncio.sleep(pause)
+                pause = min(1.0, pause * 2)
+
+    async def _ask_once(self, side: Side, payload: dict[str, Any]) -> Answer:
         kind = "chat" if "messages" in payload else "completion"
         payload = {**payload, "model": side.name}
-        async with self.limit:
-            started = time.perf_counter()
-            pieces: list[str] = []
+        started = time.perf_counter()
+        pieces: list[str] = []
 
-            async def on_token(text: str) -> None:
-                pieces.append(text)
+        async def on_token(text: str) -> None:
+            pieces.append(text)
 
-            sink = TokenSink(on_token, started)
-            try:
-                await self.gateway.serve_admitted(
-                    PLAYGROUND_SCOPE,
-                    sink,
-                    kind,
-                    payload,
-                    side.route,
-                    side.target,
-                    self.table,
-                    self.tenant_id,
-                    started,
-                    background=True,
-                )
-            except GatewayError as err:
-                return Answer(error=f"{err.code}: {err.message}")
-            except ApplicationError as err:
-                return Answer(error=f"{err.code}: {err.message}")
-            except Exception as exc:  # noqa: BLE001 - this side fails with the reason, the run goes on
-                log.warning("eval %s: %s failed: %r", self.tenant_id, side.name, exc)
-                return Answer(error=f"internal_error: {type(exc).__name__}: {exc}"[:2000])
+        sink = TokenSink(on_token, started)
+        try:
+            await self.gateway.serve_admitted(
+                PLAYGROUND_SCOPE,
+                sink,
+                kind,
+                payload,
+                side.route,
+                side.target,
+                self.table,
+                self.tenant_id,
+                started,
+                background=True,
+            )
+        except GatewayError as err:
+            return Answer(error=f"{err.code}: {err.message}")
+        except ApplicationError as err:
+            return Answer(error=f"{err.code}: {err.message}")
+        except Exception as exc:  # noqa: BLE001 - this side fails with the reason, the run goes on
+            log.warning("eval %s: %s failed: %r", self.tenant_id, side.name, exc)
+            return Answer(error=f"internal_error: {type(exc).__name__}: {exc}"[:2000])
         latency = (time.perf_counter() - started) * 1000
         if sink.error is not None:
             return Answer(error=f"{sink.error[0]}: {sink.error[1]}", latency_ms=latency)
