@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -160,8 +161,7 @@ def runs_requeue_stale() -> list[int]:
                 before={"claimed_by": run.claimed_by, "heartbeat_at": str(run.heartbeat_at)},
                 after={"status": RunStatus.QUEUED, "cases_done": run.cases_done},
             )
-            run_id = run.pk
-            transaction.on_commit(lambda run_id=run_id: _enqueue(run_id))
+            transaction.on_commit(partial(_enqueue, run.pk))
         log.warning("eval run %s: no heartbeat since %s, queued again", run.pk, run.heartbeat_at)
         requeued.append(run.pk)
     return requeued

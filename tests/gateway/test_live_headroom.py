@@ -60,7 +60,7 @@ def _admission(scripts, tenant_id: int, *, background: bool, adapter: str = "", 
 
 def _load(engine: str) -> dict[str, int]:
     raw = shared_state.client().hgetall(load_key(engine))
-    return {k.decode(): int(v) for k, v in raw.items()}
+    return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
 
 
 def _count(key: str) -> int:
