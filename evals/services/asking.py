@@ -143,13 +143,13 @@ class Asker:
             return Answer(error=f"model_not_found: '{side.name}' is no model the tenant may call")
         async with self.limit:
             deadline = time.monotonic() + HELD_WAIT_S
-            pause = 0.05
+            pause = 0.02
             while True:
                 answer = await self._ask_once(side, payload)
                 if not answer.error.startswith(HELD + ":") or time.monotonic() > deadline:
                     return answer
                 await asyncio.sleep(pause)
-                pause = min(1.0, pause * 2)
+                pause = min(0.2, pause * 2)
 
     async def _ask_once(self, side: Side, payload: dict[str, Any]) -> Answer:
         kind = "chat" if "messages" in payload else "completion"
