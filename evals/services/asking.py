@@ -121,18 +121,36 @@ def _question(case: dict[str, Any]) -> str:
     return str(users[-1] if users else case["messages"][-1]["content"])
 
 
+def background_room(table: RouteTable, base_model_id: int | None) -> int:
+    """The slots background requests may hold on the base model's engines while nothing else
+    runs there: each engine's slots less GATEWAY_LIVE_HEADROOM, at least one (0: no engine)."""
+    headroom = settings.GATEWAY_LIVE_HEADROOM
+    factor = settings.GATEWAY_ENGINE_SLOTS_FACTOR
+    return sum(
+        max(1, max(1, int(e.capacity * factor)) - headroom)
+        for e in table.engines
+        if base_model_id is None or e.base_model_id == base_model_id
+    )
+
+
 class Asker:
     """One run's way into the gateway: one Gateway in this process, its tables, a bound on the
     run's requests in flight."""
 
-    def __init__(self, gateway: Gateway, table: RouteTable, tenant_id: int) -> None:
+    def __init__(
+        self, gateway: Gateway, table: RouteTable, tenant_id: int, base_model_id: int | None = None
+    ) -> None:
         self.gateway = gateway
         self.table = table
         self.tenant_id = tenant_id
         cap = table.in_flight_caps.get(tenant_id, 0)
         bound = settings.EVAL_RUN_CONCURRENCY
         # Within the tenant's in-flight cap, leaving live traffic room under it.
-        self.bound = max(1, min(bound, cap // 2)) if cap else bound
+        bound = max(1, min(bound, cap // 2)) if cap else bound
+        # And within what the live headroom leaves background requests on the base model's
+        # engines: more would only wait there, asking again (held_for_live_traffic).
+        room = background_room(table, base_model_id)
+        self.bound = max(1, min(bound, room)) if room else bound
         self.limit = asyncio.Semaphore(self.bound)
 
     async def ask(self, side: Side, payload: dict[str, Any]) -> Answer:
@@ -143,13 +161,13 @@ class Asker:
             return Answer(error=f"model_not_found: '{side.name}' is no model the tenant may call")
         async with self.limit:
             deadline = time.monotonic() + HELD_WAIT_S
-            pause = 0.02
+            pause = 0.01
             while True:
                 answer = await self._ask_once(side, payload)
                 if not answer.error.startswith(HELD + ":") or time.monotonic() > deadline:
                     return answer
                 await asyncio.sleep(pause)
-                pause = min(0.2, pause * 2)
+                pause = min(0.1, pause * 2)
 
     async def _ask_once(self, side: Side, payload: dict[str, Any]) -> Answer:
         kind = "chat" if "messages" in payload else "completion"
@@ -280,7 +298,7 @@ async def ask_cases(run: EvalRun, candidate: AdapterVersion) -> int:
     gateway = Gateway()
     try:
         table = await gateway.fresh_table()
-        asker = Asker(gateway, table, run.tenant_id)
+        asker = Asker(gateway, table, run.tenant_id, candidate.adapter.base_model_id)
         judge = _judge_side(table, run, context.base)
         rubric = str(run.policy.get("rubric") or "")
         await asyncio.gather(
