@@ -79,7 +79,9 @@ def render(r: Result, command: str) -> str:
             "(the gateway's admission, engine choice and fair slots in process, every answer "
             "scored and recorded in PostgreSQL), against the same "
             f"{requests} request bodies sent straight to the engine before and after the run "
-            f"(the mean of both), all at {r.concurrency} requests in flight.",
+            f"(the mean of both), all at {r.concurrency} requests in flight (the run's bound, "
+            "`EVAL_RUN_CONCURRENCY`, within what the live headroom leaves background requests: "
+            "the engine's slots less `GATEWAY_LIVE_HEADROOM`).",
             "",
             "| path | requests | wall s | requests/s | errors |",
             "|---|---|---|---|---|",
@@ -153,12 +155,15 @@ async def direct_pass(
         return time.perf_counter() - started, errors
 
 
-def bound_of() -> int:
+def bound_of(engine: EngineProcess) -> int:
     """The run's bound on requests in flight (evals.services.asking.Asker: the setting, at most
-    half the tenant's in-flight cap; the bench tenant has none)."""
+    half the tenant's in-flight cap; the bench tenant has none), and at most what the live
+    headroom leaves background requests on the engine (GATEWAY_LIVE_HEADROOM): the direct pass
+    runs at the concurrency the run can reach."""
     from django.conf import settings
 
-    return int(settings.EVAL_RUN_CONCURRENCY)
+    slots = int(engine.config.max_num_seqs * settings.GATEWAY_ENGINE_SLOTS_FACTOR)
+    return min(int(settings.EVAL_RUN_CONCURRENCY), max(1, slots - settings.GATEWAY_LIVE_HEADROOM))
 
 
 def measure(args: argparse.Namespace, procs: dict[str, Any], db_url: str) -> Result:
@@ -181,13 +186,14 @@ def measure(args: argparse.Namespace, procs: dict[str, Any], db_url: str) -> Res
     cases = list(run.suite_version.cases)
     models = [candidate.served_name, run.version.adapter.versions.get(status="active").served_name]
     # A warm-up on the engine (its first requests compile and allocate), not timed.
-    asyncio.run(direct_pass(engine, key, cases[:8], models, bound_of()))
+    asyncio.run(direct_pass(engine, key, cases[:8], models, bound_of(engine)))
     claimed = run_claim(run.pk, "bench")
     assert claimed is not None  # a queued run, just made
     # The engine alone before and after the run (the mean of both: the machine's load drifts).
-    before_s, before_errors = asyncio.run(direct_pass(engine, key, cases, models, bound_of()))
+    before_s, before_errors = asyncio.run(direct_pass(engine, key, cases, models, bound_of(engine)))
     started = time.perf_counter()
-    bound = asyncio.run(ask_cases(claimed, candidate))
+    asyncio.run(ask_cases(claimed, candidate))
+    bound = bound_of(engine)
     run_s = time.perf_counter() - started
     run_finish(run=claimed)
     after_s, after_errors = asyncio.run(direct_pass(engine, key, cases, models, bound))

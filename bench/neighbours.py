@@ -2,8 +2,12 @@
 gateway while tenant A, in turn, (a) floods at 10x its requests per minute, (b) holds 32 streams
 it never reads, (c) sends requests that outlive the gateway's time budget, (d) sends the largest
 requests its plan allows; and (e) while anyone sends 1,000 requests/s of made-up tokens from
-another address. B's time to first token (p50, p99) and its answers by status in each
-phase, against B alone in the same run. Goal: B's p99 within 1.25x of alone, no non-2xx for B.
+another address; and (f) while an eval run of 500 cases runs (a candidate version against the
+base model, started as the page starts one and run by a real Celery worker: background requests,
+evals.services.asking), on B's own adapter: B's live requests must go first even against its own
+evals (A's plan allows it 60 requests a minute, too few for an eval of 1,000 requests). B's time
+to first token (p50, p99) and its answers by status in each phase, against B alone in the same
+run. Goal: B's p99 within 1.25x of alone, no non-2xx for B.
 
 Two real CPU engines (tiny model), one gateway (uvicorn, portal.asgi) on a database and Redis
 of the bench's own; both tenants call the base model, so no adapter load is in the numbers.
@@ -38,7 +42,8 @@ DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_neighbours"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/11"
 VAR = REPO_ROOT / "var" / "bench" / "neighbours"
 ENGINE_NAMES = ("nb-a", "nb-b")
-PHASES = ("alone", "flood", "unread", "overtime", "largest", "anonymous")
+PHASES = ("alone", "flood", "unread", "overtime", "largest", "anonymous", "eval")
+EVAL_QUEUE = "nb-evals"  # the bench worker's queue: the eval run's task goes there
 BUDGET_S = 3.0  # the bench gateway's GATEWAY_REQUEST_TIMEOUT_SECONDS
 WRITE_DEADLINE_S = 2.0  # its GATEWAY_WRITE_DEADLINE_SECONDS
 A_RPM = 60
@@ -79,6 +84,8 @@ class Result:
     b_rate: float
     phases: list[PhaseResult] = field(default_factory=list)
     anon_rate: float = 1000.0
+    eval_cases: int = 500
+    live_headroom: int | None = None  # GATEWAY_LIVE_HEADROOM of the gateway and the eval's worker
 
 
 # --- the traffic ---------------------------------------------------------------------------
@@ -233,7 +240,36 @@ def a_load(phase: str, targets: list[gs.Target], seconds: float, anon_rate: floa
         return a_requests(targets, body, A_RPM / 60, seconds, chat=False)
     if phase == "anonymous":
         return a_anonymous(targets[0].base_url, anon_rate, seconds)
+    if phase == "eval":
+        return a_eval(seconds)
     return None
+
+
+def _start_eval() -> int:
+    from adapters.models import AdapterVersion
+    from evals.services.runner import run_start
+
+    candidate = AdapterVersion.objects.get(tenant__slug="tenant-b", status="validated")
+    run, _ = run_start(version=candidate)
+    return run.pk
+
+
+def _eval_progress(run_id: int) -> tuple[str, int, int]:
+    from evals.models import EvalCaseResult, EvalRun
+
+    run = EvalRun.objects.get(pk=run_id)
+    failed = EvalCaseResult.objects.filter(run_id=run_id).exclude(error="").count()
+    return run.status, run.cases_done, failed
+
+
+async def a_eval(seconds: float) -> Counter:
+    """B's eval run, started as the page starts one (run_start: the task after commit, on the
+    bench's worker); its progress when the phase ends: cases done (candidate side), answers that
+    failed, and the run's status."""
+    run_id = await asyncio.to_thread(_start_eval)
+    await asyncio.sleep(seconds)
+    status, done, failed = await asyncio.to_thread(_eval_progress, run_id)
+    return Counter({"cases done": done, "failed answers": failed, f"run {status}": 1})
 
 
 async def run_phase(
@@ -265,6 +301,12 @@ async def run_phase(
 # --- the world -----------------------------------------------------------------------------
 
 
+def live_headroom() -> int:
+    from django.conf import settings
+
+    return int(settings.GATEWAY_LIVE_HEADROOM)
+
+
 def seed(engines: dict[str, EngineProcess], tiny: Path) -> dict[str, str]:
     """Tenants A and B (A on its plan), both engines in the shared pool; their tokens."""
     from django.contrib.auth import get_user_model
@@ -290,6 +332,41 @@ def seed(engines: dict[str, EngineProcess], tiny: Path) -> dict[str, str]:
     return tokens
 
 
+def seed_eval(engines: dict[str, EngineProcess], keys: dict[str, str], cases: int) -> None:
+    """B's adapter with a validated candidate resident on the first engine (as the runner leaves
+    it), a suite of `cases` prompts, and the adapter's policy naming it."""
+    import json
+
+    from adapters.access import AccessContext
+    from adapters.models import Adapter
+    from evals.services.policies import policy_set
+    from evals.services.suites import suite_upload
+    from tenants.models import Membership, Tenant
+    from tests.workers.fleet import servable_version
+    from workers.models import Engine
+
+    tenant = Tenant.objects.get(slug="tenant-b")
+    owner = Membership.objects.get(tenant=tenant, role="owner").user
+    base = Engine.objects.get(name=ENGINE_NAMES[0]).base_model
+    adapter = Adapter.objects.create(tenant=tenant, name="support", base_model=base)
+    candidate = servable_version(adapter, VAR / "src", seed=1, status="validated")
+    name = ENGINE_NAMES[0]
+    row = Engine.objects.get(name=name)
+    gs.make_resident(engines[name], keys[name], row, candidate, VAR / "src" / "src-support-1")
+    lines = [
+        {
+            "id": f"c{i}",
+            "prompt": f"Question {i}: say something.",
+            "max_tokens": B_BODY["max_tokens"],
+        }
+        for i in range(cases)
+    ]
+    raw = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    access = AccessContext.for_user(owner)
+    suite_upload(access=access, tenant=tenant, name="qa", raw=raw)
+    policy_set(access=access, adapter=adapter, suite="qa")
+
+
 def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: list) -> Result:
     tiny = gs.tiny_model()
     keys = {name: secrets.token_hex(16) for name in ENGINE_NAMES}
@@ -306,10 +383,18 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     db_url = os.environ.get("BENCH_NEIGHBOURS_DATABASE_URL", DEFAULT_DB_URL)
     redis_url = os.environ.get("BENCH_NEIGHBOURS_REDIS_URL", DEFAULT_REDIS_URL)
     env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys=keys)
+    env["CELERY_TASK_DEFAULT_QUEUE"] = EVAL_QUEUE
+    if args.live_headroom is not None:
+        env["GATEWAY_LIVE_HEADROOM"] = str(args.live_headroom)
     gs.django_setup(env, db_url)
     for proc in engines.values():
         proc.wait_ready(timeout=gs.READY_TIMEOUT_S)
     tokens = seed(engines, tiny)
+    phases = [p for p in args.phases.split(",") if p]
+    if "eval" in phases:
+        seed_eval(engines, keys, args.eval_cases)
+        # The eval's worker: threads, as the bench's other workers (gateway_support).
+        procs.append(gs.start_worker(EVAL_QUEUE, [], VAR / "worker.log", env))
     extra = {
         "GATEWAY_REQUEST_TIMEOUT_SECONDS": str(BUDGET_S),
         "GATEWAY_WRITE_DEADLINE_SECONDS": str(WRITE_DEADLINE_S),
@@ -324,6 +409,8 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         phase_seconds=args.phase_seconds,
         b_rate=args.b_rate,
         anon_rate=args.anon_rate,
+        eval_cases=args.eval_cases,
+        live_headroom=live_headroom(),
     )
     # Warm both engines and the gateway's tables.
     a, b = via_gateway(base, tokens["a"]), via_gateway(base, tokens["b"])
@@ -334,7 +421,7 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         gs.Target(name, proc.base_url, "tiny-llama", {"authorization": f"Bearer {keys[name]}"})
         for name, proc in engines.items()
     ]
-    runs = [(p, a, b, "gateway") for p in args.phases.split(",") if p]
+    runs = [(p, a, b, "gateway") for p in phases]
     runs += [(p, direct, direct, "direct") for p in args.direct_phases.split(",") if p]
     for i, (phase, a_targets, b_targets, via) in enumerate(runs):
         result.phases.append(
@@ -421,6 +508,8 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         "overtime": "requests past the budget",
         "largest": "the largest its plan allows",
         "anonymous": f"(anyone) {result.anon_rate:g}/s made-up tokens from {ANON_SOURCE}",
+        "eval": f"(B's own) an eval run of {result.eval_cases} cases"
+        + ("" if result.live_headroom is None else f", live headroom {result.live_headroom}"),
     }
     for p in gateway:
         lines.append(
@@ -460,6 +549,15 @@ def main() -> None:
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument(
         "--anon-rate", type=float, default=1000.0, help="made-up tokens a second (anonymous)"
+    )
+    parser.add_argument(
+        "--eval-cases", type=int, default=500, help="the eval phase's suite (cases, two sides)"
+    )
+    parser.add_argument(
+        "--live-headroom",
+        type=int,
+        default=None,
+        help="GATEWAY_LIVE_HEADROOM for the gateway and the eval's worker (default: the setting's)",
     )
     parser.add_argument(
         "--direct-phases",

@@ -146,7 +146,7 @@ class RunViewSet(FormattedActions, _AdapterScoped):
         """The run, its summary per scorer for both sides, and the gate's verdict on it now."""
         found = selectors.run_get(version=self.version, number=int(run))
         body = s.RunSerializer(found).data
-        body["summary"] = selectors.run_summary(found).as_dict()
+        body["summary"] = selectors.run_summary_dict(found)
         policy = selectors.policy_of(self.adapter)
         body["gate"] = (
             selectors.gate_verdict(version=self.version, policy=policy)

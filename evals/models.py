@@ -118,6 +118,9 @@ class EvalRun(models.Model):
     # The Celery task that claimed the run (queued -> running): a redelivery of that task takes
     # it up again; any other task leaves it alone.
     claimed_by = models.CharField(max_length=64, blank=True, default="")
+    # Set at the claim and every EVAL_RUN_HEARTBEAT_SECONDS by the task running it; a running run
+    # whose mark is older than EVAL_RUN_CLAIM_STALE_SECONDS is queued again (its worker died).
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
     )

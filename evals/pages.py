@@ -23,7 +23,7 @@ from evals.selectors import (
     gate_verdict,
     latest_run,
     policy_of,
-    run_summary,
+    run_summary_dict,
     suites_of,
 )
 from evals.services.policies import policy_set
@@ -66,7 +66,7 @@ def version_eval_panel(
         {
             "policy": policy,
             "run": run,
-            "summary": run_summary(run).as_dict() if run is not None else None,
+            "summary": run_summary_dict(run) if run is not None else None,
             "verdict": verdict,
             "rows": shown,
             "tags": tags,

@@ -133,6 +133,24 @@ def run_summary(run: EvalRun) -> v.Summary:
     return v.summarize(outcome for _, _, outcome in _cases_with_outcomes(run))
 
 
+def failures_by_reason(run: EvalRun) -> dict[str, dict[str, int]]:
+    """The answers that failed, per side, counted by their reason's code (`engine_error`,
+    `rate_limit_exceeded`, ...): a run that lost an engine says how many cases it cost."""
+    failed: dict[str, dict[str, int]] = {}
+    for side, error in (
+        EvalCaseResult.objects.filter(run=run).exclude(error="").values_list("side", "error")
+    ):
+        reason = error.split(":", 1)[0].strip() or "error"
+        counts = failed.setdefault(side, {})
+        counts[reason] = counts.get(reason, 0) + 1
+    return failed
+
+
+def run_summary_dict(run: EvalRun) -> dict[str, Any]:
+    """The summary as the API and the pages show it: scores, and the failed answers by reason."""
+    return {**run_summary(run).as_dict(), "failed": failures_by_reason(run)}
+
+
 def gate_verdict(*, version: AdapterVersion, policy: EvalPolicy) -> dict[str, Any]:
     """The gate on `version` now: the latest run on the policy's suite against the policy as it
     is. {passed, criteria, run} (run: its number, or None when none has finished)."""

@@ -446,6 +446,8 @@ class Gateway:
             requested=payload.get("model"),
             weight=checked.weight,
             budget=claim,
+            background=background,
+            live_headroom=settings.GATEWAY_LIVE_HEADROOM,
         )
         try:
             await self.serve(
@@ -533,13 +535,16 @@ class Gateway:
             max_tokens = forwarded_max_tokens(checked, engine.max_model_len)
             if max_tokens is not None:
                 payload["max_tokens"] = max_tokens
+            capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
             # Queued requests count in flight for the controller too: no eviction under them.
+            # Every request counts in the engine's load by its lane, where a background one
+            # is held while live ones would lose their headroom (GATEWAY_LIVE_HEADROOM).
             await admission.admit(
                 engine.name,
                 max_loras=engine.max_loras,
                 held=self.pin_guard,
+                capacity=capacity,
             )
-            capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
             # The wait for a slot is spent from the request's time budget.
             wait_s = settings.GATEWAY_REQUEST_TIMEOUT_SECONDS - (time.perf_counter() - started)
             try:

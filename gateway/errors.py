@@ -75,6 +75,17 @@ def unavailable(
     return GatewayError(503, message, code=code, err_type="server_error", headers=headers)
 
 
+def held_for_live(engine: str, busy: int, headroom: int) -> GatewayError:
+    """A background request (an eval run's) the engine has no room for beside the slots kept
+    free for live requests (gateway.limits); its caller waits and asks again."""
+    return unavailable(
+        f"Engine '{engine}' has {busy} sequences in flight; {headroom} of its slots are kept for "
+        "live requests, so this background request waits.",
+        code="held_for_live_traffic",
+        retry_after=1,
+    )
+
+
 def no_slot(engine: str, weight: int, share: int, capacity: int, over_share: bool) -> GatewayError:
     """No slot on the engine: over its tenant's share of a shared engine (refused at once), or
     the engine stayed full for the request's time budget (gateway.fairness)."""

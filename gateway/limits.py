@@ -25,7 +25,7 @@ from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
 from gateway.budgets import BudgetClaim, BudgetSettler, budgets_unavailable
-from gateway.errors import too_many, unavailable
+from gateway.errors import held_for_live, too_many, unavailable
 from gateway.routes import Target
 from gateway.script_link import ScriptLink
 from workers.redis_contract import scripts as lua
@@ -33,6 +33,7 @@ from workers.redis_contract.keys import (
     conc_key,
     inflight_key,
     ledger_key,
+    load_key,
     pinned_key,
     rpm_key,
     tenant_key,
@@ -150,8 +151,14 @@ class Admission:
         weight: int = 1,
         in_flight_cap: int = 0,
         budget: BudgetClaim | None = None,
+        background: bool = False,
+        live_headroom: int = 0,
     ) -> None:
         self.scripts = scripts
+        # The request's lane in its engine's load (admission.lua): a background one goes in
+        # only while the engine keeps `live_headroom` slots free for live requests.
+        self.lane = "background" if background else "live"
+        self.live_headroom = max(0, live_headroom)
         self.budget = budget  # reserved with the first count, settled at release
         self.tenant_id = tenant_id
         self.rpm_limit = rpm_limit
@@ -174,16 +181,22 @@ class Admission:
         *,
         max_loras: int = 0,
         held: Held | None = None,
+        capacity: int = 0,
     ) -> None:
         """Count the request; with an engine (and a target), also in its in-flight count, waiting
         while its adapter would overfill the unpinned GPU slots that the engine's pinned set
-        leaves (503 after ADMIT_WAIT_S).
+        leaves (503 after ADMIT_WAIT_S). With the engine's `capacity` (slots), the request is
+        also counted in the engine's load by its lane, a base-model request too; a background
+        one the engine has no room for beside the live headroom is refused at once (503
+        `held_for_live_traffic`, nothing held: its caller waits and asks again).
 
         While it waits, `held` tells the cache controller (every HELD_NOTE_S): the controller
         gives its own pins up on an engine with requests held back, and each round reads the
         pinned set again, so the request goes in as soon as an unpin is done."""
         target = self.target
-        on_engine = engine is not None and target is not None and self.engine is None
+        on_engine = (
+            engine is not None and self.engine is None and (target is not None or capacity > 0)
+        )
         if self.counted and not on_engine:
             return
         now = time.time()
@@ -193,7 +206,7 @@ class Admission:
             SKIP if self.counted or target is None else concurrency_limit(target),
             self.weight,
             target.served_name if target is not None else "",
-            max_loras if on_engine else -2,
+            (max_loras if target is not None else -3) if on_engine else -2,
         ]
         keys = [
             rpm_key(self.tenant_id, int(now // 60)),
@@ -206,6 +219,11 @@ class Admission:
             # budget_reserve.lua: its keys after admission's, its ARGV after admission's.
             keys += self.budget.script_keys()
             argv += self.budget.script_args()
+        else:
+            argv += [0, 0]  # no budget: budget_reserve.lua's n and worst case
+        # The lane, last of ARGV; the engine's load hash just before the ledger (admission.lua).
+        argv += [self.lane if on_engine and capacity > 0 else "", capacity, self.live_headroom]
+        keys.append(load_key(engine or ""))
         keys.append(self.ledger)  # last: ledger.lua finds it there
         try:
             await self._enter(keys, argv, engine, on_engine, held, now)
@@ -254,6 +272,8 @@ class Admission:
                     retry_after=1,
                     code="concurrency_limit_exceeded",
                 )
+            if status == 7:
+                raise held_for_live(engine or "", count, self.live_headroom)
             self.counted = True
             argv[0] = argv[1] = argv[2] = SKIP  # counted once; only the engine part again
             if self.budget is not None and len(result) >= 4:
@@ -285,15 +305,17 @@ class Admission:
 
     async def leave_engine(self) -> None:
         """The request left its engine (and will try another)."""
-        if self.engine is not None and self.target is not None:
+        if self.engine is not None:
+            served = self.target.served_name if self.target is not None else ""
             await self.scripts.give_back(
                 [
                     tenant_key(self.tenant_id),
-                    conc_key(self.target.served_name),
+                    conc_key(served),
                     inflight_key(self.engine),
+                    load_key(self.engine),
                     self.ledger,
                 ],
-                [0, 0, self.target.served_name],
+                [0, 0, served, self.lane, self.weight],
                 redis_answers=not self.stalled,
             )
         self.engine = None
@@ -304,19 +326,23 @@ class Admission:
         target = self.target
         engine = self.engine or self.unsure
         on_engine = bool(engine) and target is not None
-        if self.counted or on_engine or self.unsure is not None:
+        if self.counted or engine or self.unsure is not None:
             counted = self.counted or self.unsure is not None
+            # The lane's load too (capped by the ledger: nothing when it was never counted).
             await self.scripts.give_back(
                 [
                     tenant_key(self.tenant_id),
                     conc_key(target.served_name if target is not None else ""),
                     inflight_key(engine or ""),
+                    load_key(engine or ""),
                     self.ledger,
                 ],
                 [
                     self.weight if counted else 0,
                     self.weight if counted and target is not None else 0,
                     target.served_name if on_engine and target is not None else "",
+                    self.lane if engine else "",
+                    self.weight,
                 ],
                 redis_answers=not self.stalled,
             )

@@ -1089,6 +1089,17 @@ GATEWAY_ENGINE_SLOTS_FACTOR = env_float(
     ),
     shown="`1.0`",
 )
+# Slots of each engine that background requests (eval runs) leave free for live ones, counted
+# across every replica in the admission script (docs/decisions/0011-live-headroom.md).
+GATEWAY_LIVE_HEADROOM = env_int(
+    "GATEWAY_LIVE_HEADROOM",
+    6,
+    minimum=0,
+    doc=(
+        "an engine's slots that background requests (eval runs) leave free for live requests, "
+        "across replicas: a background request waits while it would take one of them"
+    ),
+)
 # A request that runs longer than this at its engine is aborted there (the connection is closed)
 # and answered 504; the engine is not blamed.
 GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float(
@@ -1352,6 +1363,33 @@ EVAL_RUN_SEED = env_int(
     minimum=0,
     doc="the sampling seed of every eval request (temperature 0 too), so a run can be repeated",
 )
+# A run's worker marks it alive this often; a run whose mark is older than the stale time (its
+# worker killed, its node gone) is queued again by beat and a new worker takes it up, skipping
+# every case already recorded (evals.services.runner).
+EVAL_RUN_HEARTBEAT_SECONDS = env_int(
+    "EVAL_RUN_HEARTBEAT_SECONDS",
+    10,
+    minimum=1,
+    doc="how often the worker running an eval run marks it alive",
+)
+EVAL_RUN_CLAIM_STALE_SECONDS = env_int(
+    "EVAL_RUN_CLAIM_STALE_SECONDS",
+    60,
+    minimum=2,
+    doc=(
+        "an eval run not marked alive for this long (its worker died) is queued again by beat "
+        "and resumed by another worker, each recorded case kept; above the heartbeat"
+    ),
+)
+if EVAL_RUN_CLAIM_STALE_SECONDS <= EVAL_RUN_HEARTBEAT_SECONDS:
+    raise SettingError(
+        "EVAL_RUN_CLAIM_STALE_SECONDS must exceed EVAL_RUN_HEARTBEAT_SECONDS: a live run would "
+        "be taken from its worker."
+    )
+CELERY_BEAT_SCHEDULE["requeue-stale-eval-runs"] = {
+    "task": "evals.tasks.requeue_stale_eval_runs",
+    "schedule": max(1.0, EVAL_RUN_CLAIM_STALE_SECONDS / 2),
+}
 
 LOGGING = {
     "version": 1,

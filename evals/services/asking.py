@@ -12,6 +12,7 @@ goes on.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,11 @@ from gateway.errors import GatewayError
 from gateway.playground import PLAYGROUND_SCOPE, TokenSink
 from gateway.routes import Route, RouteTable, Target
 from gateway.routes import _target as target_of
+
+log = logging.getLogger(__name__)
+
+HELD = "held_for_live_traffic"  # gateway.errors.held_for_live: the engine keeps room for live ones
+HELD_WAIT_S = 1800.0  # the longest one side waits for it (live load past the headroom)
 
 
 @dataclass(frozen=True)
@@ -115,50 +121,84 @@ def _question(case: dict[str, Any]) -> str:
     return str(users[-1] if users else case["messages"][-1]["content"])
 
 
+def background_room(table: RouteTable, base_model_id: int | None) -> int:
+    """The slots background requests may hold on the base model's engines while nothing else
+    runs there: each engine's slots less GATEWAY_LIVE_HEADROOM, at least one (0: no engine)."""
+    headroom = settings.GATEWAY_LIVE_HEADROOM
+    factor = settings.GATEWAY_ENGINE_SLOTS_FACTOR
+    return sum(
+        max(1, max(1, int(e.capacity * factor)) - headroom)
+        for e in table.engines
+        if base_model_id is None or e.base_model_id == base_model_id
+    )
+
+
 class Asker:
     """One run's way into the gateway: one Gateway in this process, its tables, a bound on the
     run's requests in flight."""
 
-    def __init__(self, gateway: Gateway, table: RouteTable, tenant_id: int) -> None:
+    def __init__(
+        self, gateway: Gateway, table: RouteTable, tenant_id: int, base_model_id: int | None = None
+    ) -> None:
         self.gateway = gateway
         self.table = table
         self.tenant_id = tenant_id
         cap = table.in_flight_caps.get(tenant_id, 0)
         bound = settings.EVAL_RUN_CONCURRENCY
         # Within the tenant's in-flight cap, leaving live traffic room under it.
-        self.bound = max(1, min(bound, cap // 2)) if cap else bound
+        bound = max(1, min(bound, cap // 2)) if cap else bound
+        # And within what the live headroom leaves background requests on the base model's
+        # engines: more would only wait there, asking again (held_for_live_traffic).
+        room = background_room(table, base_model_id)
+        self.bound = max(1, min(bound, room)) if room else bound
         self.limit = asyncio.Semaphore(self.bound)
 
     async def ask(self, side: Side, payload: dict[str, Any]) -> Answer:
+        """One side's answer. While the engine keeps its headroom for live requests (503
+        `held_for_live_traffic`, nothing held) it waits and asks again, holding its place in the
+        run's bound, for at most HELD_WAIT_S."""
         if side.route.base_model_id is None and not side.route.targets:
             return Answer(error=f"model_not_found: '{side.name}' is no model the tenant may call")
+        async with self.limit:
+            deadline = time.monotonic() + HELD_WAIT_S
+            pause = 0.01
+            while True:
+                answer = await self._ask_once(side, payload)
+                if not answer.error.startswith(HELD + ":") or time.monotonic() > deadline:
+                    return answer
+                await asyncio.sleep(pause)
+                pause = min(0.1, pause * 2)
+
+    async def _ask_once(self, side: Side, payload: dict[str, Any]) -> Answer:
         kind = "chat" if "messages" in payload else "completion"
         payload = {**payload, "model": side.name}
-        async with self.limit:
-            started = time.perf_counter()
-            pieces: list[str] = []
+        started = time.perf_counter()
+        pieces: list[str] = []
 
-            async def on_token(text: str) -> None:
-                pieces.append(text)
+        async def on_token(text: str) -> None:
+            pieces.append(text)
 
-            sink = TokenSink(on_token, started)
-            try:
-                await self.gateway.serve_admitted(
-                    PLAYGROUND_SCOPE,
-                    sink,
-                    kind,
-                    payload,
-                    side.route,
-                    side.target,
-                    self.table,
-                    self.tenant_id,
-                    started,
-                    background=True,
-                )
-            except GatewayError as err:
-                return Answer(error=f"{err.code}: {err.message}")
-            except ApplicationError as err:
-                return Answer(error=f"{err.code}: {err.message}")
+        sink = TokenSink(on_token, started)
+        try:
+            await self.gateway.serve_admitted(
+                PLAYGROUND_SCOPE,
+                sink,
+                kind,
+                payload,
+                side.route,
+                side.target,
+                self.table,
+                self.tenant_id,
+                started,
+                background=True,
+            )
+        except GatewayError as err:
+            return Answer(error=f"{err.code}: {err.message}")
+        except ApplicationError as err:
+            return Answer(error=f"{err.code}: {err.message}")
+        except Exception as exc:  # noqa: BLE001 - this side fails with the reason, the run goes on
+            log.warning("eval %s: %s failed: %r", self.tenant_id, side.name, exc)
+            return Answer(error=f"internal_error: {type(exc).__name__}: {exc}"[:2000])
         latency = (time.perf_counter() - started) * 1000
         if sink.error is not None:
             return Answer(error=f"{sink.error[0]}: {sink.error[1]}", latency_ms=latency)
@@ -258,7 +298,7 @@ async def ask_cases(run: EvalRun, candidate: AdapterVersion) -> int:
     gateway = Gateway()
     try:
         table = await gateway.fresh_table()
-        asker = Asker(gateway, table, run.tenant_id)
+        asker = Asker(gateway, table, run.tenant_id, candidate.adapter.base_model_id)
         judge = _judge_side(table, run, context.base)
         rubric = str(run.policy.get("rubric") or "")
         await asyncio.gather(

@@ -6,13 +6,24 @@ promoted to the serving store for the run, every case not yet recorded asked on 
 A redelivered task (its worker died) takes its own claim up again and skips each case already
 recorded (EvalCaseResult is unique per run, case and side); any other task leaves a claimed run
 alone, so a duplicate start never runs a case twice.
+
+The task running a run marks it alive (`heartbeat_at`) every EVAL_RUN_HEARTBEAT_SECONDS. A
+worker killed outright is not redelivered its task until the broker's visibility timeout (hours),
+so beat queues again each running run whose mark is older than EVAL_RUN_CLAIM_STALE_SECONDS
+(`runs_requeue_stale`), and a new task claims it and skips what is recorded. A task that finds
+its claim taken (it was only slow) stops asking and leaves the run to its new owner.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from datetime import timedelta
+from functools import partial
 from typing import Any
 
+from channels.db import database_sync_to_async
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,6 +38,12 @@ from evals.services.runs import run_create, run_finish
 from workers.models import Engine
 
 RUNNABLE_STATUSES = (VersionStatus.VALIDATED, VersionStatus.STAGED)
+
+log = logging.getLogger(__name__)
+
+
+class ClaimLost(Exception):
+    """The run was queued again and claimed by another task while this one ran it."""
 
 
 def baseline_of(version: AdapterVersion) -> str:
@@ -94,15 +111,60 @@ def _enqueue(run_id: int) -> None:
 def run_claim(run_id: int, task_id: str) -> EvalRun | None:
     """queued -> running for this task, or the run this same task claimed before (redelivered
     after its worker died); None when another task holds it or it is closed."""
+    now = timezone.now()
     claimed = EvalRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING, started_at=timezone.now(), claimed_by=task_id
+        status=RunStatus.RUNNING, started_at=now, claimed_by=task_id, heartbeat_at=now
     )
-    run = EvalRun.objects.select_related("version__adapter__tenant", "version__tenant").get(
+    if not claimed:  # this task's own claim, delivered again: alive again
+        claimed = EvalRun.objects.filter(
+            pk=run_id, status=RunStatus.RUNNING, claimed_by=task_id
+        ).update(heartbeat_at=now)
+    if not claimed:
+        return None
+    return EvalRun.objects.select_related("version__adapter__tenant", "version__tenant").get(
         pk=run_id
     )
-    if claimed or (run.status == RunStatus.RUNNING and run.claimed_by == task_id):
-        return run
-    return None
+
+
+def run_beat(run_id: int, task_id: str) -> bool:
+    """Mark the run alive for the task holding it; False when the task holds it no more."""
+    return bool(
+        EvalRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, claimed_by=task_id).update(
+            heartbeat_at=timezone.now()
+        )
+    )
+
+
+def runs_requeue_stale() -> list[int]:
+    """Queue again each running run whose worker stopped marking it alive (killed, its node
+    gone): its claim is dropped in a conditional update (a beat that raced it leaves it), the
+    requeue is audited, and its task is sent after commit. The runs queued again."""
+    stale_before = timezone.now() - timedelta(seconds=settings.EVAL_RUN_CLAIM_STALE_SECONDS)
+    requeued = []
+    for run in EvalRun.objects.filter(
+        status=RunStatus.RUNNING, heartbeat_at__lt=stale_before
+    ).select_related("version__tenant"):
+        with transaction.atomic():
+            taken = EvalRun.objects.filter(
+                pk=run.pk,
+                status=RunStatus.RUNNING,
+                claimed_by=run.claimed_by,
+                heartbeat_at=run.heartbeat_at,
+            ).update(status=RunStatus.QUEUED, claimed_by="", heartbeat_at=None)
+            if not taken:
+                continue
+            record_event(
+                action="eval_run.requeued",
+                actor="eval-runner",
+                tenant=run.version.tenant,
+                obj=run,
+                before={"claimed_by": run.claimed_by, "heartbeat_at": str(run.heartbeat_at)},
+                after={"status": RunStatus.QUEUED, "cases_done": run.cases_done},
+            )
+            transaction.on_commit(partial(_enqueue, run.pk))
+        log.warning("eval run %s: no heartbeat since %s, queued again", run.pk, run.heartbeat_at)
+        requeued.append(run.pk)
+    return requeued
 
 
 def promote_for_eval(version: AdapterVersion) -> AdapterVersion:
@@ -131,15 +193,37 @@ def promote_for_eval(version: AdapterVersion) -> AdapterVersion:
 
 def run_execute(run_id: int, task_id: str) -> EvalRun | None:
     """The task's whole job; None when the run is not this task's to run."""
-    from evals.services.asking import ask_cases
-
     run = run_claim(run_id, task_id)
     if run is None:
         return None
     error = ""
     try:
         version = promote_for_eval(run.version)
-        asyncio.run(ask_cases(run, version))
+        asyncio.run(_ask_alive(run, version, task_id))
+    except ClaimLost:
+        log.warning("eval run %s: claimed by another task meanwhile; this one stops", run_id)
+        return None
     except Exception as exc:  # noqa: BLE001 - the run closes with the reason, not stuck running
         error = f"{type(exc).__name__}: {exc}"[:2000]
     return run_finish(run=run, error=error)
+
+
+async def _ask_alive(run: EvalRun, version: AdapterVersion, task_id: str) -> None:
+    """ask_cases, marking the run alive meanwhile; ClaimLost (the asking cancelled) when the
+    run was queued again and another task holds it."""
+    from evals.services.asking import ask_cases
+
+    beat = database_sync_to_async(run_beat)
+    asking = asyncio.ensure_future(ask_cases(run, version))
+    try:
+        while True:
+            done, _ = await asyncio.wait({asking}, timeout=settings.EVAL_RUN_HEARTBEAT_SECONDS)
+            if done:
+                asking.result()
+                return
+            if not await beat(run.pk, task_id):
+                raise ClaimLost
+    finally:
+        if not asking.done():
+            asking.cancel()
+            await asyncio.gather(asking, return_exceptions=True)

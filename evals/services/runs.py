@@ -18,7 +18,7 @@ from core.events import broadcast_after_commit
 from evals.models import CaseSide, EvalCaseResult, EvalRun, EvalSuiteVersion, RunStatus
 from evals.scoring import verdicts as v
 from evals.scoring.scorers import score_answer
-from evals.selectors import cases_digest, policy_of, run_summary
+from evals.selectors import cases_digest, policy_of, run_summary, run_summary_dict
 from evals.services.policies import policy_snapshot
 
 
@@ -122,7 +122,7 @@ def run_finish(*, run: EvalRun, error: str = "") -> EvalRun:
         if locked.status in (RunStatus.FINISHED, RunStatus.FAILED):
             return locked
         summary = run_summary(locked)
-        locked.summary = summary.as_dict()
+        locked.summary = run_summary_dict(locked)
         locked.verdict = v.gate(summary, v.Policy.from_mapping(locked.policy))
         locked.status = RunStatus.FAILED if error else RunStatus.FINISHED
         locked.error = error

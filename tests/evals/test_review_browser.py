@@ -1,5 +1,6 @@
-"""In a real browser: a reviewer's version page with an eval run that fails a must-pass case:
-the gate's criteria, the regression first in the side-by-side, the tag filter, the override.
+"""In a real browser: the review queue with a gated version, then the reviewer's version page
+with an eval run that fails a must-pass case: the gate's criteria, the regression first in the
+side-by-side, the tag filter, the override.
 Screenshots go to var/screenshots/ (copied to docs/img/)."""
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ def test_the_reviewer_reads_the_run_side_by_side_and_overrides(world, gated, liv
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     expect = playwright_api.expect
     with chromium_page() as page:
-        _log_in(page, live_server.url, "rob", PAGE)
+        # The queue first: the gated version's row says where its gate stands.
+        _log_in(page, live_server.url, "rob", "/review/")
+        row = page.locator("#review-" + str(version.pk))
+        expect(row.get_by_test_id("queue-note")).to_contain_text("Eval gate: run 1 failed")
+        page.screenshot(path=str(SCREENSHOTS / "eval-review-queue.png"), full_page=True)
+        page.goto(f"{live_server.url}{PAGE}")
         gate = page.get_by_test_id("eval-gate")
         expect(page.get_by_test_id("eval-verdict")).to_have_text("The gate refuses approval.")
         expect(page.get_by_test_id("eval-criteria")).to_contain_text(

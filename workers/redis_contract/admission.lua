@@ -9,7 +9,8 @@
 -- A request is charged its weight (sequences it will run) against all three counts; one heavier
 -- than a cap still runs when it is alone (nothing else counted), or it could never run.
 -- Returns {0 admitted | 1 over the rate | 2 over concurrency | 3 counted, engine busy |
--- 4 over the tenant's in-flight cap, count}.
+-- 4 over the tenant's in-flight cap | 7 background, held for live traffic (nothing counted by
+-- this call), count}.
 local weight = tonumber(ARGV[4])
 local rpm = tonumber(ARGV[1])
 if rpm >= 0 then
@@ -42,5 +43,28 @@ if cap >= 0 then
 end
 local max_loras = tonumber(ARGV[6])
 if max_loras == -2 then return {0, 0} end
-if admit(KEYS[4], KEYS[5], ARGV[5], max_loras) then return {0, 0} end
-return {3, 0}
+-- Live traffic first, across replicas (docs/decisions/0011-live-headroom.md). Appended after
+-- every other part's ARGV: [#-2] the request's lane on the engine ('live' or 'background';
+-- anything else: not counted), [#-1] the engine's slots, [#] the slots kept free for live
+-- requests (GATEWAY_LIVE_HEADROOM); the last KEYS entry but the ledger: the engine's load hash
+-- (lane -> weight in flight). A background request goes in only when the engine keeps that
+-- many slots free after it (or nothing runs there); else {7, slots busy}, with what this call
+-- counted given back: the caller waits and asks again. max_loras -3: a base-model request (no
+-- adapter to admit, its lane counted only).
+local lane, load = lane_of(ARGV), KEYS[#KEYS - 1]
+if lane == 'background' then
+  local busy = 0
+  for _, n in ipairs(redis.call('HVALS', load)) do busy = busy + tonumber(n) end
+  if busy > 0 and busy + weight > tonumber(ARGV[#ARGV - 1]) - tonumber(ARGV[#ARGV]) then
+    if rpm >= 0 then redis.call('DECRBY', KEYS[1], weight) end
+    if tenant_cap >= 0 then redis.call('DECRBY', KEYS[2], weight) end
+    if cap >= 0 then redis.call('DECRBY', KEYS[3], weight) end
+    return {7, busy}
+  end
+end
+if max_loras ~= -3 and not admit(KEYS[4], KEYS[5], ARGV[5], max_loras) then return {3, 0} end
+if lane ~= '' then
+  redis.call('HINCRBY', load, lane, weight)
+  redis.call('EXPIRE', load, CONCURRENCY_TTL)
+end
+return {0, 0}

@@ -16,6 +16,12 @@ def inflight_key(engine: str) -> str:
     return f"{FLEET}:inflight:{engine}"
 
 
+def load_key(engine: str) -> str:
+    """Hash: lane (`live`, `background`) -> weight of the requests in flight on `engine`, every
+    replica's, base-model requests included (admission.lua keeps slots free for live ones)."""
+    return f"{FLEET}:load:{engine}"
+
+
 def pinned_key(engine: str) -> str:
     """Sorted set: served names pinned on `engine` -> when the pin was placed (unix time)."""
     return f"{FLEET}:pinned:{engine}"

@@ -1,0 +1,113 @@
+"""An engine SIGKILLed while an eval run's cases stream from it: the answers it held fail with a
+readable reason, the rest of the run goes on (on the other engine), the run finishes, and its
+summary counts the failed answers by reason. The session's two real engines; the run is the
+Celery task's own code, in a thread of the test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from adapters.models import AdapterVersion
+from evals.models import EvalCaseResult, EvalRun
+from evals.selectors import run_summary_dict
+from tests.evals.runs import suite_version
+from tests.evals.suites import jsonl
+from tests.factories import adapter_files, upload
+from tests.faults.record import wait_until
+from tests.workers.conftest import worker_fleet  # noqa: F401 - fixture
+from workers import shared_state
+from workers.redis_contract.keys import inflight_key
+
+pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
+
+
+def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
+    worker_fleet,  # noqa: F811 - fixture
+    tmp_path,
+    monkeypatch,
+    settings,
+    engine_control,
+):
+    from adapters.services import uploads
+    from evals.services import runner
+    from tests.api.test_lifecycle_flow import _mark_validated
+
+    fleet = worker_fleet
+    world = fleet.world
+    settings.EVAL_RUN_CONCURRENCY = 4
+    # Long answers: a case is mid-stream on its engine for most of its time.
+    cases = [{"id": f"c{i}", "prompt": f"Tell story {i}.", "max_tokens": 64} for i in range(24)]
+    suite_version(world, jsonl(*cases))
+    assert (
+        world.client("alice")
+        .put("/api/v1/tenants/acme/adapters/support/eval-policy/", {"suite": "qa"}, format="json")
+        .status_code
+        == 200
+    )
+    monkeypatch.setattr(uploads, "_enqueue_validation", lambda version_id: None)
+    monkeypatch.setattr(runner, "_enqueue", lambda run_id: None)
+    upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "g", seed=13))
+    version = _mark_validated(AdapterVersion.objects.get(adapter=world.support, number=1))
+    run = EvalRun.objects.get(version=version)
+
+    ended: list[EvalRun | None] = []
+    thread = threading.Thread(
+        target=lambda: ended.append(runner.run_execute(run.pk, "engine-gone")), daemon=True
+    )
+    thread.start()
+    redis = shared_state.client()
+
+    def streaming_engine() -> str | None:
+        """An engine holding the candidate's requests, once some case has come back."""
+        if EvalRun.objects.get(pk=run.pk).cases_done < 1:
+            return None
+        for engine in (fleet.a, fleet.b):
+            if int(redis.hget(inflight_key(engine.name), version.served_name) or 0) > 0:
+                return engine.name
+        return None
+
+    wait_until(streaming_engine, timeout=240, what="the candidate's cases on an engine")
+    name = streaming_engine()
+    assert name is not None
+    handle = fleet.handle_a if name == fleet.a.name else fleet.handle_b
+    process = handle.process.process
+    assert process is not None
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    thread.join(timeout=300)
+    assert not thread.is_alive(), "the run did not end"
+
+    finished = EvalRun.objects.get(pk=run.pk)
+    assert ended and ended[0] is not None
+    assert finished.status == "finished", finished.error
+    assert not finished.error  # the run itself did not fail
+    rows = list(EvalCaseResult.objects.filter(run=run))
+    assert sorted((r.case_id, r.side) for r in rows) == sorted(
+        (c["id"], s) for c in cases for s in ("candidate", "baseline")
+    )
+    failed = [r for r in rows if r.error]
+    # The answers the engine was streaming when it died: failed, saying so.
+    assert failed, "no answer was cut by the engine's death"
+    assert any("engine went away" in r.error or "ended the stream" in r.error for r in failed), [
+        r.error for r in failed
+    ]
+    for row in failed:
+        code, _, message = row.error.partition(":")
+        assert code.strip() and message.strip(), row.error
+    # The other answers are whole: the rest of the run went on.
+    assert len(failed) < len(rows)
+    # The summary counts them by reason, side by side.
+    counts: dict[str, dict[str, int]] = {}
+    for row in failed:
+        reason = row.error.split(":", 1)[0].strip()
+        counts.setdefault(row.side, {})[reason] = counts.get(row.side, {}).get(reason, 0) + 1
+    assert finished.summary["failed"] == counts
+    assert run_summary_dict(finished)["failed"] == counts
+    page = world.client("alice").get(
+        "/api/v1/tenants/acme/adapters/support/versions/1/eval-runs/1/"
+    )
+    assert page.json()["summary"]["failed"] == counts
