@@ -8,19 +8,19 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from typing import Any
 
 import pytest
 
 from adapters.models import AdapterVersion
 from evals.models import EvalCaseResult, EvalRun
 from evals.selectors import run_summary_dict
+from gateway.app import Gateway
 from tests.evals.runs import suite_version
 from tests.evals.suites import jsonl
 from tests.factories import adapter_files, upload
 from tests.faults.record import wait_until
 from tests.workers.conftest import worker_fleet  # noqa: F401 - fixture
-from workers import shared_state
-from workers.redis_contract.keys import inflight_key
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 
@@ -54,25 +54,43 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
     version = _mark_validated(AdapterVersion.objects.get(adapter=world.support, number=1))
     run = EvalRun.objects.get(version=version)
 
+    gateways: list[Gateway] = []
+    made_gateway = Gateway.__init__
+
+    def recording_gateway(self: Gateway, *args: Any, **kwargs: Any) -> None:
+        made_gateway(self, *args, **kwargs)
+        gateways.append(self)
+
+    monkeypatch.setattr(Gateway, "__init__", recording_gateway)
     ended: list[EvalRun | None] = []
     thread = threading.Thread(
         target=lambda: ended.append(runner.run_execute(run.pk, "engine-gone")), daemon=True
     )
     thread.start()
-    redis = shared_state.client()
 
     def streaming_engine() -> str | None:
-        """An engine holding the candidate's requests, once some case has come back."""
-        if EvalRun.objects.get(pk=run.pk).cases_done < 1:
-            return None
-        for engine in (fleet.a, fleet.b):
-            if int(redis.hget(inflight_key(engine.name), version.served_name) or 0) > 0:
-                return engine.name
+        """An engine whose answer has begun reaching the runner (its response started): from
+        there no other engine can take the request over, so killing this engine cuts it. A
+        request only admitted or queued would move to the other engine whole."""
+        for gateway in gateways:
+            for name, exchanges in list(gateway.exchanges.items()):
+                try:
+                    if any(exchange.begun for exchange in list(exchanges)):
+                        return name
+                except RuntimeError:  # the runner's loop changed the set while it was read
+                    return None
         return None
 
-    wait_until(streaming_engine, timeout=240, what="the candidate's cases on an engine")
-    name = streaming_engine()
-    assert name is not None
+    found: list[str] = []
+
+    def found_streaming() -> bool:
+        name = streaming_engine()
+        if name is not None:
+            found.append(name)
+        return name is not None
+
+    wait_until(found_streaming, timeout=240, what="an answer streaming from an engine")
+    name = found[0]
     handle = fleet.handle_a if name == fleet.a.name else fleet.handle_b
     process = handle.process.process
     assert process is not None
