@@ -12,13 +12,10 @@ from typing import Any
 
 import pytest
 
-from adapters.models import AdapterVersion
 from evals.models import EvalCaseResult, EvalRun
 from evals.selectors import run_summary_dict
 from gateway.app import Gateway
-from tests.evals.runs import suite_version
-from tests.evals.suites import jsonl
-from tests.factories import adapter_files, upload
+from tests.evals.runs import gated_run_held_back
 from tests.faults.record import wait_until
 from tests.workers.conftest import worker_fleet  # noqa: F401 - fixture
 
@@ -42,28 +39,14 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
     settings,
     engine_control,
 ):
-    from adapters.services import uploads
     from evals.services import runner
-    from tests.api.test_lifecycle_flow import _mark_validated
 
     fleet = worker_fleet
     world = fleet.world
     settings.EVAL_RUN_CONCURRENCY = 4
     # Long answers: a case is mid-stream on its engine for most of its time.
     cases = [{"id": f"c{i}", "prompt": f"Tell story {i}.", "max_tokens": 64} for i in range(24)]
-    suite_version(world, jsonl(*cases))
-    assert (
-        world.client("alice")
-        .put("/api/v1/tenants/acme/adapters/support/eval-policy/", {"suite": "qa"}, format="json")
-        .status_code
-        == 200
-    )
-    monkeypatch.setattr(uploads, "_enqueue_validation", lambda version_id: None)
-    monkeypatch.setattr(runner, "_enqueue", lambda run_id: None)
-    upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "g", seed=13))
-    version = _mark_validated(AdapterVersion.objects.get(adapter=world.support, number=1))
-    run = EvalRun.objects.get(version=version)
-
+    run = gated_run_held_back(world, monkeypatch, tmp_path, cases, seed=13)
     gateways: list[Gateway] = []
     made_gateway = Gateway.__init__
 

@@ -19,7 +19,7 @@ from core.audit_models import AuditEvent
 from engine.sample_adapters import TINY_BASE_MODEL_NAME
 from evals.models import EvalCaseResult, EvalRun
 from gateway.app import Gateway
-from tests.evals.runs import suite_version
+from tests.evals.runs import gated_run_held_back, suite_version
 from tests.evals.suites import jsonl
 from tests.factories import adapter_files, upload
 from tests.faults.harness import spawn_worker
@@ -148,26 +148,12 @@ def test_a_worker_killed_mid_run_finishes_it_with_each_case_once(
     monkeypatch,
     celery_worker_process,
 ):
-    from adapters.services import uploads
-    from evals.services import runner
     from evals.tasks import eval_run_execute
-    from tests.api.test_lifecycle_flow import _mark_validated
 
     world = worker_fleet.world
     cases = [{"id": f"c{i}", "prompt": f"Count to {i}.", "max_tokens": 12} for i in range(10)]
-    suite_version(world, jsonl(*cases))
-    assert (
-        world.client("alice")
-        .put("/api/v1/tenants/acme/adapters/support/eval-policy/", {"suite": "qa"}, format="json")
-        .status_code
-        == 200
-    )
     # This test delivers the tasks itself: validation in process, the run to its own worker.
-    monkeypatch.setattr(uploads, "_enqueue_validation", lambda version_id: None)
-    monkeypatch.setattr(runner, "_enqueue", lambda run_id: None)
-    upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "k", seed=11))
-    version = _mark_validated(AdapterVersion.objects.get(adapter=world.support, number=1))
-    run = EvalRun.objects.get(version=version)  # started on the validation's commit
+    run = gated_run_held_back(world, monkeypatch, tmp_path, cases, seed=11)
 
     queue = f"evals-{uuid.uuid4().hex[:8]}"
     proc, log = spawn_worker(
@@ -190,7 +176,7 @@ def test_a_worker_killed_mid_run_finishes_it_with_each_case_once(
         (child,) = _pool_children(proc.pid)
         os.kill(child, signal.SIGKILL)
         killed_at = time.monotonic()
-        finished = _finished(version)
+        finished = _finished(run.version)
         # The redelivered task returns (its gateway closed) before the worker stops.
         wait_until(lambda: "succeeded" in log.read_text(), timeout=60, what="the task's end")
     finally:

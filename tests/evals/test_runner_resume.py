@@ -14,12 +14,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from adapters.models import AdapterVersion
 from core.audit_models import AuditEvent
 from evals.models import EvalCaseResult, EvalRun
-from tests.evals.runs import suite_version
-from tests.evals.suites import jsonl
-from tests.factories import adapter_files, upload
+from tests.evals.runs import gated_run_held_back
 from tests.faults.harness import spawn_worker
 from tests.faults.record import wait_until
 from tests.fixtures.celery_worker import _stop
@@ -36,25 +33,11 @@ def test_a_run_whose_worker_was_killed_is_taken_up_by_another_worker(
     monkeypatch,
     celery_worker_process,
 ):
-    from adapters.services import uploads
-    from evals.services import runner
     from evals.tasks import eval_run_execute, requeue_stale_eval_runs
-    from tests.api.test_lifecycle_flow import _mark_validated
 
     world = worker_fleet.world
     cases = [{"id": f"c{i}", "prompt": f"Count to {i}.", "max_tokens": 12} for i in range(10)]
-    suite_version(world, jsonl(*cases))
-    assert (
-        world.client("alice")
-        .put("/api/v1/tenants/acme/adapters/support/eval-policy/", {"suite": "qa"}, format="json")
-        .status_code
-        == 200
-    )
-    monkeypatch.setattr(uploads, "_enqueue_validation", lambda version_id: None)
-    monkeypatch.setattr(runner, "_enqueue", lambda run_id: None)
-    upload(world.client("bob"), "acme", "support", adapter_files(tmp_path / "k", seed=12))
-    version = _mark_validated(AdapterVersion.objects.get(adapter=world.support, number=1))
-    run = EvalRun.objects.get(version=version)
+    run = gated_run_held_back(world, monkeypatch, tmp_path, cases, seed=12)
 
     # Both workers on one queue of the test's own (their tasks, and what they enqueue, go there).
     queue = f"evals-{uuid.uuid4().hex[:8]}"
