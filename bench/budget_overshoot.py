@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ import httpx
 
 from bench import gateway_support as gs
 from bench.docs_section import DOCS, write_section
-from engine.launcher import REPO_ROOT, EngineProcess, stop_engines
+from engine.launcher import REPO_ROOT, stop_engines
 
 SECTION = "budget-overshoot"
 DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_budgets"
@@ -293,30 +292,22 @@ def main() -> None:
     parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
     args = parser.parse_args()
 
-    from bench.list_versions import drop_database
-
     db_url = os.environ.get("BENCH_BUDGETS_DATABASE_URL", DEFAULT_DB_URL)
     procs: dict[str, Any] = {}
-    engines: list[EngineProcess] = []
 
     def stop_all() -> None:
         for name, proc in procs.items():
             if name.startswith("gateway"):
                 gs.stop_group(proc)
-        engines.extend(procs.get("engines", []))
-        stop_engines(engines)
+        stop_engines(list(procs.get("engines", [])))
 
-    shutil.rmtree(VAR, ignore_errors=True)
-    VAR.mkdir(parents=True)
-    try:
-        with gs.sigterm_runs_cleanup():
-            result = measure(args, procs, db_url)
-    finally:
-        stop_all()
-        if os.environ.get("DATABASE_URL") == db_url:  # measure() got as far as its database
-            gs.flush_redis(os.environ["REDIS_URL"])
-            if not args.keep_db:
-                drop_database(db_url)
+    result = gs.measure_and_clean_up(
+        VAR,
+        db_url,
+        keep_db=args.keep_db,
+        measure=lambda: measure(args, procs, db_url),
+        stop_all=stop_all,
+    )
     (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
     section = render(
         result, " ".join([".venv/bin/python -m bench.budget_overshoot", *sys.argv[1:]])
