@@ -43,3 +43,21 @@ def test_a_connection_left_by_an_ended_thread_is_closed():
     if hasattr(connection, "close_pool"):
         connection.close_pool()
     assert not _backend_alive(taken[0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_end_of_run_report_names_a_session_still_open_and_not_one_just_closed():
+    from tests.fixtures.database_sessions import other_sessions
+
+    params = connection.get_connection_params()
+    params.pop("options", None)
+    held = psycopg.connect(**params, autocommit=True)
+    pid = held.info.backend_pid
+    try:
+        report = other_sessions()
+        assert any(line.startswith(f"backend {pid} ") for line in report), report
+    finally:
+        held.close()
+    # Closed a moment ago: its backend may still be exiting; the report waits for it, as
+    # DROP DATABASE does, rather than name it.
+    assert not any(line.startswith(f"backend {pid} ") for line in other_sessions())
