@@ -13,6 +13,7 @@ from budgets.models import Budget, BudgetSample
 from budgets.money import BudgetMoney, money_of_budgets
 from budgets.raise_models import BudgetRaiseRequest, RaiseStatus
 from budgets.selectors import BudgetStatus, budget_status
+from budgets.services.budgets import BudgetRights
 from tenants.notifications.models import Notification
 
 
@@ -25,6 +26,8 @@ class BudgetView:
     raises: list[BudgetRaiseRequest] = field(default_factory=list)
     chart: dict[str, Any] = field(default_factory=dict)
     money: BudgetMoney | None = None  # beside the tokens, from the base model's price card
+    # What the viewer may do to it (budgets.services.budgets.budget_rights); None: nothing here.
+    rights: BudgetRights | None = None
 
     @property
     def chart_id(self) -> str:

@@ -24,14 +24,20 @@ from tenants.pagekit import access_for, page_view, post_int, post_text, render_p
 def _tenant_page(
     request: PortalRequest, access: Access, tenant: Tenant, error: ApplicationError | None = None
 ) -> HttpResponse:
+    views = budget_views(list(budgets_of(tenant=tenant)))
+    for view in views:
+        view.rights = budget_service.budget_rights(access=access, budget=view.budget)
     return render_page(
         request,
         "budgets/tenant_budgets.html",
         {
             "tenant": tenant,
-            "views": budget_views(list(budgets_of(tenant=tenant))),
+            "views": views,
             "can_ask": access.tenant_role(tenant) == "owner",
             "can_change": access.may_change_budgets(tenant),
+            "can_set_ceiling": budget_service.may_create_scope(
+                access=access, tenant=tenant, scope="tenant"
+            ),
             "form": request.POST if error else None,
         },
         error=error,

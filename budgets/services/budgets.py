@@ -3,6 +3,8 @@ with a clear code, and audited in the same transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -11,12 +13,53 @@ from adapters.models import Alias
 from budgets.models import Budget, Window
 from budgets.scopes import ScopeKind, parse_scope
 from core.audit import record_event
-from core.errors import ApplicationError
+from core.errors import ApplicationError, PermissionDenied
 from tenants.access_port import Access
 from tenants.models import ApiToken, Tenant
 
 MAX_THRESHOLDS = 10
 MAX_TOKENS = 10**15
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRights:
+    """What the caller may do to one budget, from the same checks its writes make: what a page
+    offers (a field or button it shows can be used)."""
+
+    change: bool  # its thresholds (and lowering its tokens)
+    set_tokens: bool  # its tokens to any number, a raise included
+    remove: bool
+
+
+def require_scope_change(access: Access, tenant: Tenant, scope: str) -> None:
+    """Creating, removing or raising a budget of `scope`: the tenant's owners and platform
+    admins; for the tenant scope (the ceiling on all the tenant spends) platform admins only
+    (adapters/access.py, require_tenant_ceiling_change)."""
+    access.require_budget_change(tenant)
+    if scope == ScopeKind.TENANT:
+        access.require_tenant_ceiling_change(tenant)
+
+
+def _allowed(check: Callable[[], object]) -> bool:
+    try:
+        check()
+    except PermissionDenied:
+        return False
+    return True
+
+
+def budget_rights(*, access: Access, budget: Budget) -> BudgetRights:
+    tenant = budget.tenant
+    scoped = _allowed(lambda: require_scope_change(access, tenant, budget.scope))
+    return BudgetRights(
+        change=_allowed(lambda: access.require_budget_change(tenant)),
+        set_tokens=scoped,
+        remove=scoped,
+    )
+
+
+def may_create_scope(*, access: Access, tenant: Tenant, scope: str) -> bool:
+    return _allowed(lambda: require_scope_change(access, tenant, scope))
 
 
 def describe(budget: Budget) -> dict[str, Any]:
@@ -124,8 +167,7 @@ def budget_create(
         thresholds=clean_thresholds([50, 80, 100] if thresholds is None else thresholds),
         created_by=access.user if getattr(access.user, "is_authenticated", False) else None,
     )
-    if budget.scope == ScopeKind.TENANT:
-        access.require_tenant_ceiling_change(tenant)
+    require_scope_change(access, tenant, budget.scope)
     with transaction.atomic():
         _save(budget, tenant)
         record_event(
@@ -163,7 +205,7 @@ def budget_update(
             and tokens <= budget.tokens
         )
         if not lowered:  # a window of another length, or another scope, is no mere lowering
-            access.require_tenant_ceiling_change(tenant)
+            require_scope_change(access, tenant, ScopeKind.TENANT)
     budget.scope, budget.tokens, budget.window = scope, tokens, window
     if "thresholds" in changes:
         budget.thresholds = clean_thresholds(changes["thresholds"])
@@ -182,9 +224,7 @@ def budget_update(
 
 
 def budget_delete(*, access: Access, budget: Budget, request_id: str = "") -> None:
-    access.require_budget_change(budget.tenant)
-    if budget.scope == ScopeKind.TENANT:
-        access.require_tenant_ceiling_change(budget.tenant)
+    require_scope_change(access, budget.tenant, budget.scope)
     with transaction.atomic():
         record_event(
             action="budget.delete",

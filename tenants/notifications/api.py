@@ -1,6 +1,7 @@
 """REST endpoints for a tenant's notifications and where they go.
 
-GET    /api/v1/tenants/{t}/notifications/                   members
+GET    /api/v1/tenants/{t}/notifications/                   members  ?dismissed=true|false
+POST   /api/v1/tenants/{t}/notifications/{id}/dismiss/      members  (for the caller only)
 GET    /api/v1/tenants/{t}/email-recipients/                owners
 POST   /api/v1/tenants/{t}/email-recipients/                owners  {email}
 DELETE /api/v1/tenants/{t}/email-recipients/{email}/        owners
@@ -14,11 +15,12 @@ GET    /api/v1/tenants/{t}/webhooks/{name}/deliveries/      owners  every attemp
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from core.errors import ApplicationError
 from tenants.api_base import TenantScopedViewSet
 from tenants.notifications import selectors, services
 from tenants.notifications.models import (
@@ -33,9 +35,14 @@ MANAGE = services.MANAGE
 
 
 class NotificationSerializer(serializers.ModelSerializer):
+    dismissed = serializers.BooleanField(
+        read_only=True,
+        help_text="Whether the caller dismissed it: it no longer shows at the top of their pages.",
+    )
+
     class Meta:
         model = Notification
-        fields = ["id", "key", "subject", "body", "data", "created_at"]
+        fields = ["id", "key", "subject", "body", "data", "created_at", "dismissed"]
         read_only_fields = fields
 
 
@@ -104,13 +111,55 @@ class DeliverySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+DISMISSED_FILTER = {"true": True, "false": False}
+
+
 class NotificationViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+    """What the tenant was told, newest first, each with whether the caller dismissed it; every
+    member dismisses a notice for themselves (as the Dismiss button on the pages)."""
+
     schema_model = Notification
     serializer_class = NotificationSerializer
-    tenant_capabilities = {"list": "view"}
+    lookup_url_kwarg = "notification"
+    lookup_value_regex = r"[0-9]{1,18}"
+    tenant_capabilities = {"list": "view", "dismiss": "view"}
 
     def get_queryset(self):
-        return selectors.notifications_of(tenant=self.tenant)
+        raw = self.request.query_params.get("dismissed")
+        if raw is not None and raw not in DISMISSED_FILTER:
+            raise ApplicationError(
+                "notification.invalid_filter", "`dismissed` must be `true` or `false`."
+            )
+        return selectors.notifications_seen_by(
+            tenant=self.tenant,
+            user=self.request.user,
+            dismissed=None if raw is None else DISMISSED_FILTER[raw],
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "dismissed",
+                str,
+                enum=list(DISMISSED_FILTER),
+                description="Only those the caller dismissed (true) or not (false).",
+            )
+        ]
+    )
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=None, responses={200: NotificationSerializer})
+    @action(detail=True, methods=["post"])
+    def dismiss(self, request, tenant=None, notification=None):
+        """Dismiss the notice for the caller: it leaves the top of their pages and stays listed
+        (for everyone else, unchanged). Dismissing it again changes nothing."""
+        found = selectors.notification_get(tenant=self.tenant, notification_id=notification or "")
+        services.notice_dismiss(access=self.access, notification=found, request_id=self.request_id)
+        shown = selectors.notifications_seen_by(tenant=self.tenant, user=request.user).get(
+            pk=found.pk
+        )
+        return Response(NotificationSerializer(shown).data)
 
 
 class EmailRecipientViewSet(mixins.ListModelMixin, TenantScopedViewSet):

@@ -131,6 +131,7 @@ def notice_dismiss(request: PortalRequest, tenant: str, notification: int) -> Ht
     services.notice_dismiss(
         access=access,
         notification=selectors.notification_get(tenant=found, notification_id=notification),
+        request_id=request.request_id,
     )
     back = request.POST.get("next", "")
     if back and url_has_allowed_host_and_scheme(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from core.errors import NotFound
@@ -13,6 +13,7 @@ from tenants.models import Membership, Tenant, TenantRole
 from tenants.notifications.models import (
     Delivery,
     EmailRecipient,
+    NoticeDismissal,
     Notification,
     WebhookEndpoint,
 )
@@ -41,6 +42,19 @@ def email_recipients_of(*, tenant: Tenant) -> QuerySet[EmailRecipient]:
 
 def notifications_of(*, tenant: Tenant) -> QuerySet[Notification]:
     return Notification.objects.filter(tenant=tenant).order_by("-created_at", "-id")
+
+
+def notifications_seen_by(
+    *, tenant: Tenant, user: Any, dismissed: bool | None = None
+) -> QuerySet[Notification]:
+    """The tenant's notifications, each with `dismissed`: whether `user` dismissed it (the
+    notice banner's rule, recent_notices); `dismissed` given keeps only those (True) or the
+    others (False)."""
+    mine = NoticeDismissal.objects.filter(notification=OuterRef("pk"), user_id=user.pk)
+    found = notifications_of(tenant=tenant).annotate(dismissed=Exists(mine))
+    if dismissed is not None:
+        found = found.filter(dismissed=dismissed)
+    return found
 
 
 def recent_notices(*, tenant: Tenant, user: Any = None, limit: int = 3) -> list[Notification]:

@@ -280,10 +280,24 @@ def webhook_delete(*, access: Access, hook: WebhookEndpoint, request_id: str = "
         hook.delete()
 
 
-def notice_dismiss(*, access: Access, notification: Notification) -> None:
-    """The caller no longer sees `notification` at the top of the tenant's pages (a member's own
-    view, nobody else's: not audited). Idempotent."""
+def notice_dismiss(*, access: Access, notification: Notification, request_id: str = "") -> bool:
+    """The caller no longer sees `notification` at the top of the tenant's pages (their own
+    view, nobody else's; it stays listed). Audited (`notice.dismiss`) when it changes something:
+    dismissing it again is a no-op that answers False."""
     access.require_tenant(notification.tenant, "view")
     if not getattr(access.user, "is_authenticated", False):
         raise ApplicationError("notice.no_person", "Only a signed-in person dismisses a notice.")
-    NoticeDismissal.objects.get_or_create(notification=notification, user=access.user)
+    with transaction.atomic():
+        dismissal, created = NoticeDismissal.objects.get_or_create(
+            notification=notification, user=access.user
+        )
+        if created:
+            record_event(
+                action="notice.dismiss",
+                actor=access.user,
+                tenant=notification.tenant,
+                obj=notification,
+                after={"key": notification.key, "dismissed_at": dismissal.dismissed_at},
+                request_id=request_id,
+            )
+    return created

@@ -452,6 +452,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
       then=_exists("tenants.Tenant", slug="acme", require_signatures=True)),
     # notifications: members read them; owners say where they go (e-mail, webhooks)
     E("GET", "tenants/{tenant}/notifications/", 200, "read", "alice", TENANT_READ),
+    # a member dismisses a notice for themselves (a change of their own view: the write scope)
+    E("POST", "tenants/{tenant}/notifications/{notification}/dismiss/", 200, "write", "alice",
+      TENANT_READ, audit="notice.dismiss",
+      then=_exists("tenants.NoticeDismissal", notification__key="matrix-notice")),
     E("GET", "tenants/{tenant}/email-recipients/", 200, "read", "alice", OWNERS),
     E("POST", "tenants/{tenant}/email-recipients/", 201, "admin", "alice", OWNERS,
       body={"email": "pager@acme.test"}, audit="email_recipient.add",
@@ -688,6 +692,7 @@ _SAMPLE_PARAMS = {
     "upload": "0" * 32,
     "mapping": "1",
     "webhook": "w",
+    "notification": "1",
     "email": "e@example.com",
     "budget": "1",
     "raise_request": "1",

@@ -33,6 +33,7 @@ from adapters.services.validation import version_claim_for_validation
 from budgets.models import Budget, PriceCard
 from core.audit_models import AuditEvent
 from tenants.models import ApiToken, Membership, SigningKey, Tenant
+from tenants.notifications.models import Notification
 from tenants.services import adapter_grant
 from tenants.signing_keys import signing_key_add
 from tenants.tokens import token_issue, token_revoke
@@ -234,8 +235,13 @@ def _eval_gate(world: World) -> None:
 
 
 def _notifications(world: World) -> None:
-    """E-mail recipient ops@acme.test and webhook ops (on loopback: the matrix allows it)."""
+    """E-mail recipient ops@acme.test, webhook ops (on loopback: the matrix allows it) and a
+    notice of acme's (made as a row: telling it would send to both)."""
     from tenants.notifications.services import email_recipient_add, webhook_create
+
+    Notification.objects.create(
+        tenant=world.acme, key="matrix-notice", subject="Budget at 80%", body="80 of 100"
+    )
 
     alice = AccessContext.for_user(world.users["alice"])
     email_recipient_add(access=alice, tenant=world.acme, email="ops@acme.test")
@@ -265,6 +271,7 @@ def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str
         "key": "release-key",
         "upload": state.direct_upload_id,
         "webhook": "ops",
+        "notification": str(Notification.objects.get(key="matrix-notice").pk),
         "email": "ops@acme.test",
         "budget": str(Budget.objects.get(tenant__slug="acme", scope="tenant").pk),
         "raise_request": str(state.raise_request_id),

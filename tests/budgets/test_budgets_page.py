@@ -92,3 +92,73 @@ def test_the_platform_page_offers_the_decision_to_another_admin_only(world, spen
     )
     asked.refresh_from_db()
     assert asked.status == "approved"
+
+
+def _card(page: str, budget: Budget) -> str:
+    """The HTML of one budget's card on a budgets page."""
+    found = re.search(rf'data-testid="budget-{budget.id}">(.*?)</section>', page, re.S)
+    assert found is not None, f"no card of budget {budget.id}"
+    return found.group(1)
+
+
+def _offers(card: str) -> dict[str, bool]:
+    return {
+        "tokens": re.search(r'<input name="tokens"[^>]*value=', card) is not None,
+        "remove": 'name="delete"' in card,
+        "thresholds": 'name="thresholds"' in card,
+        "raise": "/raise/" in card,
+    }
+
+
+@pytest.fixture
+def ceiling(world):
+    return Budget.objects.create(tenant=world.acme, scope="tenant", tokens=5000, window="month")
+
+
+def test_an_owner_is_not_offered_the_tenant_ceiling_but_asked_to_request_a_raise(
+    world, spent, ceiling
+):
+    page = world.client("alice").get("/t/acme/budgets/").content.decode()
+    tenant_card = _card(page, ceiling)
+    assert _offers(tenant_card) == {
+        "tokens": False,
+        "remove": False,
+        "thresholds": True,
+        "raise": True,
+    }
+    assert 'data-testid="ceiling-note"' in tenant_card
+    assert _offers(_card(page, spent)) == {
+        "tokens": True,
+        "remove": True,
+        "thresholds": True,
+        "raise": True,
+    }
+    assert 'placeholder="token:ID or alias:NAME" value=""' in page  # no scope it may not set
+    # What was hidden is refused by the same rule (the page's form is no way around it).
+    refused = world.client("alice").post(f"/t/acme/budgets/{ceiling.id}/edit/", {"delete": "1"})
+    assert refused.status_code == 403 and b"budget.tenant_ceiling" in refused.content
+    assert Budget.objects.filter(pk=ceiling.pk).exists()
+
+
+def test_a_platform_admin_is_offered_the_tenant_ceiling(world, spent, ceiling):
+    page = world.client("adam").get("/t/acme/budgets/").content.decode()
+    for budget in (ceiling, spent):
+        offers = _offers(_card(page, budget))
+        assert offers["tokens"] and offers["remove"] and offers["thresholds"]
+        assert not offers["raise"]  # a platform admin is no owner: they set it
+    assert 'value="tenant"' in page  # the set form starts at the ceiling
+    answer = world.client("adam").post(
+        f"/t/acme/budgets/{ceiling.id}/edit/", {"tokens": "9000", "thresholds": "50,100"}
+    )
+    assert answer.status_code == 302
+    ceiling.refresh_from_db()
+    assert ceiling.tokens == 9000
+
+
+def test_an_owner_lowers_no_ceiling_by_the_page_but_changes_its_alerts(world, ceiling):
+    answer = world.client("alice").post(
+        f"/t/acme/budgets/{ceiling.id}/edit/", {"thresholds": "25,75"}
+    )
+    assert answer.status_code == 302
+    ceiling.refresh_from_db()
+    assert ceiling.thresholds == [25, 75] and ceiling.tokens == 5000

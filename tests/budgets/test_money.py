@@ -71,7 +71,7 @@ def test_the_price_card_puts_money_beside_the_tokens(world, budget):
     assert shown is not None
     text = re.sub(r"<[^>]+>", "", shown.group(1))
     assert "0.30 EUR of 0.50 EUR · 0.20 EUR left" in text
-    assert "50.0000 EUR per million tokens (prompt ×1, completion ×3)" in text
+    assert "50 EUR per million tokens (prompt ×1, completion ×3)" in text
 
 
 def test_an_alias_is_priced_by_its_targets_base_model_and_mixed_prices_show_none(

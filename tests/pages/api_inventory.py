@@ -57,6 +57,7 @@ PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
     ("signing-key-detail", "get"): ("tenant-keys",),
     ("signing-key-detail", "delete"): ("signing-key-revoke",),
     ("notification-list", "get"): ("tenant-notifications",),
+    ("notification-dismiss", "post"): ("notice-dismiss",),
     ("email-recipient-list", "get"): ("tenant-notifications",),
     ("email-recipient-list", "post"): ("email-recipient-add",),
     ("email-recipient-detail", "delete"): ("email-recipient-remove",),
