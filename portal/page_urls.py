@@ -1,4 +1,4 @@
-"""Page URLs the portal app owns: the audit log; the fleet's pages are mounted here too."""
+"""Page URLs the portal app owns: the audit log; the gateway's playground is mounted here too."""
 
 from django.urls import include, path
 
@@ -12,6 +12,5 @@ urlpatterns = [
         evidence_pages.version_evidence_page,
         name="version-evidence-page",
     ),
-    path("", include("workers.page_urls")),
     path("", include("gateway.page_urls")),
 ]

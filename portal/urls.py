@@ -7,7 +7,6 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 
 from portal import views
 from tenants.sso.views import SignInView
-from workers import views_metrics
 
 # JSON under /api/, a 503 with Retry-After while the database is away (portal.views).
 handler500 = "portal.views.server_error"
@@ -17,7 +16,6 @@ docs_permissions = [AllowAny] if settings.API_DOCS_PUBLIC else [IsAuthenticated]
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
-    path("metrics", views_metrics.metrics, name="metrics"),
     path("", views.dashboard, name="dashboard"),
     path("login/", SignInView.as_view(), name="login"),
     path("sso/", include("tenants.sso.urls")),
@@ -36,6 +34,7 @@ urlpatterns = [
     path("api/v1/", include("portal.api.urls")),
     # Server-rendered pages, one URL module per app that owns the data.
     path("", include("portal.page_urls")),
+    path("", include("workers.urls")),
     path("", include("tenants.urls")),
     path("", include("adapters.urls")),
     path("", include("evals.page_urls")),

@@ -21,7 +21,7 @@ from workers import shared_state
 from workers.controller import converge_engine
 from workers.desired import set_desired
 from workers.models import EngineUptime
-from workers.services import engines_probe_all
+from workers.services.engines import engines_probe_all
 
 pytestmark = [
     pytest.mark.engine,

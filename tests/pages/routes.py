@@ -587,13 +587,13 @@ PAGE_ROUTES: list[PageRoute] = [
         "post",
         expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 404},
     ),
-    # --- the operators' fleet-wide pages (workers/pages_overview.py) ---
+    # --- the operators' fleet-wide pages (workers/pages/overview.py) ---
     PageRoute("fleet-pools", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-residency", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-schedules", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-alarms", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-advice", _fleet_engine_none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
-    # --- registering and re-configuring engines (workers/pages_engine_forms.py) ---
+    # --- registering and re-configuring engines (workers/pages/engine_forms.py) ---
     PageRoute(
         "fleet-engine-new",
         _none,

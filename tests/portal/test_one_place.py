@@ -145,9 +145,9 @@ def test_the_refusals_of_each_rule_are_raised_in_one_place():
 
 ACCESS_SERVICES = {
     "tenants/services.py": None,  # every public function
-    "workers/engine_registry.py": None,
-    "workers/operator.py": {"operator_act"},
-    "workers/services.py": {"engine_operator_transition", "engine_request_reconcile"},
+    "workers/services/registry.py": None,
+    "workers/services/operator.py": {"operator_act"},
+    "workers/services/engines.py": {"engine_operator_transition", "engine_request_reconcile"},
     "tenants/tokens.py": {"token_issue", "token_revoke"},
     "adapters/services/lifecycle.py": {
         "version_approve",
