@@ -1,6 +1,6 @@
-"""Page URLs the portal app owns: the audit log; the gateway's playground is mounted here too."""
+"""Page URLs the portal app owns: the audit log and a version's compliance record."""
 
-from django.urls import include, path
+from django.urls import path
 
 from portal import evidence_pages, pages
 
@@ -12,5 +12,4 @@ urlpatterns = [
         evidence_pages.version_evidence_page,
         name="version-evidence-page",
     ),
-    path("", include("gateway.page_urls")),
 ]

@@ -1,4 +1,4 @@
-"""Page URLs of the platform admins: tenants, users, base models (usage is gateway/usage_urls)."""
+"""Page URLs of the platform admins: tenants, users, base models (usage and cost are gateway/urls.py)."""
 
 from django.urls import path
 

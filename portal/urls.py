@@ -38,7 +38,7 @@ urlpatterns = [
     path("", include("tenants.urls")),
     path("", include("adapters.urls")),
     path("", include("evals.page_urls")),
-    path("", include("gateway.usage_urls")),
+    path("", include("gateway.urls")),
     path("", include("portal.platform_urls")),
     path("", include("budgets.page_urls")),
 ]

@@ -504,7 +504,7 @@ PAGE_ROUTES: list[PageRoute] = [
         data={"decision": "reject", "comment": "not now"},
         expect={"alice": 403, "rita": 403, "olga": 403, "adam": 302},
     ),
-    # --- usage (gateway/usage_pages.py): owners and platform admins ---
+    # --- usage (gateway/pages/usage.py): owners and platform admins ---
     PageRoute(
         "tenant-usage",
         _acme,
@@ -521,7 +521,7 @@ PAGE_ROUTES: list[PageRoute] = [
     PageRoute(
         "platform-usage", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}
     ),
-    # --- cost (gateway/cost_pages.py): owners their share, platform admins (and auditors) all ---
+    # --- cost (gateway/pages/cost.py): owners their share, platform admins (and auditors) all ---
     PageRoute(
         "tenant-cost",
         _acme,
