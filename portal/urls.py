@@ -1,12 +1,10 @@
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny, IsAuthenticated
 
 from portal import views
-from tenants.sso.views import SignInView
 
 # JSON under /api/, a 503 with Retry-After while the database is away (portal.views).
 handler500 = "portal.views.server_error"
@@ -17,9 +15,6 @@ docs_permissions = [AllowAny] if settings.API_DOCS_PUBLIC else [IsAuthenticated]
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("", views.dashboard, name="dashboard"),
-    path("login/", SignInView.as_view(), name="login"),
-    path("sso/", include("tenants.sso.urls")),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path(
         "api/schema/",
@@ -39,6 +34,5 @@ urlpatterns = [
     path("", include("adapters.urls")),
     path("", include("evals.page_urls")),
     path("", include("gateway.urls")),
-    path("", include("portal.platform_urls")),
     path("", include("budgets.page_urls")),
 ]

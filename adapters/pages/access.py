@@ -36,7 +36,7 @@ def _page(
 ) -> HttpResponse:
     return render_page(
         request,
-        "tenants/members.html",
+        "adapters/members.html",
         {
             "tenant": tenant,
             "members": members_of(tenant=tenant),

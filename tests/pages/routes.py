@@ -392,7 +392,7 @@ PAGE_ROUTES: list[PageRoute] = [
         "post",
         expect={"charlie": 404, "nora": 404, "vera": 404, "bob": 302, "alice": 302},
     ),
-    # --- signing keys and the signature policy (tenants/pages_keys.py) ---
+    # --- signing keys and the signature policy (tenants/pages/keys.py) ---
     PageRoute(
         "tenant-keys", _acme, expect={"charlie": 404, "nora": 404, "vera": 200, "alice": 200}
     ),
@@ -622,7 +622,7 @@ PAGE_ROUTES: list[PageRoute] = [
         data={"url": "http://10.9.9.9:8000"},
         expect={"alice": 403, "olga": 403, "adam": 302},
     ),
-    # --- platform admins (tenants/pages_platform.py, adapters/pages/base_models.py) ---
+    # --- platform admins (tenants/pages/platform.py, adapters/pages/base_models.py) ---
     PageRoute("platform-home", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}),
     PageRoute(
         "platform-home",
