@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny, IsAuthenticated
 
 from portal import views
+from portal.pages import audit, dashboard, evidence
 
 # JSON under /api/, a 503 with Retry-After while the database is away (portal.views).
 handler500 = "portal.views.server_error"
@@ -14,7 +15,6 @@ docs_permissions = [AllowAny] if settings.API_DOCS_PUBLIC else [IsAuthenticated]
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
-    path("", views.dashboard, name="dashboard"),
     path("admin/", admin.site.urls),
     path(
         "api/schema/",
@@ -27,8 +27,16 @@ urlpatterns = [
         name="api-docs",
     ),
     path("api/v1/", include("portal.api.urls")),
-    # Server-rendered pages, one URL module per app that owns the data.
-    path("", include("portal.page_urls")),
+    # Server-rendered pages: the portal's own here, then one URL module per app, each holding
+    # the pages of what that app owns.
+    path("", dashboard.dashboard, name="dashboard"),
+    path("audit/", audit.audit_log, name="audit"),
+    path("audit/verify/", audit.audit_verify, name="audit-verify"),
+    path(
+        "t/<slug:tenant>/a/<slug:adapter>/v/<int:number>/evidence/",
+        evidence.version_evidence_page,
+        name="version-evidence-page",
+    ),
     path("", include("workers.urls")),
     path("", include("tenants.urls")),
     path("", include("adapters.urls")),
