@@ -40,7 +40,7 @@ urlpatterns = [
     path("", include("workers.urls")),
     path("", include("tenants.urls")),
     path("", include("adapters.urls")),
-    path("", include("evals.page_urls")),
+    path("", include("evals.urls")),
     path("", include("gateway.urls")),
-    path("", include("budgets.page_urls")),
+    path("", include("budgets.urls")),
 ]
