@@ -78,7 +78,7 @@ def _fleet_verb(verb: str) -> Kwargs:
 
 def _acme_token(pw: PagesWorld) -> dict[str, Any]:
     """A token bob holds, bound to acme: its owner may revoke it, and so may bob."""
-    from tenants.tokens import token_issue
+    from tenants.services.tokens import token_issue
 
     issued = token_issue(
         access=AccessContext.for_user(pw.world.users["bob"]), scopes=["read"], tenant=pw.world.acme
@@ -91,7 +91,7 @@ def _acme_key(pw: PagesWorld) -> dict[str, Any]:
     from cryptography.hazmat.primitives.asymmetric import ec
 
     from adapters.access import AccessContext
-    from tenants.signing_keys import signing_key_add
+    from tenants.services.signing_keys import signing_key_add
 
     pem = (
         ec.generate_private_key(ec.SECP256R1())
