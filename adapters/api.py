@@ -16,7 +16,7 @@ from adapters.models import Adapter, AdapterVersion, Alias, BaseModel
 from adapters.services import aliases, lifecycle, registry, releases, uploads
 from core.errors import ApplicationError, NotFound
 from tenants.api_base import PlatformViewSet, TenantScopedViewSet
-from tenants.services import adapter_grant, adapter_revoke_grants
+from tenants.services.tenancy import adapter_grant, adapter_revoke_grants
 
 
 class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):

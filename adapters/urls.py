@@ -1,9 +1,9 @@
 """Page URLs for the registry: tenant adapters and versions, uploads, aliases, the review queue,
-and a tenant's access page (members, per-adapter grants, tokens)."""
+a tenant's access page (members, per-adapter grants, tokens), the platform's base models."""
 
 from django.urls import path
 
-from adapters.pages import access, adapter_forms, aliases, registry, review, upload
+from adapters.pages import access, adapter_forms, aliases, base_models, registry, review, upload
 
 TENANT = "t/<slug:tenant>/"
 VERSION = "t/<slug:tenant>/a/<slug:adapter>/v/<int:number>/"
@@ -79,4 +79,5 @@ urlpatterns = [
     path(VERSION, registry.version_detail, name="version-detail"),
     path(VERSION + "release/", registry.version_release_page, name="version-release"),
     path(VERSION + "disable/", registry.version_disable_page, name="version-disable"),
+    path("platform/base-models/", base_models.base_models, name="platform-base-models"),
 ]

@@ -49,7 +49,7 @@ from core.audit import GENESIS_HASH, chain_key, compute_hash
 from core.audit_models import AuditChainHead, AuditEvent
 from adapters.access import AccessContext
 from tenants.models import Tenant
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 rows, start = int(sys.argv[1]), datetime.fromisoformat(sys.argv[2])
 tenants = [Tenant.objects.create(slug=f"t{i}", name=f"T{i}") for i in range(10)]
 auditor = get_user_model().objects.create_user("auditor", password="bench-password-not-secret")

@@ -604,7 +604,7 @@ def seed_tenancy(tiny: Path) -> Tenancy:
     from adapters.services.registry import base_model_register_from_dir
     from engine.sample_adapters import TINY_BASE_MODEL_NAME
     from tenants.models import Membership, Tenant
-    from tenants.tokens import token_issue
+    from tenants.services.tokens import token_issue
 
     tenant = Tenant.objects.create(
         slug="bench", name="Bench", slo_class="silver", quota_requests_per_minute=2_000_000_000

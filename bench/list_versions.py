@@ -118,7 +118,7 @@ def seed(n_tenants: int, n_versions: int, seed_value: int = 7) -> World:
     from adapters.access import AccessContext
     from adapters.models import Adapter, AdapterVersion, BaseModel
     from tenants.models import Membership, Tenant
-    from tenants.tokens import token_issue
+    from tenants.services.tokens import token_issue
 
     user_model = get_user_model()
     rng = random.Random(seed_value)

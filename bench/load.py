@@ -347,7 +347,7 @@ def seed(services: Services, tiny: Path, n: int) -> tuple[gs.Tenancy, list[str],
 
     from adapters.access import AccessContext
     from adapters.models import Adapter
-    from tenants.tokens import token_issue
+    from tenants.services.tokens import token_issue
     from tests.workers.fleet import servable_version
 
     tenancy = gs.seed_tenancy(tiny)

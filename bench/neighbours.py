@@ -315,7 +315,7 @@ def seed(engines: dict[str, EngineProcess], tiny: Path) -> dict[str, str]:
     from adapters.services.registry import base_model_register_from_dir
     from engine.sample_adapters import TINY_BASE_MODEL_NAME
     from tenants.models import Membership, Tenant
-    from tenants.tokens import token_issue
+    from tenants.services.tokens import token_issue
 
     base = base_model_register_from_dir(
         access=SystemAccess(), name=TINY_BASE_MODEL_NAME, model_dir=tiny / "base"

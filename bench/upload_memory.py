@@ -48,7 +48,7 @@ from django.contrib.auth import get_user_model
 from adapters.models import Adapter
 from adapters.services.registry import base_model_register
 from tenants.models import Membership, Tenant
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from adapters.access import AccessContext, SystemAccess
 hf = json.loads(sys.argv[1])
 user = get_user_model().objects.create_user("bench", password="bench-password-not-secret")

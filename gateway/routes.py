@@ -22,7 +22,7 @@ from adapters.selectors import pool_of
 from budgets.rules import BudgetRules, load_rules
 from gateway.request_schema import Plan
 from tenants.models import ApiToken, Membership, Tenant, TokenScope
-from tenants.tokens import TOKEN_PREFIX
+from tenants.services.tokens import TOKEN_PREFIX
 from workers.models import Engine, EngineState, Residency, ResidencyState
 from workers.selectors import engine_key
 

@@ -73,7 +73,7 @@ def may_send_upload(scope: dict[str, Any], tenant: str, adapter: str) -> bool:
     """Whether this request's caller (Bearer token, else session) may upload to the adapter."""
     from adapters.access import AccessContext
     from adapters.models import Adapter
-    from tenants.tokens import token_authenticate
+    from tenants.services.tokens import token_authenticate
 
     authorization = _header(scope, b"authorization") or ""
     keyword, _, credentials = authorization.partition(" ")

@@ -185,7 +185,7 @@ def price_demo_engine_hours() -> None:
 def demo_inference_token(token_file: Path) -> str:
     """An inference token for alice (acme), kept in var/ so a re-run can print it again (a token
     is shown once; the demo's is for trying the gateway with curl or the openai client)."""
-    from tenants.tokens import token_issue
+    from tenants.services.tokens import token_issue
 
     if token_file.exists():
         return token_file.read_text().strip()

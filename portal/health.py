@@ -52,7 +52,7 @@ def check_celery() -> dict[str, Any]:
 
 async def _check_engine(engine: Any) -> dict[str, Any]:
     from workers.selectors import engine_key, engine_key_refusal
-    from workers.services import probe_engine
+    from workers.services.engines import probe_engine
 
     started = time.perf_counter()
     error = engine_key_refusal(engine) or await probe_engine(engine.url, engine_key(engine))

@@ -9,7 +9,7 @@ def dashboard_context(*, user: Any) -> dict[str, Any]:
     """Engines only through dashboard_fleet (those who see engines); a tenant's plan only where
     the caller sees its details (a grant alone shows the name)."""
     from adapters.access import AccessContext
-    from workers.page_selectors import dashboard_fleet
+    from workers.page_selectors.engines import dashboard_fleet
 
     access = AccessContext.for_user(user)
     return {

@@ -1,13 +1,11 @@
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny, IsAuthenticated
 
 from portal import views
-from tenants.sso.views import SignInView
-from workers import views_metrics
+from portal.pages import audit, dashboard, evidence
 
 # JSON under /api/, a 503 with Retry-After while the database is away (portal.views).
 handler500 = "portal.views.server_error"
@@ -17,11 +15,6 @@ docs_permissions = [AllowAny] if settings.API_DOCS_PUBLIC else [IsAuthenticated]
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
-    path("metrics", views_metrics.metrics, name="metrics"),
-    path("", views.dashboard, name="dashboard"),
-    path("login/", SignInView.as_view(), name="login"),
-    path("sso/", include("tenants.sso.urls")),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path(
         "api/schema/",
@@ -34,12 +27,20 @@ urlpatterns = [
         name="api-docs",
     ),
     path("api/v1/", include("portal.api.urls")),
-    # Server-rendered pages, one URL module per app that owns the data.
-    path("", include("portal.page_urls")),
+    # Server-rendered pages: the portal's own here, then one URL module per app, each holding
+    # the pages of what that app owns.
+    path("", dashboard.dashboard, name="dashboard"),
+    path("audit/", audit.audit_log, name="audit"),
+    path("audit/verify/", audit.audit_verify, name="audit-verify"),
+    path(
+        "t/<slug:tenant>/a/<slug:adapter>/v/<int:number>/evidence/",
+        evidence.version_evidence_page,
+        name="version-evidence-page",
+    ),
+    path("", include("workers.urls")),
     path("", include("tenants.urls")),
     path("", include("adapters.urls")),
-    path("", include("evals.page_urls")),
-    path("", include("gateway.usage_urls")),
-    path("", include("portal.platform_urls")),
-    path("", include("budgets.page_urls")),
+    path("", include("evals.urls")),
+    path("", include("gateway.urls")),
+    path("", include("budgets.urls")),
 ]

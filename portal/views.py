@@ -1,4 +1,4 @@
-"""The web shell: health, dashboard, and the answer when no view could give one."""
+"""The web shell's plain views: health, and the answer when no view could give one."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ import sys
 import psycopg
 import redis
 from asgiref.sync import sync_to_async
-from django.contrib.auth.decorators import login_required
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
 
 from adapters.access import AccessContext
 from portal.health import cached_health_report, health_report, redact_report
@@ -30,13 +28,6 @@ async def healthz(request: HttpRequest) -> JsonResponse:
 
 def _sees_engines(user) -> bool:
     return AccessContext.for_user(user).sees_engines
-
-
-@login_required
-def dashboard(request: HttpRequest) -> HttpResponse:
-    from portal.selectors import dashboard_context
-
-    return render(request, "portal/dashboard.html", dashboard_context(user=request.user))
 
 
 # The database is away (restarting, failing over, refusing connections, the pool out of time):

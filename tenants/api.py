@@ -19,7 +19,7 @@ from tenants.access_port import access_for_user
 from tenants.api_base import PlatformViewSet, TenantScopedViewSet
 from tenants.models import ApiToken, Membership, Tenant
 from tenants.selectors import tenant_tokens, whoami
-from tenants.services import (
+from tenants.services.tenancy import (
     membership_remove,
     membership_set,
     tenant_create,
@@ -27,7 +27,7 @@ from tenants.services import (
     user_create,
     user_update,
 )
-from tenants.tokens import token_issue, token_revoke
+from tenants.services.tokens import token_issue, token_revoke
 
 User = get_user_model()
 

@@ -14,9 +14,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.response import Response
 
-from tenants import signing_keys as service
 from tenants.api_base import TenantScopedViewSet
 from tenants.models import SigningKey
+from tenants.services import signing_keys as service
 
 
 class SigningKeySerializer(serializers.ModelSerializer):

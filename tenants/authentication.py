@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import authentication, exceptions
 
-from tenants.tokens import token_authenticate
+from tenants.services.tokens import token_authenticate
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

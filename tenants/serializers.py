@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
 from tenants.models import ApiToken, Membership, PlatformRole, Tenant, TenantRole, TokenScope
-from tenants.services import TENANT_FIELDS
+from tenants.services.tenancy import TENANT_FIELDS
 
 User = get_user_model()
 

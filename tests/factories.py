@@ -15,7 +15,7 @@ from adapters.models import Adapter, BaseModel
 from adapters.services.registry import base_model_register
 from engine.sample_adapters import TINY_BASE_MODEL_NAME, write_lora_adapter
 from tenants.models import Membership, Tenant
-from tenants.tokens import IssuedToken, token_issue
+from tenants.services.tokens import IssuedToken, token_issue
 
 
 class TokenClient(APIClient):

@@ -10,16 +10,16 @@ from rest_framework.response import Response
 from tenants.api_base import PlatformViewSet
 from workers import serializers as s
 from workers.alarms import open_alarms
-from workers.engine_registry import engine_create, engine_update
 from workers.models import Engine, FleetAction
-from workers.operator import operator_act
 from workers.selectors import (
     engine_advice,
     engine_launch_config,
     residencies_of_engine,
     version_from_label,
 )
-from workers.services import engine_operator_transition, engine_request_reconcile
+from workers.services.engines import engine_operator_transition, engine_request_reconcile
+from workers.services.operator import operator_act
+from workers.services.registry import engine_create, engine_update
 
 
 class EngineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):

@@ -108,7 +108,7 @@ def engine_probe_now(engine: Engine) -> str:
     not reach it asks for this, so that the fleet's state (which every gateway replica follows)
     says it is away, and says so again, with a new `last_seen_at`, as soon as it answers. An
     engine found away is watched until it answers (watch_until_back)."""
-    from workers.services import engine_record_probe, probe_boundary, probe_capabilities
+    from workers.services.engines import engine_record_probe, probe_boundary, probe_capabilities
 
     async def probe() -> tuple[str, dict[str, Any] | None]:
         error = await probe_boundary(engine)
@@ -128,7 +128,7 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
     if engine.state == EngineState.DOWN:
         # Back already? Then bring it back now rather than at the prober's next pass, so a
         # restarted engine is restored within one reconcile period plus its load time.
-        from workers.services import engine_record_probe, probe_boundary
+        from workers.services.engines import engine_record_probe, probe_boundary
 
         error = asyncio.run(probe_boundary(engine))
         if error:

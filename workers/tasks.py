@@ -1,4 +1,4 @@
-"""Celery tasks of the fleet: thin wrappers around workers.services, .controller and .desired.
+"""Celery tasks of the fleet: thin wrappers around workers.services.engines, .controller and .desired.
 
 Node tasks (stage, converge) run on the engine's own queue (`Engine.queue`), where the worker has
 the node's disk; the reconcile and alarm sweeps run on the shared queue and fan out.
@@ -15,7 +15,7 @@ from workers.controller import EngineBusy, converge_engine, engine_probe_now
 from workers.models import Engine
 from workers.reconcile import reconcile_fleet_pass, stage_version_on_engine
 from workers.schedules import apply_warmup_window  # noqa: F401 - registers the beat task here
-from workers.services import engines_probe_all
+from workers.services.engines import engines_probe_all
 
 log = logging.getLogger(__name__)
 

@@ -18,14 +18,14 @@ from tenants.access_port import Access
 from tenants.models import Tenant, TenantRole
 from tenants.pagekit import page_view, post_text, render_page, tenant_scope
 from tenants.selectors import members_of, tenant_tokens
-from tenants.services import (
+from tenants.services.tenancy import (
     GRANTABLE_ADAPTER_PERMS,
     adapter_grant,
     adapter_revoke_grants,
     membership_remove,
     membership_set,
 )
-from tenants.tokens import token_revoke
+from tenants.services.tokens import token_revoke
 
 
 def _page(
@@ -36,7 +36,7 @@ def _page(
 ) -> HttpResponse:
     return render_page(
         request,
-        "tenants/members.html",
+        "adapters/members.html",
         {
             "tenant": tenant,
             "members": members_of(tenant=tenant),

@@ -33,7 +33,7 @@ IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 IN_TOTO_STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 MODEL_SIGNING_PREDICATE = "https://model_signing/signature/v1.0"
 # The one list of supported EC curves (model-signing's): the algorithm a key is shown as, and
-# the hash its ECDSA signatures use. Key registration (tenants.signing_keys) accepts these only.
+# the hash its ECDSA signatures use. Key registration (tenants.services.signing_keys) accepts these only.
 EC_CURVES: dict[str, tuple[str, type[hashes.HashAlgorithm]]] = {
     "secp256r1": ("ecdsa-p256", hashes.SHA256),
     "secp384r1": ("ecdsa-p384", hashes.SHA384),
@@ -89,7 +89,7 @@ def key_algorithm_name(key: PublicKey) -> str:
 
 def key_fingerprint(pem: bytes | str) -> str:
     """sha256 of the key's DER SubjectPublicKeyInfo: a stable id for a registered key (the only
-    definition; tenants.signing_keys uses it too)."""
+    definition; tenants.services.signing_keys uses it too)."""
     der = load_public_key(pem).public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )

@@ -12,10 +12,10 @@ from adapters.api import (
 )
 from adapters.api_uploads import DirectUploadViewSet
 from budgets.api import BudgetViewSet, PriceCardViewSet
-from budgets.raise_api import BudgetRaiseDecisionViewSet, BudgetRaiseRequestViewSet
+from budgets.api_raises import BudgetRaiseDecisionViewSet, BudgetRaiseRequestViewSet
 from evals.api import PolicyViewSet, RunViewSet, SuiteViewSet
 from gateway.api import AdapterMetricsViewSet, TenantUsageViewSet, UsageViewSet
-from gateway.cost_api import CostViewSet
+from gateway.api_cost import CostViewSet
 from portal.api.audit import AuditViewSet
 from portal.api.records import AuditExportViewSet, EvidenceKeyViewSet, EvidenceViewSet
 from tenants.api import (

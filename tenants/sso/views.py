@@ -177,7 +177,7 @@ def backchannel_logout_view(request: HttpRequest, provider: str) -> HttpResponse
 class SignInView(LoginView):
     """The sign-in page: a button per identity provider, the password form while it is on."""
 
-    template_name = "portal/login.html"
+    template_name = "tenants/login.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)

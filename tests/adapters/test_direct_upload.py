@@ -16,7 +16,7 @@ from adapters.models import AdapterVersion, DirectUpload
 from adapters.services.direct_uploads import expire_direct_uploads
 from core.audit_models import AuditEvent
 from portal.audit_verify import verify_chain
-from tenants.services import adapter_grant
+from tenants.services.tenancy import adapter_grant
 from tests.factories import adapter_files, make_user
 from tests.storage.probes import leftovers
 

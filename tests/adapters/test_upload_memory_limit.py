@@ -21,7 +21,7 @@ from bench.upload_support import (
     post_streamed,
 )
 from core.audit_models import AuditEvent
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.storage.probes import leftovers
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -34,9 +34,9 @@ from budgets.models import Budget, PriceCard
 from core.audit_models import AuditEvent
 from tenants.models import ApiToken, Membership, SigningKey, Tenant
 from tenants.notifications.models import Notification
-from tenants.services import adapter_grant
-from tenants.signing_keys import signing_key_add
-from tenants.tokens import token_issue, token_revoke
+from tenants.services.signing_keys import signing_key_add
+from tenants.services.tenancy import adapter_grant
+from tenants.services.tokens import token_issue, token_revoke
 from tests.api.matrix import SESSION_USERS, Endpoint, expire, is_tenant_route, scopes_lacking
 from tests.factories import (
     PASSWORD,

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion
 from core.audit_models import AuditEvent
-from tenants.services import adapter_grant
+from tenants.services.tenancy import adapter_grant
 from tests.factories import PASSWORD, make_user
 
 pytestmark = pytest.mark.django_db
@@ -87,7 +87,7 @@ def test_the_dashboard_shows_a_grantee_the_tenants_name_but_not_its_plan(world, 
 
 
 def test_a_revoked_grant_leaves_nothing_of_the_tenant(world, gus):
-    from tenants.services import adapter_revoke_grants
+    from tenants.services.tenancy import adapter_revoke_grants
 
     adapter_revoke_grants(
         access=AccessContext.for_user(world.users["alice"]), adapter=world.support, username="gus"
@@ -148,9 +148,9 @@ def test_a_superuser_holds_no_object_permission_it_was_not_granted(world, sue):
 
 
 def test_the_access_services_ask_who_may_change_members_and_grants_themselves(world):
-    """The check is inside the service (tenants.services), whichever page or endpoint calls."""
+    """The check is inside the service (tenants.services.tenancy), whichever page or endpoint calls."""
     from core.errors import PermissionDenied
-    from tenants.services import membership_set
+    from tenants.services.tenancy import membership_set
 
     for who in ("bob", "vera", "rita", "olga", "charlie"):
         access = AccessContext.for_user(world.users[who])

@@ -20,7 +20,7 @@ from schemathesis.config import SchemathesisConfig
 from adapters.access import AccessContext
 from adapters.services.aliases import alias_set
 from tenants.models import TokenScope
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.gateway.recording import engine_row, version
 
 # Fuzzed cases per operation, on top of the coverage phase's (1,457 cases in all; about 50 s of

@@ -9,7 +9,7 @@ import pytest
 from adapters.access import AccessContext
 from core.audit_models import AuditEvent
 from tenants.models import ApiToken
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 
 pytestmark = pytest.mark.django_db(transaction=False)
 
@@ -66,7 +66,7 @@ def test_the_service_itself_refuses_without_the_right(world, bobs_token):
     from core.errors import NotFound
 
     with pytest.raises(NotFound):
-        from tenants.tokens import token_revoke
+        from tenants.services.tokens import token_revoke
 
         token_revoke(access=AccessContext.for_user(world.users["vera"]), token=bobs_token)
     bobs_token.refresh_from_db()

@@ -10,7 +10,7 @@ from bench import gateway_overhead as overhead
 from bench import gateway_support as gs
 from budgets.rules import load_rules
 from tenants.models import ApiToken
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.bench.test_gateway_bench_report import _overhead
 from tests.factories import build_world
 from tests.workers.fleet import servable_version

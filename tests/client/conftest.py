@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.access import AccessContext
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.paths import REPO
 
 CLIENT_SRC = REPO / "client"

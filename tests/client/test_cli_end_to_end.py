@@ -10,7 +10,7 @@ import pytest
 from adapters.access import AccessContext
 from adapters.models import AdapterVersion
 from portal.audit_verify import verify_chain
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.client.steps import released
 from tests.gateway.conftest import fleet, worker_fleet  # noqa: F401 - fixtures used here
 

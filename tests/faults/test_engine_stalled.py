@@ -21,7 +21,7 @@ import pytest
 
 from tests.faults.record import FaultRecord, Stopwatch, wait_until
 from workers.models import EngineState
-from workers.services import engines_probe_all, probe_engine
+from workers.services.engines import engines_probe_all, probe_engine
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db]
 WAIT_S = 3.0

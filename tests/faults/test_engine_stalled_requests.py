@@ -25,7 +25,7 @@ from tests.fixtures.gateway import running_gateway
 from tests.gateway.hostile_support import PROMPT, clear_gateway_counts, engine_counter
 from tests.gateway.test_hostile_engines import token
 from workers.models import EngineState
-from workers.services import engines_probe_all
+from workers.services.engines import engines_probe_all
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 PROGRESS_WAIT_S = 3.0  # the prober's ENGINE_PROGRESS_TIMEOUT_SECONDS here

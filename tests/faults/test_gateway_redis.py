@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from adapters.access import AccessContext
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.faults.harness import CallerLog, chain_verifies, ledger, start_portal
 from tests.faults.record import FaultRecord, Stopwatch, wait_until
 from tests.faults.redis_server import OwnRedis

@@ -17,7 +17,7 @@ import pytest
 from django.db import connection
 
 from adapters.access import AccessContext
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.faults.harness import CallerLog, chain_verifies, ledger, start_portal
 from tests.faults.record import FaultRecord, Stopwatch, wait_until
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from adapters.access import AccessContext
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.faults.harness import CallerLog, chain_verifies, ledger, portal_env, start_portal
 from tests.faults.record import REPO, FaultRecord, Stopwatch, wait_until
 from tests.paths import TEST_VAR

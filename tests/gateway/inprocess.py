@@ -11,7 +11,7 @@ import pytest
 
 from adapters.access import AccessContext
 from gateway.app import Gateway
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 
 PROMPT = [{"role": "user", "content": "hi"}]
 

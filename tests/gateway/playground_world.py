@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion
-from tenants.services import adapter_grant
+from tenants.services.tenancy import adapter_grant
 from tests.factories import World
 
 

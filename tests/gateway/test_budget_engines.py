@@ -19,7 +19,7 @@ from adapters.access import AccessContext
 from budgets import clock
 from budgets.models import Budget, BudgetSpend
 from budgets.rebuild import rebuild_counts
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.faults.record import wait_until
 from tests.fixtures.gateway import running_gateway
 

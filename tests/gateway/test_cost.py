@@ -18,7 +18,7 @@ from gateway.usage import usage_persist
 from tests.factories import make_user
 from tests.gateway.recording import engine_row, gw_redis, measure, record, version  # noqa: F401
 from workers.models import EngineUptime
-from workers.services import engine_record_probe
+from workers.services.engines import engine_record_probe
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/cost/"

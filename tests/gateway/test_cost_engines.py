@@ -13,7 +13,7 @@ import pytest
 
 from adapters.access import AccessContext
 from gateway.usage import usage_key, usage_persist
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.factories import make_user
 from tests.gateway.recording import gw_redis  # noqa: F401
 from tests.workers.fleet import servable_version
@@ -21,7 +21,7 @@ from workers import shared_state
 from workers.controller import converge_engine
 from workers.desired import set_desired
 from workers.models import EngineUptime
-from workers.services import engines_probe_all
+from workers.services.engines import engines_probe_all
 
 pytestmark = [
     pytest.mark.engine,

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from adapters.access import AccessContext
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.fixtures.gateway import ROOM_WAIT_S, gateway_log_tail
 from tests.workers.fleet import residency_report, servable_version
 from workers import shared_state

@@ -16,7 +16,7 @@ import pytest
 
 from adapters.access import AccessContext
 from adapters.services.releases import Guard, canary_series, canary_verdict, window_minutes
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.gateway.hostile_support import (
     chat,
     complete,

@@ -9,7 +9,7 @@ import pytest
 from adapters.access import AccessContext
 from adapters.services.aliases import alias_set
 from adapters.services.lifecycle import version_disable
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.workers.fleet import servable_version
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]

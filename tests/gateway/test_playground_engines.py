@@ -14,7 +14,7 @@ from websockets.asyncio.client import connect
 
 from adapters.access import AccessContext
 from engine.sample_adapters import TINY_BASE_MODEL_NAME
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.gateway.recording import gw_redis  # noqa: F401 - fixture
 from tests.portal.test_tenant_events_socket import session_cookie
 from tests.workers.fleet import residency_report, servable_version

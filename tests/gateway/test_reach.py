@@ -14,7 +14,7 @@ import pytest
 from adapters.access import AccessContext
 from adapters.services.aliases import alias_set
 from tenants.models import Membership
-from tenants.services import adapter_grant, membership_remove, membership_set
+from tenants.services.tenancy import adapter_grant, membership_remove, membership_set
 from tests.gateway.inprocess import PROMPT, code_of, get, gw_fixture, post, token_for  # noqa: F401
 from tests.gateway.recording import version
 

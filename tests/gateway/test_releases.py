@@ -31,7 +31,7 @@ from gateway.recorder import Measurement, Recorder
 from gateway.routes import Target, build_table
 from portal.audit_verify import verify_chain
 from tenants.access_port import Access
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.workers.conftest import worker_fleet  # noqa: F401 - the fixture
 from workers import shared_state
 from workers.redis_contract.keys import conc_key

@@ -14,7 +14,7 @@ from adapters.services.aliases import alias_set
 from adapters.services.lifecycle import version_approve, version_release
 from adapters.services.uploads import IncomingFile, version_upload
 from adapters.services.validation import run_validation
-from tenants.tokens import IssuedToken, token_issue
+from tenants.services.tokens import IssuedToken, token_issue
 from tests.factories import World, adapter_files
 
 

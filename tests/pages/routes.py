@@ -78,7 +78,7 @@ def _fleet_verb(verb: str) -> Kwargs:
 
 def _acme_token(pw: PagesWorld) -> dict[str, Any]:
     """A token bob holds, bound to acme: its owner may revoke it, and so may bob."""
-    from tenants.tokens import token_issue
+    from tenants.services.tokens import token_issue
 
     issued = token_issue(
         access=AccessContext.for_user(pw.world.users["bob"]), scopes=["read"], tenant=pw.world.acme
@@ -91,7 +91,7 @@ def _acme_key(pw: PagesWorld) -> dict[str, Any]:
     from cryptography.hazmat.primitives.asymmetric import ec
 
     from adapters.access import AccessContext
-    from tenants.signing_keys import signing_key_add
+    from tenants.services.signing_keys import signing_key_add
 
     pem = (
         ec.generate_private_key(ec.SECP256R1())
@@ -392,7 +392,7 @@ PAGE_ROUTES: list[PageRoute] = [
         "post",
         expect={"charlie": 404, "nora": 404, "vera": 404, "bob": 302, "alice": 302},
     ),
-    # --- signing keys and the signature policy (tenants/pages_keys.py) ---
+    # --- signing keys and the signature policy (tenants/pages/keys.py) ---
     PageRoute(
         "tenant-keys", _acme, expect={"charlie": 404, "nora": 404, "vera": 200, "alice": 200}
     ),
@@ -504,7 +504,7 @@ PAGE_ROUTES: list[PageRoute] = [
         data={"decision": "reject", "comment": "not now"},
         expect={"alice": 403, "rita": 403, "olga": 403, "adam": 302},
     ),
-    # --- usage (gateway/usage_pages.py): owners and platform admins ---
+    # --- usage (gateway/pages/usage.py): owners and platform admins ---
     PageRoute(
         "tenant-usage",
         _acme,
@@ -521,7 +521,7 @@ PAGE_ROUTES: list[PageRoute] = [
     PageRoute(
         "platform-usage", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}
     ),
-    # --- cost (gateway/cost_pages.py): owners their share, platform admins (and auditors) all ---
+    # --- cost (gateway/pages/cost.py): owners their share, platform admins (and auditors) all ---
     PageRoute(
         "tenant-cost",
         _acme,
@@ -587,13 +587,13 @@ PAGE_ROUTES: list[PageRoute] = [
         "post",
         expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 404},
     ),
-    # --- the operators' fleet-wide pages (workers/pages_overview.py) ---
+    # --- the operators' fleet-wide pages (workers/pages/overview.py) ---
     PageRoute("fleet-pools", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-residency", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-schedules", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-alarms", _none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
     PageRoute("fleet-advice", _fleet_engine_none, expect={**NOT_FLEET, "olga": 200, "adam": 200}),
-    # --- registering and re-configuring engines (workers/pages_engine_forms.py) ---
+    # --- registering and re-configuring engines (workers/pages/engine_forms.py) ---
     PageRoute(
         "fleet-engine-new",
         _none,
@@ -622,7 +622,7 @@ PAGE_ROUTES: list[PageRoute] = [
         data={"url": "http://10.9.9.9:8000"},
         expect={"alice": 403, "olga": 403, "adam": 302},
     ),
-    # --- platform admins (tenants/pages_platform.py, adapters/pages/base_models.py) ---
+    # --- platform admins (tenants/pages/platform.py, adapters/pages/base_models.py) ---
     PageRoute("platform-home", _none, expect={"alice": 403, "rita": 403, "olga": 403, "adam": 200}),
     PageRoute(
         "platform-home",

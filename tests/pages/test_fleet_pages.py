@@ -24,10 +24,10 @@ from tests.workers.fleet import servable_version
 from workers import engine_slots
 from workers.alarms import alarm_clear, alarm_raise
 from workers.models import Engine, FleetAction, Residency
-from workers.operator import operator_act
-from workers.page_selectors import placements_of
+from workers.page_selectors.engines import placements_of
 from workers.schedules import TASK_NAME, entry_kwargs
 from workers.selectors import version_placement
+from workers.services.operator import operator_act
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}

@@ -15,7 +15,7 @@ from adapters.models import Adapter, Alias
 from core.audit_models import AuditEvent
 from gateway.models import DailyUsage
 from tenants.models import Membership, SigningKey
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.pages.builders import active, validated
 
 pytestmark = pytest.mark.django_db

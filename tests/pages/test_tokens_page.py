@@ -6,7 +6,7 @@ from django.urls import reverse
 from adapters.access import AccessContext
 from core.audit_models import AuditEvent
 from tenants.models import ApiToken
-from tenants.tokens import token_authenticate, token_issue
+from tenants.services.tokens import token_authenticate, token_issue
 
 pytestmark = pytest.mark.django_db
 

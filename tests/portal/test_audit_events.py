@@ -10,8 +10,8 @@ from django.db import connection
 
 from adapters.access import AccessContext
 from core.audit_models import AuditEvent
-from tenants.services import membership_remove, membership_set
-from tenants.tokens import token_issue, token_revoke
+from tenants.services.tenancy import membership_remove, membership_set
+from tenants.services.tokens import token_issue, token_revoke
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from core.audit_models import AuditEvent
 from portal.audit_checkpoint import CHECKPOINT_KEY, read_checkpoint
 from portal.audit_verify import verify_chain
 from portal.tasks import checkpoint_audit_chain
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 
 pytestmark = pytest.mark.django_db
 VERIFY = "/api/v1/audit/verify/"

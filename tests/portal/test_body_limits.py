@@ -66,7 +66,7 @@ async def test_a_body_under_the_cap_reaches_the_endpoint(world):
 
 def _bearer(world, who: str, scopes: list[str]) -> dict[str, str]:
     from adapters.access import AccessContext
-    from tenants.tokens import token_issue
+    from tenants.services.tokens import token_issue
 
     issued = token_issue(access=AccessContext.for_user(world.users[who]), scopes=scopes)
     return {"authorization": f"Bearer {issued.plaintext}"}

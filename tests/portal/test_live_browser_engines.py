@@ -15,7 +15,7 @@ from playwright import sync_api as playwright_api
 
 from adapters.access import AccessContext
 from adapters.models import Adapter
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.fixtures.celery_worker import _service_env, _stop
 from tests.pages.test_browser import SCREENSHOTS, chromium_page
 from tests.portal.test_live_browser import _log_in, _spawn

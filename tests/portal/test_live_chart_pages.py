@@ -95,7 +95,7 @@ def test_the_dashboard_shows_fleet_charts_to_operators_only(world):
 
 
 def test_the_tenant_page_adds_up_what_its_user_may_see(world, tmp_path):
-    from tenants.services import adapter_grant
+    from tenants.services.tenancy import adapter_grant
 
     names = [f"probe-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     for name in names:

@@ -16,7 +16,7 @@ from channels.layers import get_channel_layer
 from adapters.access import AccessContext
 from adapters.models import Adapter
 from gateway.recorder import Measurement, Recorder
-from tenants.services import adapter_grant, adapter_revoke_grants, membership_remove
+from tenants.services.tenancy import adapter_grant, adapter_revoke_grants, membership_remove
 from tests.other_redis_database import run_on_other_redis_database
 from tests.portal.live_helpers import open_socket, past_second, publisher, session_headers
 
@@ -450,7 +450,7 @@ async def test_a_change_in_another_tenant_leaves_this_tenants_sockets_alone(worl
     sockets ask the database again (with one generation for all, every socket of the portal
     re-checked at once on any change, a log-out included); a change in acme does."""
     from portal import consumers
-    from tenants.services import membership_set
+    from tenants.services.tenancy import membership_set
 
     monkeypatch.setattr(consumers, "RECHECK_SECONDS", 10_000.0)  # no periodic re-check here
     decided: list[str] = []

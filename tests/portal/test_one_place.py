@@ -104,7 +104,7 @@ def test_key_fingerprint_is_defined_once():
 
 
 def test_the_supported_curves_are_listed_once():
-    # Registration (tenants.signing_keys) and verification used to list different curves.
+    # Registration (tenants.services.signing_keys) and verification used to list different curves.
     assert _modules_with(r"[\"']secp\d+r1[\"']") == ["adapters/validation/signatures.py"]
 
 
@@ -144,11 +144,11 @@ def test_the_refusals_of_each_rule_are_raised_in_one_place():
 # --- one service convention: the caller's access context in, the check inside ---
 
 ACCESS_SERVICES = {
-    "tenants/services.py": None,  # every public function
-    "workers/engine_registry.py": None,
-    "workers/operator.py": {"operator_act"},
-    "workers/services.py": {"engine_operator_transition", "engine_request_reconcile"},
-    "tenants/tokens.py": {"token_issue", "token_revoke"},
+    "tenants/services/tenancy.py": None,  # every public function
+    "workers/services/registry.py": None,
+    "workers/services/operator.py": {"operator_act"},
+    "workers/services/engines.py": {"engine_operator_transition", "engine_request_reconcile"},
+    "tenants/services/tokens.py": {"token_issue", "token_revoke"},
     "adapters/services/lifecycle.py": {
         "version_approve",
         "version_reject",
@@ -168,7 +168,7 @@ CALLER_ARGUMENTS = {"actor", "reviewer", "owner", "requester"}
 # revocation, whose actor is the provider (a label), never a caller.
 CALLER_ARGUMENT_ALLOWED = {
     "adapters/services/aliases.py:apply_targets",
-    "tenants/tokens.py:tokens_revoke_for_user",
+    "tenants/services/tokens.py:tokens_revoke_for_user",
 }
 
 

@@ -21,8 +21,8 @@ from django.contrib.auth import get_user_model
 
 from core.audit_models import AuditEvent
 from tenants.models import ApiToken, Membership
+from tenants.services.tokens import token_authenticate
 from tenants.sso.models import SsoIdentity, SsoMapping
-from tenants.tokens import token_authenticate
 from tests.client.conftest import CLIENT_SRC
 from tests.fixtures.oidc_provider import CLI_CLIENT_ID, DEVICE_INTERVAL_SECONDS
 from tests.sso.flow import authorize_at_provider, decide_device_code

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from tenants.models import Membership
+from tenants.services.tokens import token_authenticate
 from tenants.sso.models import SsoMapping
-from tenants.tokens import token_authenticate
 from tests.client.conftest import CLIENT_SRC
 from tests.sso.flow import authorize_at_provider
 

@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from core.audit_models import AuditEvent
 from tenants.models import ApiToken, Membership
+from tenants.services.tokens import token_authenticate
 from tenants.sso import oidc
 from tenants.sso.models import SsoIdentity, SsoMapping
 from tenants.sso.sealing import unseal
 from tenants.tasks import recheck_sso_token_holders
-from tenants.tokens import token_authenticate
 from tests.sso.flow import sign_in
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,7 @@ from django.core.checks import run_checks
 from core.audit_models import AuditEvent
 from tests.paths import REPO
 from workers.models import Engine
-from workers.services import engines_probe_all
+from workers.services.engines import engines_probe_all
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from workers.models import Engine, EngineState
-from workers.services import engines_probe_all
+from workers.services.engines import engines_probe_all
 
 pytestmark = pytest.mark.django_db
 

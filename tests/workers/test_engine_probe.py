@@ -7,7 +7,7 @@ import pytest
 from core.audit_models import AuditEvent
 from tests.factories import tiny_base_model
 from workers.models import Engine
-from workers.services import engines_probe_all
+from workers.services.engines import engines_probe_all
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db]
 

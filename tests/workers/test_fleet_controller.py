@@ -25,7 +25,7 @@ from workers.models import (
     ResidencyState,
 )
 from workers.reconcile import stage_version_on_engine
-from workers.services import engine_operator_transition
+from workers.services.engines import engine_operator_transition
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db]
 

@@ -17,7 +17,7 @@ import pytest
 
 from adapters.access import AccessContext
 from adapters.models import Adapter
-from tenants.tokens import token_issue
+from tenants.services.tokens import token_issue
 from tests.faults.test_engine_stalled import stopped
 from tests.fixtures.gateway import ROOM_WAIT_S, running_gateway_process
 from tests.fixtures.shared_counts import forget_engine

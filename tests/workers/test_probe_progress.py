@@ -1,4 +1,4 @@
-"""The prober's progress rule (workers.services): an engine is stuck only when a one-token request
+"""The prober's progress rule (workers.services.engines): an engine is stuck only when a one-token request
 did not finish and its token counters did not move meanwhile (a finished one is never judged).
 The real stalled engine: tests/faults/test_engine_stalled.py."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.services import stall_verdict, tokens_processed
+from workers.services.engines import stall_verdict, tokens_processed
 
 METRICS = """# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
 # TYPE vllm:prompt_tokens_total counter

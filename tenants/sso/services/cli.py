@@ -10,10 +10,10 @@ from django.core.cache import cache
 
 from core.errors import NotFound
 from tenants.access_port import access_for_user
+from tenants.services.tokens import IssuedToken, token_issue
 from tenants.sso.errors import SsoRefused
 from tenants.sso.providers import provider_named
 from tenants.sso.services.signin import sso_sign_in
-from tenants.tokens import IssuedToken, token_issue
 
 # An ID token is traded once; remembered longer than any provider lets one live.
 SEEN_SECONDS = 24 * 3600

@@ -17,9 +17,9 @@ from django.db import transaction
 
 from core.audit import record_event
 from tenants.models import Membership, MembershipSource, PlatformRole, Tenant
+from tenants.services.tokens import tokens_revoke_for_user
 from tenants.sso.models import SsoIdentity
 from tenants.sso.resolution import Resolution
-from tenants.tokens import tokens_revoke_for_user
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tenants.models import ApiToken
+from tenants.services.tokens import tokens_revoke_for_user
 from tenants.sso.models import SsoIdentity
 from tenants.sso.sealing import unseal
 from tenants.sso.services.recheck import recheck_session
-from tenants.tokens import tokens_revoke_for_user
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Operator pages for the fleet: the engines list, one engine (residency with pin/unpin/warm/evict,
 drain/undrain/reconcile, alarms, advice, launch command, actions, warm-up entries), and the alarm
 banner every operator page loads. Operators and platform admins only; every action is a service
-call (workers.operator, workers.services), POST only."""
+call (workers.services.operator, workers.services.engines), POST only."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from django.views.decorators.http import require_POST
 from core.errors import ApplicationError, NotFound, PermissionDenied
 from core.request import PortalRequest
 from tenants.pagekit import access_for, is_htmx, page_view, post_text, render_page
-from workers import page_selectors as fleet
 from workers.alarms import open_alarms
 from workers.models import Engine
-from workers.operator import operator_act
+from workers.page_selectors import engines as fleet
 from workers.selectors import engine_get, version_from_label
-from workers.services import engine_operator_transition, engine_request_reconcile
+from workers.services.engines import engine_operator_transition, engine_request_reconcile
+from workers.services.operator import operator_act
 
 VERSION_VERBS = ("pin", "unpin", "warm", "evict")
 ENGINE_VERBS = ("drain", "undrain")

@@ -22,7 +22,6 @@ from workers.advisor import Advice, launch_flags
 from workers.advisor_selectors import lora_modules
 from workers.alarms import open_alarms
 from workers.models import Engine, FleetAction, Residency, ResidencyState
-from workers.operator import engine_pin_capacity
 from workers.schedule_rules import pool_expression
 from workers.schedules import TASK_NAME as WARMUP_TASK
 from workers.selectors import (
@@ -31,6 +30,7 @@ from workers.selectors import (
     residencies_of_engine,
     tier_of,
 )
+from workers.services.operator import engine_pin_capacity
 
 HOT_STATES = (ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
 ACTION_HISTORY = 50

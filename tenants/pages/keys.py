@@ -10,10 +10,10 @@ from django.views.decorators.http import require_POST
 
 from core.errors import ApplicationError
 from core.request import PortalRequest
-from tenants import signing_keys as service
 from tenants.access_port import Access
 from tenants.models import Tenant
 from tenants.pagekit import page_view, post_text, render_page, tenant_scope
+from tenants.services import signing_keys as service
 
 
 def _page(

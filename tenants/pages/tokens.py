@@ -11,7 +11,7 @@ from core.request import PortalRequest
 from tenants.models import TokenScope
 from tenants.pagekit import access_for, page_view, post_int, post_text, render_page
 from tenants.selectors import token_get, tokens_of
-from tenants.tokens import MAX_EXPIRY_DAYS, token_issue, token_revoke
+from tenants.services.tokens import MAX_EXPIRY_DAYS, token_issue, token_revoke
 
 
 def _tokens_context(request: PortalRequest, **extra: object) -> dict[str, object]:

@@ -1,5 +1,5 @@
 """The operators' fleet-wide pages: pools, residency and pins across engines, warm-up schedules,
-open alarms. Read-only: every action is on the engine's page (workers/pages.py), where the rules
+open alarms. Read-only: every action is on the engine's page (workers/pages/engines.py), where the rules
 that refuse it are shown next to the row."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from tenants.pagekit import page_view
-from workers import overview_selectors as overview
 from workers.alarms import open_alarms
-from workers.pages import _require_operator
+from workers.page_selectors import overview
+from workers.pages.engines import _require_operator
 
 
 @page_view

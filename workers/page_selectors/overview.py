@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from adapters.models import Adapter
 from tenants.models import Tenant
 from workers.models import Residency, ResidencyState
-from workers.page_selectors import (
+from workers.page_selectors.engines import (
     EngineSlots,
     WarmupEntry,
     all_engine_slots,
@@ -97,7 +97,7 @@ def fleet_residency(*, engine: str = "", tenant: str = "", pinned_only: bool = F
 
 def all_warmup_entries() -> list[WarmupEntry]:
     """Every warm-up beat entry the schedules made, with its adapter (found by the entry's kwargs,
-    as workers.page_selectors.warmup_entries does for one engine)."""
+    as workers.page_selectors.engines.warmup_entries does for one engine)."""
     parsed = parsed_warmup_entries()
     adapters = {
         a.pk: a

@@ -1,5 +1,5 @@
 """Registering an engine and changing its settings from the fleet pages, read through the API's
-serializers and written by workers.engine_registry, which decides who may (placing or moving an
+serializers and written by workers.services.registry, which decides who may (placing or moving an
 engine is a platform admin's; its limits and pool an operator's)."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from core.errors import ApplicationError
 from core.request import PortalRequest
 from tenants.pageforms import form_data
 from tenants.pagekit import access_for, page_view
-from workers import page_selectors as fleet
 from workers import serializers as s
-from workers.engine_registry import engine_create, engine_update
-from workers.pages import _engine, _engine_page, _require_operator
+from workers.page_selectors import engines as fleet
+from workers.pages.engines import _engine, _engine_page, _require_operator
+from workers.services.registry import engine_create, engine_update
 
 # What the settings form sends; state moves only through drain/undrain, never as a field.
 SETTINGS_FIELDS = (

@@ -18,7 +18,7 @@ from tenants import serializers as s
 from tenants.models import PlatformRole, SloClass, Tenant
 from tenants.pageforms import form_data, require_platform_role
 from tenants.pagekit import access_for, page_view, render_page
-from tenants.services import (
+from tenants.services.tenancy import (
     TENANT_FIELDS,
     tenant_create,
     tenant_update,

@@ -1,0 +1,1 @@
+"""Server-rendered gateway pages: the tenant's playground, usage (chargeback) and cost."""

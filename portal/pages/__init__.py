@@ -1,0 +1,2 @@
+"""Server-rendered pages the portal app owns: the dashboard, the audit log, a version's compliance
+record."""
