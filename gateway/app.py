@@ -1,8 +1,9 @@
 """The OpenAI-compatible gateway: a lean ASGI app for /v1/ beside Django in the portal's router.
 
 Per request: the client address is held to its rate, then the bearer token and the model name
-are resolved from in-process tables (no database row; a made-up token costs none either), limits
-are checked in one Redis round trip, the engine is chosen by the cache policy's `choose_engine`
+are resolved from in-process tables (no database row; a made-up token costs none either), into
+one value (gateway.request.GatewayRequest) that each step takes: limits are checked in one Redis
+round trip, the engine is chosen by the cache policy's `choose_engine`
 (where the version is hot, then warm, then least loaded), a cold version is loaded once for all
 its waiters (single-flight, through the fleet's controller) while other requests go on, and the
 reply passes through as it comes, measured per adapter version.

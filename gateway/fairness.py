@@ -21,7 +21,7 @@ idle engine.
 Before the share bound a single request, the largest one a plan allowed (2 prompts x n=4 on an
 8-slot engine) took a whole engine the moment it was idle, and the other tenant's requests then
 queued behind it for its whole run (B: p99 9x alone, 4 of 70 answered 504).
-Background requests (an eval run's cases, gateway.app's `background`) wait behind live ones: in
+Background requests (an eval run's cases, GatewayRequest.background) wait behind live ones: in
 their tenant's queue a live request goes before every background one, and a background request
 never takes a free slot while its tenant has a live request waiting.
 A wait for a slot is bounded (`wait_s`, the rest of the request's time budget): past it,
