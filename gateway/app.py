@@ -521,7 +521,8 @@ class Gateway:
         if not candidates:
             raise unavailable("No engine can serve this model right now; try again shortly.")
         if target is None:  # every engine of the base model holds it
-            name = choose_engine([self._choice(e, Tier.GPU, 0, tenant_id) for e in candidates])
+            gpu = Tier.GPU
+            name = choose_engine([self._choice(e, gpu, 0, tenant_id) for e in candidates])
             return next(e for e in candidates if e.name == name), Tier.BASE
         held = table.residency.get(target.served_name, {})
         chosen = self.choose_for_version(candidates, held, table, tenant_id)
@@ -538,10 +539,11 @@ class Gateway:
         least loaded; workers.cache_policy.choose_engine). bench/round_robin_asgi.py replaces
         it for the routing benchmark's baseline."""
         counts = resident_counts(table.residency)
+        absent = Tier.NONE
         choices = [
             self._choice(
                 e,
-                held.get(e.name, Tier.NONE),
+                held.get(e.name, absent),
                 max(0, e.max_cpu_loras - counts.get(e.name, 0)),
                 tenant_id,
             )

@@ -42,7 +42,7 @@ SHARED_WINDOW_S = 60.0
 USAGE_HALF_LIFE_S = 10.0  # how fast a tenant's recent work on an engine is forgotten
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ask:
     """What one request asks of an engine's slots: its tenant, its weight (sequences), how long
     it may wait for them (None: as long as it takes), and whether it is a background request."""

@@ -128,7 +128,7 @@ class Scripts:
         return done
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Entry:
     """One call of Admission.admit: the engine it counts on (None: only the tenant's and the
     version's counts), whether it does, who hears of a wait at the pin guard, and when."""
@@ -143,7 +143,7 @@ def new_replica_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Terms:
     """What one request is admitted by: its tenant's rate and in-flight cap, its version (None:
     the base model) and the name it asked for (for a refusal's message), its weight, its lane."""

@@ -59,15 +59,15 @@ def load(c: EngineChoice) -> float:
     return c.in_flight / max(1, c.capacity) + c.others_rate / NEIGHBOUR_RATE
 
 
+# Hot, then warm; a version on neither goes where a free CPU-cache slot is (2), else anywhere (3).
+# A table, not comparisons: one lookup per candidate on the request path.
+_RESIDENT_CLASS: dict[str, int] = {Tier.GPU: 0, Tier.CPU: 1}
+
+
 def _preference(c: EngineChoice) -> tuple[int, float, str]:
-    if c.where == Tier.GPU:
-        klass = 0
-    elif c.where == Tier.CPU:
-        klass = 1
-    elif c.free_cpu_slots > 0:
-        klass = 2
-    else:
-        klass = 3
+    klass = _RESIDENT_CLASS.get(c.where)
+    if klass is None:
+        klass = 2 if c.free_cpu_slots > 0 else 3
     return klass, load(c), c.engine
 
 
