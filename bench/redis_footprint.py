@@ -29,7 +29,7 @@ from redis import asyncio as aioredis  # noqa: E402
 
 from bench.docs_section import markers, write_section  # noqa: E402
 from gateway.conversations import turn_of  # noqa: E402
-from gateway.limits import Admission, Scripts  # noqa: E402
+from gateway.limits import Admission, Scripts, Terms  # noqa: E402
 from gateway.recorder import MINUTE_TTL_S, SECOND_TTL_S, USAGE_TTL_S, Measurement, Recorder  # noqa: E402
 from workers.shared_state import DEMAND_HISTORY_MAX  # noqa: E402
 
@@ -76,7 +76,7 @@ async def record(url: str, batch: list[Measurement]) -> None:
     scripts = Scripts(redis)
     for tenant_id in sorted({m.tenant_id for m in batch}):
         admission = Admission(
-            scripts, tenant_id=tenant_id, rpm_limit=0, target=None, requested=None
+            scripts, Terms(tenant_id=tenant_id, rpm_limit=0, target=None, requested=None)
         )
         await admission.admit()
     await redis.aclose()

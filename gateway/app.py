@@ -1,8 +1,9 @@
 """The OpenAI-compatible gateway: a lean ASGI app for /v1/ beside Django in the portal's router.
 
 Per request: the client address is held to its rate, then the bearer token and the model name
-are resolved from in-process tables (no database row; a made-up token costs none either), limits
-are checked in one Redis round trip, the engine is chosen by the cache policy's `choose_engine`
+are resolved from in-process tables (no database row; a made-up token costs none either), into
+one value (gateway.request.GatewayRequest) that each step takes: limits are checked in one Redis
+round trip, the engine is chosen by the cache policy's `choose_engine`
 (where the version is hot, then warm, then least loaded), a cold version is loaded once for all
 its waiters (single-flight, through the fleet's controller) while other requests go on, and the
 reply passes through as it comes, measured per adapter version.
@@ -16,7 +17,6 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -29,7 +29,7 @@ from core.errors import ApplicationError
 from gateway import limits
 from gateway.address_limit import AddressLimit
 from gateway.background import stop_if_cancelled, stop_tasks
-from gateway.budgets import BudgetClaim, Spans, claim_for, with_headers
+from gateway.budgets import Spans, claim_for, with_headers
 from gateway.conversations import NO_TURN, turn_of
 from gateway.errors import (
     GatewayError,
@@ -40,14 +40,15 @@ from gateway.errors import (
     unauthorized,
     unavailable,
 )
-from gateway.exchange import FAILED, GONE, SENT, STALE, Exchange
-from gateway.fairness import FairSlots, NoSlot
+from gateway.exchange import FAILED, GONE, SENT, STALE, Exchange, Outcome
+from gateway.fairness import Ask, FairSlots, NoSlot
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
 from gateway.offloop import off_loop
 from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
 from gateway.replicas import ReplicaLease
-from gateway.request_schema import Checked, check_request, forwarded_max_tokens
+from gateway.request import GatewayRequest
+from gateway.request_schema import check_request, forwarded_max_tokens
 from gateway.routes import (
     Caller,
     EngineInfo,
@@ -62,7 +63,7 @@ from gateway.routes import (
 )
 from gateway.token_lookup import RoutesGeneration
 from gateway.upstream import EnginePool
-from workers.cache_policy import EngineChoice, choose_engine
+from workers.cache_policy import EngineChoice, Tier, choose_engine
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -374,237 +375,140 @@ class Gateway:
                 return route, tenant_id
         raise model_not_found(model)
 
-    # --- one request ------------------------------------------------------------------------
+    # --- one request: resolve, admit, choose, forward, settle (gateway.request) -----------
 
     async def generate(
         self, scope: dict[str, Any], receive: Receive, send: Send, kind: str
     ) -> None:
+        """Resolve: the caller, its body and the model it names, as one request to serve."""
         started = time.perf_counter()
         caller, table = await self.caller(scope)
-        body = await read_body(receive, settings.GATEWAY_MAX_BODY_BYTES)
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            raise GatewayError(400, "The body is not valid JSON.", code="invalid_json") from None
-        if not isinstance(payload, dict):
-            raise GatewayError(400, "The body must be a JSON object.", code="invalid_json")
+        payload = payload_of(await read_body(receive, settings.GATEWAY_MAX_BODY_BYTES))
         route, tenant_id = self.resolve(caller, table, payload.get("model"))
         target = pick(route.targets) if route.targets else None
-        billed_tenant = target.tenant_id if target else tenant_id
         await self.serve_admitted(
-            scope,
-            send,
-            kind,
-            payload,
-            route,
-            target,
-            table,
-            billed_tenant,
-            started,
-            token_id=caller.token_id,
-        )
-
-    async def serve_admitted(
-        self,
-        scope: dict[str, Any],
-        send: Send,
-        kind: str,
-        payload: dict[str, Any],
-        route: Route,
-        target: Target | None,
-        table: RouteTable,
-        tenant_id: int,
-        started: float,
-        background: bool = False,
-        token_id: int | None = None,
-    ) -> None:
-        """The schema check, admission (rate, the tenant's and the version's requests in
-        flight, the engine's in-flight count, all by the request's weight), serve, release: the
-        path of every request once its caller and model are known, from the API (generate) and
-        from a signed-in user's playground prompt (gateway.playground) and from an eval run's
-        cases (`background`: they wait behind live requests for an engine slot)."""
-        checked = check_request(kind, payload, table.plans.get(tenant_id) or default_plan())
-        # The tenant's own prefix cache: its prompts never hit, nor time, another tenant's.
-        payload["cache_salt"] = table.salts.get(tenant_id) or cache_salt(tenant_id)
-        claim = claim_for(
-            table.budgets,
-            self.spans,
-            tenant_id=tenant_id,
-            token_id=token_id,
-            alias=route.name if route.alias else None,
-            base_model_id=target.base_model_id if target else route.base_model_id,
-            checked=checked,
-        )
-        if claim is not None:
-            send = with_headers(send, claim)
-        admission = limits.Admission(
-            self.scripts,
-            tenant_id=tenant_id,
-            rpm_limit=table.rpm.get(tenant_id, 0),
-            in_flight_cap=table.in_flight_caps.get(tenant_id, 0),
-            target=target,
-            requested=payload.get("model"),
-            weight=checked.weight,
-            budget=claim,
-            background=background,
-            live_headroom=settings.GATEWAY_LIVE_HEADROOM,
-        )
-        try:
-            await self.serve(
-                send,
+            GatewayRequest(
                 kind,
                 payload,
-                checked,
                 route,
                 target,
                 table,
-                tenant_id,
-                started,
-                admission,
-                background,
+                tenant_id=target.tenant_id if target else tenant_id,
+                send=send,
+                started=started,
+                token_id=caller.token_id,
             )
-        finally:
-            await admission.release()
+        )
 
-    async def serve(
-        self,
-        send: Send,
-        kind: str,
-        payload: dict[str, Any],
-        checked: Checked,
-        route: Route,
-        target: Target | None,
-        table: RouteTable,
-        tenant_id: int,
-        started: float,
-        admission: limits.Admission,
-        background: bool = False,
-    ) -> None:
-        tried: set[str] = set()
-        left_out: dict[str, str] = {}  # engine -> why this request left it (for the log)
-        stream, wants_usage = checked.stream, checked.wants_usage
-        if stream:  # the gateway counts tokens from the usage chunk, asked for or not
+    async def serve_admitted(self, request: GatewayRequest) -> None:
+        """The path of every request once its caller and model are known, from the API
+        (generate), from a signed-in user's playground prompt (gateway.playground) and from an
+        eval run's cases (`background`: they wait behind live requests for an engine slot):
+        admit, serve, and release what the admission holds, whatever happened."""
+        self.admit(request)
+        try:
+            await self.serve(request)
+        finally:
+            await request.admission.release()
+
+    def admit(self, request: GatewayRequest) -> None:
+        """The schema check, the tenant's cache salt, the budgets' claim and the admission's
+        terms: rate, the tenant's and the version's requests in flight, the engine's in-flight
+        count, all by the request's weight (counted in Redis once an engine is chosen)."""
+        table, tenant_id, route = request.table, request.tenant_id, request.route
+        plan = table.plans.get(tenant_id) or default_plan()
+        checked = request.checked = check_request(request.kind, request.payload, plan)
+        # The tenant's own prefix cache: its prompts never hit, nor time, another tenant's.
+        request.payload["cache_salt"] = table.salts.get(tenant_id) or cache_salt(tenant_id)
+        rules = table.budgets
+        applying = rules.applying(tenant_id, request.token_id, route.name if route.alias else None)
+        claim = None
+        if applying:
+            weights = rules.weights_for(request.base_model_id)
+            claim = claim_for(applying, weights, self.spans, checked)
+            request.send = with_headers(request.send, claim)
+        terms = limits.Terms(
+            tenant_id=tenant_id,
+            rpm_limit=table.rpm.get(tenant_id, 0),
+            in_flight_cap=table.in_flight_caps.get(tenant_id, 0),
+            target=request.target,
+            requested=request.payload.get("model"),
+            weight=checked.weight,
+            background=request.background,
+            live_headroom=settings.GATEWAY_LIVE_HEADROOM,
+        )
+        request.admission = limits.Admission(self.scripts, terms, claim)
+
+    async def serve(self, request: GatewayRequest) -> None:
+        """Choose an engine and forward; a request that reached nothing of its caller there (a
+        connection refused, an engine marked down, an adapter the engine no longer held) moves
+        to the next engine."""
+        payload = request.payload
+        if request.checked.stream:  # the gateway counts tokens from the usage chunk, asked or not
             payload["stream_options"] = {
                 **(payload.get("stream_options") or {}),
                 "include_usage": True,
             }
-        stale_retries = 0
-        load_error: GatewayError | None = None
-        no_room: set[str] = set()  # engines that refused the load for want of a free slot
-        room_wait = RoomWait(settings.GATEWAY_LOAD_ROOM_WAIT_SECONDS)
-        demand = DemandMark()  # is this request in the demand history through a load it led?
         while True:
             try:
-                engine, where = self.choose(table, route, target, tried, tenant_id)
+                engine, request.tier = self.choose(request)
             except GatewayError:
-                # Every engine refused for room: slots free up as requests finish, so wait a
-                # little (bounded) and ask again rather than fail at once.
-                if no_room and await room_wait.another_round():
-                    tried -= no_room
-                    no_room.clear()
-                    continue
-                if not load_error:
-                    # Say why each engine was left out (a load test's lone 503 could not be
-                    # traced without it): tried here, or kept out by an earlier failure.
-                    log.warning(
-                        "gateway: no engine for %s: %s; cooling down: %s",
-                        payload.get("model"),
-                        left_out or "none tried",
-                        sorted(n for n, (t, _) in self.failed.items() if t > time.monotonic()),
-                    )
-                raise load_error or unavailable(
-                    "No engine can serve this model right now; try again shortly."
-                ) from None
-            load_ms = 0.0
-            if target is not None and where == "none":
-                await admission.admit()  # limits first: a refused request loads nothing
-                try:
-                    load_ms = await self.load(engine, target, demand)
-                except GatewayError as err:
-                    if err.code == "model_not_found":
-                        raise
-                    # Refused on this engine (no room now, or the load failed): another one.
-                    load_error = err
-                    tried.add(engine.name)
-                    left_out[engine.name] = err.code
-                    if err.code == "engine_busy":
-                        no_room.add(engine.name)
-                    continue
-                where = "cold"
-            payload["model"] = target.served_name if target else engine.served_model_name
-            max_tokens = forwarded_max_tokens(checked, engine.max_model_len)
-            if max_tokens is not None:
-                payload["max_tokens"] = max_tokens
-            capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
-            # Queued requests count in flight for the controller too: no eviction under them.
-            # Every request counts in the engine's load by its lane, where a background one
-            # is held while live ones would lose their headroom (GATEWAY_LIVE_HEADROOM).
-            await admission.admit(
-                engine.name,
-                max_loras=engine.max_loras,
-                held=self.pin_guard,
-                capacity=capacity,
-            )
-            # The wait for a slot is spent from the request's time budget.
-            wait_s = settings.GATEWAY_REQUEST_TIMEOUT_SECONDS - (time.perf_counter() - started)
-            try:
-                async with self.fair.slot(
-                    engine.name,
-                    capacity,
-                    tenant_id,
-                    checked.weight,
-                    max(0.0, wait_s),
-                    background=background,
-                ):
-                    sent = await self.forward(
-                        send,
-                        engine,
-                        kind,
-                        payload,
-                        stream,
-                        wants_usage,
-                        target,
-                        table,
-                        tenant_id,
-                        where if target else "base",
-                        load_ms,
-                        demand.recorded,
-                        started,
-                        claim=admission.budget,
-                    )
-            except NoSlot as refused:  # only the admission to a slot raises it
-                raise no_slot(
-                    engine.name,
-                    refused.weight,
-                    refused.share,
-                    refused.capacity,
-                    refused.over_share,
-                ) from None
+                await self.wait_for_room(request)  # or raise why no engine serves it
+                continue
+            request.load_ms = 0.0
+            if request.tier == Tier.NONE and not await self.load_there(engine, request):
+                continue  # its load was refused there: the next choice
+            sent = await self.forward(engine, request)
             if sent == SENT:
                 return
-            await admission.leave_engine()
-            if sent == STALE and stale_retries < 2:
-                # The engine no longer held the adapter (evicted, or restarted): its entry is
-                # dropped, so the next choice loads it again (here or elsewhere) instead of failing.
-                stale_retries += 1
-                continue
-            tried.add(engine.name)  # failed before the first byte: the next engine
-            left_out[engine.name] = sent if sent != STALE else f"{sent} x{stale_retries + 1}"
-            table = self.table  # the newest tables: an engine may have gone or come meanwhile
+            await request.admission.leave_engine()
+            if not request.left(engine.name, sent):
+                request.table = self.table  # the newest: an engine may have gone or come
 
-    def choose(
-        self,
-        table: RouteTable,
-        route: Route,
-        target: Target | None,
-        tried: set[str],
-        tenant_id: int,
-    ) -> tuple[EngineInfo, str]:
+    async def load_there(self, engine: EngineInfo, request: GatewayRequest) -> bool:
+        """Load the request's version on the engine chosen, where it was not (limits first: a
+        refused request loads nothing); False when the load was refused there."""
+        assert request.target is not None  # the base model is on every engine of it
+        await request.admission.admit()
+        try:
+            request.load_ms = await self.load(engine, request)
+        except GatewayError as err:
+            if err.code == "model_not_found":
+                raise
+            request.load_refused(engine.name, err)  # no room now, or it failed: another one
+            return False
+        request.tier = Tier.COLD
+        return True
+
+    async def wait_for_room(self, request: GatewayRequest) -> None:
+        """No engine to choose. When engines refused the load for room, a bounded wait for
+        one to free a slot (GATEWAY_LOAD_ROOM_WAIT_SECONDS), then the choice again; else the
+        last refusal, or 503."""
+        if await request.wait_for_room(settings.GATEWAY_LOAD_ROOM_WAIT_SECONDS):
+            return
+        if not request.load_error:
+            # Say why each engine was left out (a load test's lone 503 could not be traced
+            # without it): tried here, or kept out by an earlier failure.
+            log.warning(
+                "gateway: no engine for %s: %s; cooling down: %s",
+                request.payload.get("model"),
+                request.left_out or "none tried",
+                sorted(n for n, (t, _) in self.failed.items() if t > time.monotonic()),
+            )
+        raise request.load_error or unavailable(
+            "No engine can serve this model right now; try again shortly."
+        ) from None
+
+    def choose(self, request: GatewayRequest) -> tuple[EngineInfo, Tier]:
+        """The engine for the request among its usable candidates, and where its version is
+        there (Tier.BASE for the base model)."""
         now = time.monotonic()
-        base = target.base_model_id if target else route.base_model_id
+        table, target, tenant_id = request.table, request.target, request.tenant_id
+        base = request.base_model_id
         # The base model runs in its tenant's pool, as the tenant's adapters do: a tenant's
         # base-model traffic never lands on another tenant's dedicated pool.
         pool = target.pool if target else table.pools.get(tenant_id, settings.DEFAULT_POOL)
+        tried = request.tried
         candidates = [
             e
             for e in table.engines
@@ -617,16 +521,17 @@ class Gateway:
         if not candidates:
             raise unavailable("No engine can serve this model right now; try again shortly.")
         if target is None:  # every engine of the base model holds it
-            name = choose_engine([self._choice(e, "gpu", 0, tenant_id) for e in candidates])
-            return next(e for e in candidates if e.name == name), "base"
+            gpu = Tier.GPU
+            name = choose_engine([self._choice(e, gpu, 0, tenant_id) for e in candidates])
+            return next(e for e in candidates if e.name == name), Tier.BASE
         held = table.residency.get(target.served_name, {})
         chosen = self.choose_for_version(candidates, held, table, tenant_id)
-        return chosen, held.get(chosen.name, "none")
+        return chosen, held.get(chosen.name, Tier.NONE)
 
     def choose_for_version(
         self,
         candidates: list[EngineInfo],
-        held: dict[str, str],
+        held: dict[str, Tier],
         table: RouteTable,
         tenant_id: int,
     ) -> EngineInfo:
@@ -634,10 +539,11 @@ class Gateway:
         least loaded; workers.cache_policy.choose_engine). bench/round_robin_asgi.py replaces
         it for the routing benchmark's baseline."""
         counts = resident_counts(table.residency)
+        absent = Tier.NONE
         choices = [
             self._choice(
                 e,
-                held.get(e.name, "none"),
+                held.get(e.name, absent),
                 max(0, e.max_cpu_loras - counts.get(e.name, 0)),
                 tenant_id,
             )
@@ -646,107 +552,129 @@ class Gateway:
         name = choose_engine(choices)
         return next(e for e in candidates if e.name == name)
 
-    async def load(self, engine: EngineInfo, target: Target, demand: DemandMark) -> float:
+    async def load(self, engine: EngineInfo, request: GatewayRequest) -> float:
         """Single-flight: the first request for a cold version loads it; the rest await that.
-        Returns the wait in ms. A load this request leads (the first here, and the first of every
-        gateway replica: workers.desired.request_load) writes it into the pool's demand history,
-        unless an earlier try of the same request did: `demand` keeps that, refused or not."""
-        key = (engine.name, target.served_name)
+        Returns the wait in ms."""
+        assert request.target is not None
+        key = (engine.name, request.target.served_name)
         future = self.loading.get(key)
-        if future is None:
-            future = asyncio.get_running_loop().create_future()
-            self.loading[key] = future
-            try:
-                try:
-                    result = await off_loop(load_on_engine)(
-                        target.version_id, engine.name, not demand.recorded
-                    )
-                except ApplicationError as exc:
-                    if exc.code == "fleet.not_servable":  # disabled a moment ago
-                        raise model_not_found(target.label) from None
-                    raise unavailable(exc.message, code="adapter_load_failed") from None
-                demand.recorded = demand.recorded or result.leader
-                if result.no_room:
-                    raise unavailable(
-                        f"No engine has room for {target.label} now: every slot it could take "
-                        "is serving other requests. Try again shortly.",
-                        code="engine_busy",
-                        retry_after=1,
-                    )
-                if not result.ok:
-                    raise unavailable(
-                        f"Could not load {target.label} on an engine: {result.error}",
-                        code="adapter_load_failed",
-                    )
-                self.table.residency.setdefault(target.served_name, {})[engine.name] = "gpu"
-                future.set_result(result.waited_ms)
-            except BaseException as exc:
-                future.set_exception(exc)
-                future.exception()  # retrieved: waiters re-raise it; none waiting is fine too
-                raise
-            finally:
-                self.loading.pop(key, None)
-            return float(result.waited_ms)
-        return float(await asyncio.shield(future))
+        if future is not None:
+            return float(await asyncio.shield(future))
+        future = asyncio.get_running_loop().create_future()
+        self.loading[key] = future
+        try:
+            waited_ms = await self._load_once(engine, request)
+            future.set_result(waited_ms)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters re-raise it; none waiting is fine too
+            raise
+        finally:
+            self.loading.pop(key, None)
+        return float(waited_ms)
 
-    async def forward(
-        self,
-        send: Send,
-        engine: EngineInfo,
-        kind: str,
-        payload: dict[str, Any],
-        stream: bool,
-        wants_usage: bool,
-        target: Target | None,
-        table: RouteTable,
-        tenant_id: int,
-        served_from: str,
-        load_ms: float,
-        caused_load: bool,
-        started: float,
-        claim: BudgetClaim | None = None,
-    ) -> str:
-        """Send to one engine: SENT, or FAILED / STALE / GONE before anything reached the caller.
-        FAILED (no connection) and GONE (marked down) mark the engine; gateway.exchange says
-        why."""
+    async def _load_once(self, engine: EngineInfo, request: GatewayRequest) -> float:
+        """The fleet's load of the request's version on `engine`. A load this request leads (the
+        first here, and the first of every gateway replica: workers.desired.request_load) writes
+        it into the pool's demand history, unless an earlier try of the same request did."""
+        target = request.target
+        assert target is not None
+        try:
+            result = await off_loop(load_on_engine)(
+                target.version_id, engine.name, not request.caused_load
+            )
+        except ApplicationError as exc:
+            if exc.code == "fleet.not_servable":  # disabled a moment ago
+                raise model_not_found(target.label) from None
+            raise unavailable(exc.message, code="adapter_load_failed") from None
+        request.caused_load = request.caused_load or result.leader
+        if result.no_room:
+            raise unavailable(
+                f"No engine has room for {target.label} now: every slot it could take "
+                "is serving other requests. Try again shortly.",
+                code="engine_busy",
+                retry_after=1,
+            )
+        if not result.ok:
+            raise unavailable(
+                f"Could not load {target.label} on an engine: {result.error}",
+                code="adapter_load_failed",
+            )
+        self.table.residency.setdefault(target.served_name, {})[engine.name] = Tier.GPU
+        return float(result.waited_ms)
+
+    async def forward(self, engine: EngineInfo, request: GatewayRequest) -> str:
+        """Count the request on the engine (Redis), wait for a fair slot there, then send:
+        SENT, or FAILED / STALE / GONE before anything reached the caller."""
+        payload, checked = request.payload, request.checked
+        payload["model"] = (
+            request.target.served_name if request.target else engine.served_model_name
+        )
+        max_tokens = forwarded_max_tokens(checked, engine.max_model_len)
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
+        # Queued requests count in flight for the controller too: no eviction under them.
+        # Every request counts in the engine's load by its lane, where a background one
+        # is held while live ones would lose their headroom (GATEWAY_LIVE_HEADROOM).
+        await request.admission.admit(
+            engine.name, max_loras=engine.max_loras, held=self.pin_guard, capacity=capacity
+        )
+        # The wait for a slot is spent from the request's time budget.
+        wait_s = settings.GATEWAY_REQUEST_TIMEOUT_SECONDS - (time.perf_counter() - request.started)
+        ask = Ask(request.tenant_id, checked.weight, max(0.0, wait_s), request.background)
+        try:
+            async with self.fair.slot(engine.name, capacity, ask):
+                return await self.exchange(engine, request)
+        except NoSlot as refused:  # only the admission to a slot raises it
+            raise no_slot(
+                engine.name, refused.weight, refused.share, refused.capacity, refused.over_share
+            ) from None
+
+    async def exchange(self, engine: EngineInfo, request: GatewayRequest) -> str:
+        """Send to one engine and relay its reply (gateway.exchange says whose fault a failure
+        is). FAILED (no connection) and GONE (marked down) mark the engine; STALE drops the
+        residency entry that sent the request there."""
         if engine.name in self.table.down:  # went down while this request waited for a slot
             self.mark_failed(engine)
             return GONE
         exchange = Exchange(
             self.engines,
-            send,
+            request.send,
             budget_s=settings.GATEWAY_REQUEST_TIMEOUT_SECONDS,
             write_deadline_s=settings.GATEWAY_WRITE_DEADLINE_SECONDS,
-            started=started,
+            started=request.started,
         )
-        path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
+        path = "/v1/chat/completions" if request.kind == "chat" else "/v1/completions"
+        body = orjson.dumps(request.payload)
+        target = request.target
         waiting = self.exchanges.setdefault(engine.name, set())
         waiting.add(exchange)
         try:
-            outcome = await exchange.run(
-                engine,
-                path,
-                orjson.dumps(payload),
-                stream=stream,
-                wants_usage=wants_usage,
-                adapter_request=target is not None,
-            )
+            outcome = await exchange.run(engine, path, body, request.checked, target is not None)
         finally:
             waiting.discard(exchange)
         if outcome.sent in (FAILED, GONE):
             self.mark_failed(engine)
-            return outcome.sent
-        if outcome.sent == STALE:
-            if target is not None:  # our residency was stale
-                table.residency.get(target.served_name, {}).pop(engine.name, None)
-            return STALE
+        elif outcome.sent == STALE and target is not None:  # our residency was stale
+            request.table.residency.get(target.served_name, {}).pop(engine.name, None)
+        elif outcome.sent == SENT:
+            self.settle(engine, request, outcome)
+        return outcome.sent
+
+    def settle(self, engine: EngineInfo, request: GatewayRequest, outcome: Outcome) -> None:
+        """What the engine answered: the budget's tokens (settled at the admission's release)
+        and the request's measurement."""
         done = time.perf_counter()
+        started, target, tenant_id = request.started, request.target, request.tenant_id
+        if request.admission.budget is not None:
+            request.admission.budget.delivered_tokens(
+                outcome.prompt_tokens, outcome.completion_tokens
+            )
         ok = outcome.ok
-        if claim is not None:
-            claim.delivered_tokens(outcome.prompt_tokens, outcome.completion_tokens)
         self.recorder.add(
             Measurement(
-                tenant=table.tenants.get(tenant_id, ""),
+                tenant=request.table.tenants.get(tenant_id, ""),
                 tenant_id=tenant_id,
                 adapter=target.adapter if target else "",
                 version=target.label if target else engine.served_model_name,
@@ -754,7 +682,7 @@ class Gateway:
                 pool=target.pool if target else "",
                 served_name=target.served_name if target else "",
                 engine=engine.name,
-                served_from=served_from,
+                served_from=request.tier,
                 ok=ok,
                 caller_fault=outcome.caller_fault,
                 ttft_ms=(outcome.first_token_at - started) * 1000
@@ -763,22 +691,21 @@ class Gateway:
                 e2e_ms=(done - started) * 1000,
                 prompt_tokens=outcome.prompt_tokens,
                 completion_tokens=outcome.completion_tokens,
-                load_ms=load_ms,
-                caused_load=caused_load,
+                load_ms=request.load_ms,
+                caused_load=request.caused_load,
                 at=time.time(),
-                turn=turn_of(payload.get("messages"), tenant_id, target.served_name)
-                if kind == "chat" and target is not None
+                turn=turn_of(request.payload.get("messages"), tenant_id, target.served_name)
+                if request.kind == "chat" and target is not None
                 else NO_TURN,
             )
         )
-        return SENT
 
     def _choice(
-        self, engine: EngineInfo, where: str, free_cpu_slots: int, tenant_id: int
+        self, engine: EngineInfo, where: Tier, free_cpu_slots: int, tenant_id: int
     ) -> EngineChoice:
         return EngineChoice(
             engine=engine.name,
-            where=where,  # type: ignore[arg-type]
+            where=where,
             free_cpu_slots=free_cpu_slots,
             in_flight=self.fair.load(engine.name),
             capacity=engine.capacity,
@@ -832,7 +759,7 @@ def pick(targets: tuple[Target, ...]) -> Target:
     return random.choices(targets, weights=[t.weight for t in targets])[0]
 
 
-def resident_counts(residency: dict[str, dict[str, str]]) -> dict[str, int]:
+def resident_counts(residency: dict[str, dict[str, Tier]]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for held in residency.values():
         for engine in held:
@@ -870,38 +797,22 @@ def load_on_engine(version_id: int, engine_name: str, record_demand: bool = True
     return request_load(version=version, engine=engine, record_demand=record_demand)
 
 
-@dataclass
-class DemandMark:
-    """Whether a request is in its pool's demand history already, written by a load it led
-    (the gateway's recorder then leaves it out: Measurement.caused_load)."""
-
-    recorded: bool = False
-
-
-class RoomWait:
-    """The bounded wait of a request whose load every engine refused for room: rounds of
-    growing sleeps (0.25 s doubling to 2 s) until `budget_s` is spent."""
-
-    def __init__(self, budget_s: float) -> None:
-        self.left = budget_s
-        self.pause = 0.25
-
-    async def another_round(self) -> bool:
-        """Sleep before the next round; False once the budget is spent (then give up)."""
-        if self.left <= 0:
-            return False
-        pause = min(self.pause, self.left)
-        await asyncio.sleep(pause)
-        self.left -= pause
-        self.pause = min(2.0, self.pause * 2)
-        return True
-
-
 def header_of(scope: dict[str, Any], name: bytes) -> str:
     for key, value in scope.get("headers", []):
         if key == name:
             return value.decode("latin-1")
     return ""
+
+
+def payload_of(body: bytes) -> dict[str, Any]:
+    """The request's body as a JSON object, else 400."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise GatewayError(400, "The body is not valid JSON.", code="invalid_json") from None
+    if not isinstance(payload, dict):
+        raise GatewayError(400, "The body must be a JSON object.", code="invalid_json")
+    return payload
 
 
 async def read_body(receive: Receive, limit: int) -> bytes:

@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 
 from budgets import clock
 from budgets.rebuild import expire_at, persist_reaped, rebuild_counts
-from budgets.rules import BudgetRule, BudgetRules, Weights
+from budgets.rules import BudgetRule, Weights
 from budgets.spend import SpendBatch, add_spend
 from budgets.windows import Span
 from gateway.errors import GatewayError, too_many, unavailable
@@ -167,21 +167,12 @@ def budgets_unavailable() -> GatewayError:
 
 
 def claim_for(
-    rules: BudgetRules,
-    spans: Spans,
-    *,
-    tenant_id: int,
-    token_id: int | None,
-    alias: str | None,
-    base_model_id: int | None,
-    checked: Checked,
-) -> BudgetClaim | None:
-    applying = rules.applying(tenant_id, token_id, alias)
-    if not applying:
-        return None
+    applying: tuple[BudgetRule, ...], weights: Weights, spans: Spans, checked: Checked
+) -> BudgetClaim:
+    """The request's hold on the budgets that apply to it (BudgetRules.applying: never empty
+    here), its worst case in `weights` (its base model's price card)."""
     stamp = clock.timestamp()
     now = datetime.fromtimestamp(stamp, UTC)
-    weights = rules.weights_for(base_model_id)
     return BudgetClaim(
         rules=applying,
         spans=tuple(spans.of(rule, now) for rule in applying),

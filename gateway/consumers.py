@@ -26,7 +26,7 @@ from channels.db import database_sync_to_async
 
 from core.errors import ApplicationError
 from core.socket_base import NO_LAYER, PortalSocket, session_alive
-from gateway.playground import play
+from gateway.playground import Prompt, play
 from gateway.playground_choices import playground_offer
 
 log = logging.getLogger(__name__)
@@ -122,16 +122,8 @@ class PlaygroundConsumer(PortalSocket):
             await self.send_json({"type": "token", "pane": pane, "text": text})
 
         try:
-            result = await play(
-                user=self.scope["user"],
-                tenant_slug=self.tenant_slug,
-                key=key,
-                prompt=prompt,
-                max_tokens=budget,
-                on_token=on_token,
-                temperature=temperature,
-                started=at,
-            )
+            asked = Prompt(self.scope["user"], self.tenant_slug, key, prompt, budget, temperature)
+            result = await play(asked, on_token, started=at)
         except ApplicationError as exc:
             await self.refuse(exc.code, exc.message, pane=pane)
             if exc.code in LOST_ACCESS:

@@ -29,6 +29,7 @@ import aiohttp
 import orjson
 
 from gateway.errors import GatewayError
+from gateway.request_schema import Checked
 from gateway.routes import EngineInfo
 from gateway.upstream import EnginePool, StreamWatch, relay, usage_of
 
@@ -110,18 +111,14 @@ class Exchange:
             budget.reschedule(asyncio.get_running_loop().time())  # ends the wait at once
 
     async def run(
-        self,
-        engine: EngineInfo,
-        path: str,
-        body: bytes,
-        *,
-        stream: bool,
-        wants_usage: bool,
-        adapter_request: bool,
+        self, engine: EngineInfo, path: str, body: bytes, checked: Checked, adapter_request: bool
     ) -> Outcome:
+        """Send `body` to `path` on `engine` and pass its reply to the caller (`checked` says
+        whether it streams and whether its caller asked for the usage chunk); for an
+        `adapter_request`, a 404 means the engine no longer holds the adapter (STALE)."""
         left = self.budget_s - (time.perf_counter() - self.started)
         budget = asyncio.timeout(max(0.0, left))
-        self.stream = stream
+        self.stream = stream = checked.stream
         try:
             async with budget:
                 self._budget = budget
@@ -129,7 +126,7 @@ class Exchange:
                 if response is None:
                     return Outcome(FAILED)
                 try:
-                    return await self._reply(response, stream, wants_usage, adapter_request)
+                    return await self._reply(response, checked, adapter_request)
                 finally:
                     if response.content.at_eof():
                         response.release()  # read to the end: the connection is kept
@@ -182,18 +179,15 @@ class Exchange:
             return None
 
     async def _reply(
-        self,
-        response: aiohttp.ClientResponse,
-        stream: bool,
-        wants_usage: bool,
-        adapter_request: bool,
+        self, response: aiohttp.ClientResponse, checked: Checked, adapter_request: bool
     ) -> Outcome:
         status = response.status
         if status == 404 and adapter_request:
             await response.read()  # the engine no longer holds the adapter
             return Outcome(STALE, status=status)
+        stream = checked.stream
         watch = self.watch = StreamWatch(
-            started=self.started, strip_usage=stream and not wants_usage
+            started=self.started, strip_usage=stream and not checked.wants_usage
         )
         ok = status < 400
         content_type = response.headers.get("content-type", "application/json").encode()
@@ -205,17 +199,7 @@ class Exchange:
         outcome = Outcome(SENT, ok=ok, caller_fault=400 <= status < 500, status=status)
         try:
             if stream and ok:
-                # The head waits for the first piece (vLLM sends its head before the engine
-                # core has done anything): until then the request may still move elsewhere.
-                async for piece in relay(response, watch):
-                    await self._begin(head)
-                    await self._deliver(
-                        {"type": "http.response.body", "body": piece, "more_body": True}
-                    )
-                await self._begin(head)
-                outcome.ok = watch.done and not watch.error
-                if not watch.done:  # the engine's stream ended without its [DONE]
-                    await self._deliver(_error_event("The engine ended the stream early."))
+                outcome.ok = await self._relay(response, head, watch)
             else:
                 await self._begin(head)
                 data = await response.read()
@@ -230,6 +214,20 @@ class Exchange:
         await self._deliver({"type": "http.response.body", "body": b"", "more_body": False})
         outcome.first_token_at = watch.first_token_at
         return self._billed(outcome)
+
+    async def _relay(
+        self, response: aiohttp.ClientResponse, head: dict[str, Any], watch: StreamWatch
+    ) -> bool:
+        """Pass a stream on piece by piece; whether it ended whole (its [DONE], no error).
+        The head waits for the first piece (vLLM sends its head before the engine core has done
+        anything): until then the request may still move elsewhere."""
+        async for piece in relay(response, watch):
+            await self._begin(head)
+            await self._deliver({"type": "http.response.body", "body": piece, "more_body": True})
+        await self._begin(head)
+        if not watch.done:  # the engine's stream ended without its [DONE]
+            await self._deliver(_error_event("The engine ended the stream early."))
+        return watch.done and not watch.error
 
     async def _begin(self, head: dict[str, Any]) -> None:
         if not self.begun:

@@ -21,7 +21,7 @@ idle engine.
 Before the share bound a single request, the largest one a plan allowed (2 prompts x n=4 on an
 8-slot engine) took a whole engine the moment it was idle, and the other tenant's requests then
 queued behind it for its whole run (B: p99 9x alone, 4 of 70 answered 504).
-Background requests (an eval run's cases, gateway.app's `background`) wait behind live ones: in
+Background requests (an eval run's cases, GatewayRequest.background) wait behind live ones: in
 their tenant's queue a live request goes before every background one, and a background request
 never takes a free slot while its tenant has a live request waiting.
 A wait for a slot is bounded (`wait_s`, the rest of the request's time budget): past it,
@@ -40,6 +40,17 @@ from dataclasses import dataclass, field
 
 SHARED_WINDOW_S = 60.0
 USAGE_HALF_LIFE_S = 10.0  # how fast a tenant's recent work on an engine is forgotten
+
+
+@dataclass(slots=True)
+class Ask:
+    """What one request asks of an engine's slots: its tenant, its weight (sequences), how long
+    it may wait for them (None: as long as it takes), and whether it is a background request."""
+
+    tenant: int
+    weight: int = 1
+    wait_s: float | None = None
+    background: bool = False
 
 
 class NoSlot(Exception):
@@ -179,55 +190,55 @@ class FairSlots:
         return slots.active + sum(w for queue in slots.queues.values() for _, w, _ in queue)
 
     @asynccontextmanager
-    async def slot(
-        self,
-        engine: str,
-        capacity: int,
-        tenant: int,
-        weight: int = 1,
-        wait_s: float | None = None,
-        background: bool = False,
-    ) -> AsyncIterator[None]:
-        """Hold `weight` of the engine's slots while the block runs; wait at most `wait_s` for
-        them (NoSlot after it). A background request waits behind its tenant's live ones."""
+    async def slot(self, engine: str, capacity: int, ask: Ask) -> AsyncIterator[None]:
+        """Hold `ask.weight` of the engine's slots while the block runs; wait at most
+        `ask.wait_s` for them (NoSlot after it). A background request waits behind its tenant's
+        live ones."""
         slots = self._slots(engine, capacity)
+        tenant, weight = ask.tenant, ask.weight
         slots.note(tenant, weight)
         share = slots.tenant_share(tenant)
         if share < slots.capacity and weight > share:
             raise NoSlot(weight, share, slots.capacity)  # could not run while others use it
-        jumps_live = background and slots.live_waiting(tenant)
+        jumps_live = ask.background and slots.live_waiting(tenant)
         if slots.fits(weight, tenant) and not slots.waiter_first() and not jumps_live:
             slots.take(weight, tenant)
         else:
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            queue = slots.queues.setdefault(tenant, deque())
-            if not queue:
-                slots.turn.append(tenant)
-            entry = (future, weight, background)
-            first_background = next((i for i, e in enumerate(queue) if e[2]), None)
-            if background or first_background is None:
-                queue.append(entry)
-            else:
-                queue.insert(first_background, entry)  # live before background
-            try:
-                await self._wait(slots, future, wait_s)
-            except TimeoutError:
-                if not future.done():
-                    future.cancel()
-                    self._forget(slots, tenant, future)
-                    raise NoSlot(weight, slots.tenant_share(tenant), slots.capacity) from None
-                # let in just as the wait ran out: go on
-            except asyncio.CancelledError:
-                if future.done() and not future.cancelled():
-                    self._release(slots, weight, tenant)  # let in as we went away
-                else:
-                    future.cancel()
-                    self._forget(slots, tenant, future)
-                raise
+            await self._queue(slots, ask)
         try:
             yield
         finally:
             self._release(slots, weight, tenant)
+
+    async def _queue(self, slots: _EngineSlots, ask: Ask) -> None:
+        """Wait in the tenant's queue (live before background) until let in, at most
+        `ask.wait_s`."""
+        tenant, weight = ask.tenant, ask.weight
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = slots.queues.setdefault(tenant, deque())
+        if not queue:
+            slots.turn.append(tenant)
+        entry = (future, weight, ask.background)
+        first_background = next((i for i, e in enumerate(queue) if e[2]), None)
+        if ask.background or first_background is None:
+            queue.append(entry)
+        else:
+            queue.insert(first_background, entry)  # live before background
+        try:
+            await self._wait(slots, future, ask.wait_s)
+        except TimeoutError:
+            if not future.done():
+                future.cancel()
+                self._forget(slots, tenant, future)
+                raise NoSlot(weight, slots.tenant_share(tenant), slots.capacity) from None
+            # let in just as the wait ran out: go on
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self._release(slots, weight, tenant)  # let in as we went away
+            else:
+                future.cancel()
+                self._forget(slots, tenant, future)
+            raise
 
     async def _wait(
         self, slots: _EngineSlots, future: asyncio.Future[None], wait_s: float | None

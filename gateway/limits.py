@@ -19,7 +19,8 @@ import os
 import socket
 import time
 import uuid
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
@@ -127,8 +128,36 @@ class Scripts:
         return done
 
 
+@dataclass(slots=True)
+class _Entry:
+    """One call of Admission.admit: the engine it counts on (None: only the tenant's and the
+    version's counts), whether it does, who hears of a wait at the pin guard, and when."""
+
+    engine: str | None
+    on_engine: bool
+    held: Held | None
+    now: float
+
+
 def new_replica_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(slots=True)
+class Terms:
+    """What one request is admitted by: its tenant's rate and in-flight cap, its version (None:
+    the base model) and the name it asked for (for a refusal's message), its weight, its lane."""
+
+    tenant_id: int
+    rpm_limit: int
+    target: Target | None
+    requested: object
+    weight: int = 1
+    in_flight_cap: int = 0
+    # The request's lane in its engine's load (admission.lua): a background one goes in only
+    # while the engine keeps `live_headroom` slots free for live requests.
+    background: bool = False
+    live_headroom: int = 0
 
 
 class Admission:
@@ -140,32 +169,15 @@ class Admission:
     connection refused) calls `leave_engine` and `admit` again.
     """
 
-    def __init__(
-        self,
-        scripts: Scripts,
-        *,
-        tenant_id: int,
-        rpm_limit: int,
-        target: Target | None,
-        requested: object,
-        weight: int = 1,
-        in_flight_cap: int = 0,
-        budget: BudgetClaim | None = None,
-        background: bool = False,
-        live_headroom: int = 0,
-    ) -> None:
+    def __init__(self, scripts: Scripts, terms: Terms, budget: BudgetClaim | None = None) -> None:
         self.scripts = scripts
-        # The request's lane in its engine's load (admission.lua): a background one goes in
-        # only while the engine keeps `live_headroom` slots free for live requests.
-        self.lane = "background" if background else "live"
-        self.live_headroom = max(0, live_headroom)
+        self.terms = terms
+        self.lane = "background" if terms.background else "live"
+        self.live_headroom = max(0, terms.live_headroom)
         self.budget = budget  # reserved with the first count, settled at release
-        self.tenant_id = tenant_id
-        self.rpm_limit = rpm_limit
-        self.in_flight_cap = in_flight_cap
-        self.target = target
-        self.requested = requested
-        self.weight = max(1, weight)
+        self.tenant_id = terms.tenant_id
+        self.target = terms.target
+        self.weight = max(1, terms.weight)
         self.counted = False  # rate, in-flight and concurrency counted
         self.engine: str | None = None  # in flight on this engine
         self.ledger = f"{scripts.ledger}#{uuid.uuid4().hex[:16]}"  # this request's entries
@@ -193,23 +205,37 @@ class Admission:
         While it waits, `held` tells the cache controller (every HELD_NOTE_S): the controller
         gives its own pins up on an engine with requests held back, and each round reads the
         pinned set again, so the request goes in as soon as an unpin is done."""
-        target = self.target
         on_engine = (
-            engine is not None and self.engine is None and (target is not None or capacity > 0)
+            engine is not None and self.engine is None and (self.target is not None or capacity > 0)
         )
         if self.counted and not on_engine:
             return
-        now = time.time()
+        entry = _Entry(engine, on_engine, held, time.time())
+        keys, argv = self._script_input(entry, max_loras, capacity)
+        try:
+            await self._enter(keys, argv, entry)
+        except RedisError:
+            # Redis may have run it and lost only the answer: the release gives back whatever
+            # the ledger shows this request holds (nothing, if it did not run).
+            self.unsure = engine if on_engine else ""
+            self.stalled = True
+            raise
+
+    def _script_input(
+        self, entry: _Entry, max_loras: int, capacity: int
+    ) -> tuple[list[str], list[str | int]]:
+        """admission.lua's KEYS and ARGV (it says what each entry is)."""
+        target, terms, engine = self.target, self.terms, entry.engine
         argv: list[str | int] = [
-            SKIP if self.counted else self.rpm_limit,
-            SKIP if self.counted else self.in_flight_cap,
+            SKIP if self.counted else terms.rpm_limit,
+            SKIP if self.counted else terms.in_flight_cap,
             SKIP if self.counted or target is None else concurrency_limit(target),
             self.weight,
             target.served_name if target is not None else "",
-            (max_loras if target is not None else -3) if on_engine else -2,
+            (max_loras if target is not None else -3) if entry.on_engine else -2,
         ]
         keys = [
-            rpm_key(self.tenant_id, int(now // 60)),
+            rpm_key(self.tenant_id, int(entry.now // 60)),
             tenant_key(self.tenant_id),
             conc_key(target.served_name if target is not None else ""),
             inflight_key(engine or ""),
@@ -222,86 +248,83 @@ class Admission:
         else:
             argv += [0, 0]  # no budget: budget_reserve.lua's n and worst case
         # The lane, last of ARGV; the engine's load hash just before the ledger (admission.lua).
-        argv += [self.lane if on_engine and capacity > 0 else "", capacity, self.live_headroom]
+        argv += [
+            self.lane if entry.on_engine and capacity > 0 else "",
+            capacity,
+            self.live_headroom,
+        ]
         keys.append(load_key(engine or ""))
         keys.append(self.ledger)  # last: ledger.lua finds it there
-        try:
-            await self._enter(keys, argv, engine, on_engine, held, now)
-        except RedisError:
-            # Redis may have run it and lost only the answer: the release gives back whatever
-            # the ledger shows this request holds (nothing, if it did not run).
-            self.unsure = engine if on_engine else ""
-            self.stalled = True
-            raise
+        return keys, argv
 
-    async def _enter(
-        self,
-        keys: list[str],
-        argv: list[str | int],
-        engine: str | None,
-        on_engine: bool,
-        held: Held | None,
-        now: float,
-    ) -> None:
-        target = self.target
+    async def _enter(self, keys: list[str], argv: list[str | int], entry: _Entry) -> None:
+        """Run the script until the request is in (or refused): a request held at the engine's
+        pin guard tries again, with growing pauses, for at most ADMIT_WAIT_S."""
         waited, noted_at = 0.0, -HELD_NOTE_S
         while True:
             result = await self.scripts.enter(keys=keys, args=argv)
-            status, count = result[0], result[1]
-            if status == 5 and self.budget is not None:
-                raise self.budget.refusal(count, result[2])
-            if status == 6:
-                self.scripts.budgets.rebuild_soon()
-                raise budgets_unavailable()
-            if status == 1:
-                raise too_many(
-                    f"Rate limit reached: {self.rpm_limit} requests per minute for this tenant.",
-                    retry_after=60 - int(now % 60),
-                    code="rate_limit_exceeded",
-                )
-            if status == 4:
-                raise too_many(
-                    f"This tenant has {count} requests in flight, its limit "
-                    f"({self.in_flight_cap}, max_in_flight_requests); retry shortly.",
-                    retry_after=1,
-                    code="tenant_concurrency_limit_exceeded",
-                )
-            if status == 2:
-                raise too_many(
-                    f"{self.requested} has {count} requests running, its limit; retry shortly.",
-                    retry_after=1,
-                    code="concurrency_limit_exceeded",
-                )
-            if status == 7:
-                raise held_for_live(engine or "", count, self.live_headroom)
+            status = result[0]
+            self._refuse(status, result, entry)
             self.counted = True
             argv[0] = argv[1] = argv[2] = SKIP  # counted once; only the engine part again
             if self.budget is not None and len(result) >= 4:
                 self.budget.admitted(result[2], result[3])
                 argv[6] = 0  # reserved once
             if status == 0:
-                if on_engine:
-                    self.engine = engine
+                if entry.on_engine:
+                    self.engine = entry.engine
                 return
             if waited >= ADMIT_WAIT_S:
                 raise unavailable(
-                    f"Engine '{engine}' is busy with other adapters; try again shortly.",
+                    f"Engine '{entry.engine}' is busy with other adapters; try again shortly.",
                     code="engine_busy",
                     retry_after=1,
                 )
-            if (
-                held is not None
-                and target is not None
-                and engine is not None
-                and waited - noted_at >= HELD_NOTE_S
-            ):
+            if waited - noted_at >= HELD_NOTE_S and await self._note_held(entry):
                 noted_at = waited
-                await held.note(engine, target.served_name)
             # Each try is a Redis round trip: 10 ms at first (a slot frees within a step),
             # then up to 100 ms for a long wait.
             pause = min(0.1, 0.01 * (1 + waited / 0.1))
             await asyncio.sleep(pause)
             waited += pause
+
+    def _refuse(self, status: int, result: list[Any], entry: _Entry) -> None:
+        """Raise the refusal the script's status means (0: in; 3: held at the pin guard)."""
+        count = result[1]
+        if status == 5 and self.budget is not None:
+            raise self.budget.refusal(count, result[2])
+        if status == 6:
+            self.scripts.budgets.rebuild_soon()
+            raise budgets_unavailable()
+        if status == 1:
+            raise too_many(
+                f"Rate limit reached: {self.terms.rpm_limit} requests per minute for this tenant.",
+                retry_after=60 - int(entry.now % 60),
+                code="rate_limit_exceeded",
+            )
+        if status == 4:
+            raise too_many(
+                f"This tenant has {count} requests in flight, its limit "
+                f"({self.terms.in_flight_cap}, max_in_flight_requests); retry shortly.",
+                retry_after=1,
+                code="tenant_concurrency_limit_exceeded",
+            )
+        if status == 2:
+            raise too_many(
+                f"{self.terms.requested} has {count} requests running, its limit; retry shortly.",
+                retry_after=1,
+                code="concurrency_limit_exceeded",
+            )
+        if status == 7:
+            raise held_for_live(entry.engine or "", count, self.live_headroom)
+
+    async def _note_held(self, entry: _Entry) -> bool:
+        """Tell the cache controller this request waits on the engine's pins; False when there
+        is nobody to tell."""
+        if entry.held is None or self.target is None or entry.engine is None:
+            return False
+        await entry.held.note(entry.engine, self.target.served_name)
+        return True
 
     async def leave_engine(self) -> None:
         """The request left its engine (and will try another)."""

@@ -21,14 +21,13 @@ from core.errors import ApplicationError
 from gateway.app import Gateway, gateway_app
 from gateway.errors import GatewayError, limits_unavailable
 from gateway.playground_choices import resolve_choice, table_choice
+from gateway.request import GatewayRequest
 
 OnToken = Callable[[str], Awaitable[None]]
 MAX_PROMPT_CHARS = 8000
 MAX_TOKENS = 512
 # OpenAI's range; 0 is greedy (the same reply to the same prompt, for comparing versions).
 MAX_TEMPERATURE = 2.0
-# Served from an ASGI scope of its own: the gateway's serve() reads no header from it.
-PLAYGROUND_SCOPE: dict[str, Any] = {"type": "http", "path": "/v1/chat/completions", "headers": []}
 
 
 @dataclass(frozen=True)
@@ -162,33 +161,51 @@ def clean_prompt(prompt: object, max_tokens: object) -> tuple[list[dict[str, str
     return [{"role": "user", "content": prompt}], max_tokens
 
 
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt from the playground's socket as the user sent it (play checks it): who asks,
+    in which tenant, of which model (`key`: a version label or `base:<name>`), and what."""
+
+    user: Any
+    tenant_slug: str
+    key: object
+    text: object
+    max_tokens: object
+    temperature: object = None
+
+    def payload(self) -> dict[str, Any]:
+        """The chat request's body without its model, or a refusal saying what to change."""
+        messages, budget = clean_prompt(self.text, self.max_tokens)
+        temperature = clean_temperature(self.temperature)
+        payload: dict[str, Any] = {
+            "messages": messages,
+            "max_tokens": budget,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if temperature is not None:
+            payload["temperature"] = temperature
+        return payload
+
+
 async def play(
-    *,
-    user: Any,
-    tenant_slug: str,
-    key: object,
-    prompt: object,
-    max_tokens: object,
+    prompt: Prompt,
     on_token: OnToken,
-    temperature: object = None,
+    *,
     started: float | None = None,
     gateway: Gateway | None = None,
 ) -> PlayResult:
-    """Stream one reply from `key` (a version label or `base:<name>`) for `user` in the tenant.
+    """Stream one reply to `prompt` for its user in the tenant, token by token to `on_token`.
 
     Access is checked here, on every prompt: from the gateway's tables for a member's active
     version (playground_choices.table_choice), else from the database. Refusals raise
     ApplicationError with a code: `playground.*` from the checks, `gateway.*` from the request
     path (429, 503, engine errors).
     """
-    started = time.perf_counter() if started is None else started
-    messages, budget = clean_prompt(prompt, max_tokens)
-    temperature = clean_temperature(temperature)
-    gateway = gateway or gateway_app
+    sink = TokenSink(on_token, time.perf_counter() if started is None else started)
+    payload = prompt.payload()
     try:
-        return await _play(
-            gateway, user, tenant_slug, key, messages, budget, temperature, on_token, started
-        )
+        return await _play(gateway or gateway_app, prompt, payload, sink)
     except RedisError:
         # The same policy as /v1/ (fail closed: no tenant's limits can be checked).
         err = limits_unavailable()
@@ -196,44 +213,28 @@ async def play(
 
 
 async def _play(
-    gateway: Gateway,
-    user: Any,
-    tenant_slug: str,
-    key: object,
-    messages: list[dict[str, str]],
-    budget: int,
-    temperature: float | None,
-    on_token: OnToken,
-    started: float,
+    gateway: Gateway, prompt: Prompt, payload: dict[str, Any], sink: TokenSink
 ) -> PlayResult:
     table = await gateway.fresh_table()
+    user, tenant_slug, key = prompt.user, prompt.tenant_slug, prompt.key
     resolved = table_choice(table, user=user, tenant_slug=tenant_slug, key=key)
     if resolved is None:
         resolved = await database_sync_to_async(resolve_choice)(
             user=user, tenant_slug=tenant_slug, key=key
         )
-    payload: dict[str, Any] = {
-        "model": resolved.key,
-        "messages": messages,
-        "max_tokens": budget,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if temperature is not None:
-        payload["temperature"] = temperature
-    sink = TokenSink(on_token, started)
+    payload["model"] = resolved.key
+    request = GatewayRequest(
+        "chat",
+        payload,
+        resolved.route,
+        resolved.target,
+        table,
+        resolved.tenant_id,
+        send=sink,
+        started=sink.started,
+    )
     try:
-        await gateway.serve_admitted(
-            PLAYGROUND_SCOPE,
-            sink,
-            "chat",
-            payload,
-            resolved.route,
-            resolved.target,
-            table,
-            resolved.tenant_id,
-            started,
-        )
+        await gateway.serve_admitted(request)
     except GatewayError as err:
         raise ApplicationError(f"gateway.{err.code}", err.message, status=err.status) from None
     if sink.error is not None:

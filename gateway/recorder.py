@@ -88,6 +88,66 @@ def bucket(ms: float) -> str:
     return "+Inf"
 
 
+def _rows(m: Measurement) -> list[tuple[str, str, float]]:
+    """(hash, field, amount) for every count one measurement adds to."""
+    key = f"{m.tenant}|{m.adapter}|{m.version}"
+    sec = int(m.at)
+    minute = sec // 60
+    day = datetime.fromtimestamp(m.at, UTC).strftime("%Y-%m-%d")
+    rows: list[tuple[str, str, float]] = [
+        ("lp:gwm:counters", f"{key}|requests", 1),
+        ("lp:gwm:counters", f"{key}|{m.served_from}", 1),
+        ("lp:gwm:counters", f"{key}|tokens_in", m.prompt_tokens),
+        ("lp:gwm:counters", f"{key}|tokens_out", m.completion_tokens),
+        ("lp:gwm:counters", f"{key}|e2e_ms_sum", round(m.e2e_ms)),
+        ("lp:gwm:e2e", f"{m.tenant}|{m.adapter}|{bucket(m.e2e_ms)}", 1),
+        (f"lp:gwm:sec:{sec}", f"{key}|requests", 1),
+        (f"lp:gwm:sec:{sec}", f"{key}|{m.served_from}", 1),
+        (f"lp:gwm:min:{minute}", f"{key}|requests", 1),
+        (f"lp:gwm:min:{minute}", f"{key}|{m.served_from}", 1),
+        (f"lp:gwm:min:{minute}", f"{key}|tokens_out", m.completion_tokens),
+        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|requests", 1),
+        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|in", m.prompt_tokens),
+        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|out", m.completion_tokens),
+        # the slot time it held (the cost view's GPU-slot-seconds)
+        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|e2e_ms_sum", m.e2e_ms),
+    ]
+    if m.caller_fault:
+        rows.append(("lp:gwm:counters", f"{key}|rejected", 1))
+    elif not m.ok:
+        rows += [
+            ("lp:gwm:counters", f"{key}|errors", 1),
+            (f"lp:gwm:min:{minute}", f"{key}|errors", 1),
+            (f"lp:gwm:sec:{sec}", f"{key}|errors", 1),
+        ]
+    if m.ttft_ms is not None:
+        rows += _ttft_rows(m, m.ttft_ms, key)
+    if m.served_from == "cold":
+        load = round(m.load_ms)
+        rows += [
+            ("lp:gwm:counters", f"{key}|load_ms_sum", load),
+            (f"lp:gwm:min:{minute}", f"{key}|load_ms_sum", load),
+            # the live charts' load latency (portal/live_series.py)
+            (f"lp:gwm:sec:{sec}", f"{key}|load_ms_sum", load),
+        ]
+    return rows
+
+
+def _ttft_rows(m: Measurement, ttft_ms: float, key: str) -> list[tuple[str, str, float]]:
+    sec = int(m.at)
+    minute = sec // 60
+    ttft = round(ttft_ms, 1)
+    return [
+        ("lp:gwm:counters", f"{key}|ttft_count", 1),
+        ("lp:gwm:counters", f"{key}|ttft_ms_sum", round(ttft_ms)),
+        ("lp:gwm:ttft", f"{m.tenant}|{m.adapter}|{bucket(ttft_ms)}", 1),
+        (f"lp:gwm:sec:{sec}", f"{key}|ttft_ms_sum", ttft),
+        (f"lp:gwm:sec:{sec}", f"{key}|ttft_count", 1),
+        (f"lp:gwm:min:{minute}", f"{key}|ttft_ms_sum", ttft),
+        (f"lp:gwm:min:{minute}", f"{key}|ttft_count", 1),
+    ]
+
+
 @dataclass
 class _Batch:
     """One flush's worth of measurements, until Redis confirms it."""
@@ -108,56 +168,7 @@ class Recorder:
 
     def add(self, m: Measurement) -> None:
         c = self._counters
-        key = f"{m.tenant}|{m.adapter}|{m.version}"
-        short = f"{m.tenant}|{m.adapter}"
-        sec = int(m.at)
-        minute = sec // 60
-        day = datetime.fromtimestamp(m.at, UTC).strftime("%Y-%m-%d")
-        rows: list[tuple[str, str, float]] = [
-            ("lp:gwm:counters", f"{key}|requests", 1),
-            ("lp:gwm:counters", f"{key}|{m.served_from}", 1),
-            ("lp:gwm:counters", f"{key}|tokens_in", m.prompt_tokens),
-            ("lp:gwm:counters", f"{key}|tokens_out", m.completion_tokens),
-            ("lp:gwm:counters", f"{key}|e2e_ms_sum", round(m.e2e_ms)),
-            ("lp:gwm:e2e", f"{short}|{bucket(m.e2e_ms)}", 1),
-            (f"lp:gwm:sec:{sec}", f"{key}|requests", 1),
-            (f"lp:gwm:sec:{sec}", f"{key}|{m.served_from}", 1),
-            (f"lp:gwm:min:{minute}", f"{key}|requests", 1),
-            (f"lp:gwm:min:{minute}", f"{key}|{m.served_from}", 1),
-            (f"lp:gwm:min:{minute}", f"{key}|tokens_out", m.completion_tokens),
-            (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|requests", 1),
-            (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|in", m.prompt_tokens),
-            (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|out", m.completion_tokens),
-            # the slot time it held (the cost view's GPU-slot-seconds)
-            (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|e2e_ms_sum", m.e2e_ms),
-        ]
-        if m.caller_fault:
-            rows += [("lp:gwm:counters", f"{key}|rejected", 1)]
-        elif not m.ok:
-            rows += [
-                ("lp:gwm:counters", f"{key}|errors", 1),
-                (f"lp:gwm:min:{minute}", f"{key}|errors", 1),
-                (f"lp:gwm:sec:{sec}", f"{key}|errors", 1),
-            ]
-        if m.ttft_ms is not None:
-            ttft = round(m.ttft_ms, 1)
-            rows += [
-                ("lp:gwm:counters", f"{key}|ttft_count", 1),
-                ("lp:gwm:counters", f"{key}|ttft_ms_sum", round(m.ttft_ms)),
-                ("lp:gwm:ttft", f"{short}|{bucket(m.ttft_ms)}", 1),
-                (f"lp:gwm:sec:{sec}", f"{key}|ttft_ms_sum", ttft),
-                (f"lp:gwm:sec:{sec}", f"{key}|ttft_count", 1),
-                (f"lp:gwm:min:{minute}", f"{key}|ttft_ms_sum", ttft),
-                (f"lp:gwm:min:{minute}", f"{key}|ttft_count", 1),
-            ]
-        if m.served_from == "cold":
-            rows += [
-                ("lp:gwm:counters", f"{key}|load_ms_sum", round(m.load_ms)),
-                (f"lp:gwm:min:{minute}", f"{key}|load_ms_sum", round(m.load_ms)),
-                # the live charts' load latency (portal/live_series.py)
-                (f"lp:gwm:sec:{sec}", f"{key}|load_ms_sum", round(m.load_ms)),
-            ]
-        for name, field_, amount in rows:
+        for name, field_, amount in _rows(m):
             if amount:
                 c[(name, field_)] += amount
         if m.served_name and m.pool:  # a load's leader is in already, but its turn counts

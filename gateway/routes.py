@@ -23,6 +23,7 @@ from budgets.rules import BudgetRules, load_rules
 from gateway.request_schema import Plan
 from tenants.models import ApiToken, Membership, Tenant, TokenScope
 from tenants.services.tokens import TOKEN_PREFIX
+from workers.cache_policy import Tier
 from workers.models import Engine, EngineState, Residency, ResidencyState
 from workers.selectors import engine_key
 
@@ -144,8 +145,8 @@ class RouteTable:
     salts: dict[int, str] = field(default_factory=dict)  # tenant -> its prefix-cache salt
     engines: tuple[EngineInfo, ...] = ()
     down: frozenset[str] = frozenset()  # engines the prober marked down
-    # served name -> {engine: "gpu" | "cpu"} as the controller last observed
-    residency: dict[str, dict[str, str]] = field(default_factory=dict)
+    # served name -> {engine: Tier.GPU | Tier.CPU} as the controller last observed
+    residency: dict[str, dict[str, Tier]] = field(default_factory=dict)
     budgets: BudgetRules = field(default_factory=BudgetRules)
     built_at: float = 0.0
 
@@ -301,16 +302,16 @@ def _engines() -> tuple[tuple[EngineInfo, ...], frozenset[str]]:
     return tuple(up), frozenset(down)
 
 
-def residency_map() -> dict[str, dict[str, str]]:
-    """{served name: {engine: "gpu" | "cpu"}}. (An engine's pins are not taken from here: the
+def residency_map() -> dict[str, dict[str, Tier]]:
+    """{served name: {engine: Tier.GPU | Tier.CPU}}. (An engine's pins are not taken from here: the
     gateway's admission reads them from the engine's pinned set, workers.engine_slots.)"""
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, dict[str, Tier]] = {}
     rows = Residency.objects.exclude(observed_state=ResidencyState.ABSENT).values_list(
         "version__served_name", "engine__name", "observed_state"
     )
     for served, engine, state in rows:
         gpu = state in (ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
-        out.setdefault(served, {})[engine] = "gpu" if gpu else "cpu"
+        out.setdefault(served, {})[engine] = Tier.GPU if gpu else Tier.CPU
     return out
 
 

@@ -21,7 +21,7 @@ from core.errors import ApplicationError
 from core.tasks import task_named
 from workers import shared_state
 from workers.cache_policy import EngineChoice, choose_engine
-from workers.cache_policy.routing import Where
+from workers.cache_policy.routing import Tier
 from workers.models import Engine, Residency, ResidencyState
 from workers.schedule_rules import in_window
 from workers.selectors import LOADABLE_ENGINE_STATES, engines_for_version, holdable
@@ -162,12 +162,12 @@ def _choices(version: AdapterVersion, engines: Iterable[Engine]) -> list[EngineC
     for engine in engines:
         row = rows.get(engine.pk)
         observed = row.observed_state if row is not None else ResidencyState.ABSENT
-        where: Where = (
-            "gpu"
+        where = (
+            Tier.GPU
             if observed in (ResidencyState.RESIDENT_GPU, ResidencyState.PINNED)
-            else "cpu"
+            else Tier.CPU
             if observed in (ResidencyState.RESIDENT_CPU, ResidencyState.REGISTERED)
-            else "none"
+            else Tier.NONE
         )
         out.append(
             EngineChoice(

@@ -27,7 +27,8 @@ from evals.scoring import pairwise
 from evals.services.runs import run_record_case
 from gateway.app import Gateway
 from gateway.errors import GatewayError
-from gateway.playground import PLAYGROUND_SCOPE, TokenSink
+from gateway.playground import TokenSink
+from gateway.request import GatewayRequest
 from gateway.routes import Route, RouteTable, Target
 from gateway.routes import _target as target_of
 
@@ -181,16 +182,17 @@ class Asker:
         sink = TokenSink(on_token, started)
         try:
             await self.gateway.serve_admitted(
-                PLAYGROUND_SCOPE,
-                sink,
-                kind,
-                payload,
-                side.route,
-                side.target,
-                self.table,
-                self.tenant_id,
-                started,
-                background=True,
+                GatewayRequest(
+                    kind,
+                    payload,
+                    side.route,
+                    side.target,
+                    self.table,
+                    self.tenant_id,
+                    send=sink,
+                    started=started,
+                    background=True,
+                )
             )
         except GatewayError as err:
             return Answer(error=f"{err.code}: {err.message}")

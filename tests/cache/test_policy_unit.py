@@ -19,6 +19,7 @@ from workers.cache_policy import (
     PolicyParams,
     Resident,
     ScoreWeights,
+    Tier,
     Unpin,
     VersionInfo,
     choose_engine,
@@ -284,7 +285,7 @@ def test_from_history_equals_observing() -> None:
 
 
 def choice(name: str, where: str, free: int = 0, load: int = 0) -> EngineChoice:
-    return EngineChoice(name, where, free, load, 10)  # type: ignore[arg-type]
+    return EngineChoice(name, Tier(where), free, load, 10)
 
 
 def test_engine_choice_prefers_gpu_then_cpu_then_free_slot_then_least_loaded() -> None:
@@ -305,7 +306,7 @@ def test_engine_choice_keeps_a_tenant_off_engines_its_neighbours_use() -> None:
     requests keep to the engine its neighbours do not use while that engine has room."""
 
     def busy(name: str, load: int, others: float) -> EngineChoice:
-        return EngineChoice(name, "gpu", 0, load, 10, others_rate=others)
+        return EngineChoice(name, Tier.GPU, 0, load, 10, others_rate=others)
 
     # b is idle but a neighbour sends it 4 sequences a second: a, half full, is chosen
     assert choose_engine([busy("a", 5, 0.0), busy("b", 0, 4.0)]) == "a"
@@ -317,4 +318,4 @@ def test_engine_choice_keeps_a_tenant_off_engines_its_neighbours_use() -> None:
     assert choose_engine([busy("a", 20, 0.0), busy("b", 0, 4.0)]) == "a"
     assert choose_engine([busy("a", 50, 0.0), busy("b", 0, 4.0)]) == "b"  # unless far worse
     # within a class only: a resident version is not loaded elsewhere to avoid a neighbour
-    assert choose_engine([busy("a", 0, 4.0), EngineChoice("b", "none", 2, 0, 10)]) == "a"
+    assert choose_engine([busy("a", 0, 4.0), EngineChoice("b", Tier.NONE, 2, 0, 10)]) == "a"

@@ -75,11 +75,10 @@ def _claim(budget: Budget, worst: int, at: datetime) -> BudgetClaim:
 def _admission(scripts, budget: Budget, claim: BudgetClaim) -> limits.Admission:
     return limits.Admission(
         scripts,
-        tenant_id=budget.tenant_id,
-        rpm_limit=0,
-        target=_target(budget.tenant_id),
-        requested="a",
-        budget=claim,
+        limits.Terms(
+            tenant_id=budget.tenant_id, rpm_limit=0, target=_target(budget.tenant_id), requested="a"
+        ),
+        claim,
     )
 
 

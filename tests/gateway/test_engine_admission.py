@@ -47,7 +47,8 @@ def _target(served_name: str, max_concurrent: int = 0) -> Target:
 def _admission(scripts, served_name: str, **kwargs) -> limits.Admission:
     fields: dict[str, Any] = {"tenant_id": 0, "rpm_limit": 0}
     fields.update(kwargs)
-    return limits.Admission(scripts, target=_target(served_name), requested=served_name, **fields)
+    terms = limits.Terms(target=_target(served_name), requested=served_name, **fields)
+    return limits.Admission(scripts, terms)
 
 
 def _pin(engine: str, *names: str) -> None:

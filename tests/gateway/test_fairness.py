@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway.fairness import FairSlots, NoSlot
+from gateway.fairness import Ask, FairSlots, NoSlot
 
 
 async def test_a_small_tenant_is_not_stuck_behind_a_burst():
@@ -15,7 +15,7 @@ async def test_a_small_tenant_is_not_stuck_behind_a_burst():
     gate = asyncio.Event()
 
     async def request(tenant: int, label: str) -> None:
-        async with slots.slot("e", 2, tenant):
+        async with slots.slot("e", 2, Ask(tenant)):
             order.append(label)
             await gate.wait()
 
@@ -40,7 +40,7 @@ async def test_never_more_than_capacity_in_flight_and_cancelled_waiters_leave_no
 
     async def request(tenant: int) -> None:
         nonlocal running, peak
-        async with slots.slot("e", 3, tenant):
+        async with slots.slot("e", 3, Ask(tenant)):
             running += 1
             peak = max(peak, running)
             await asyncio.sleep(0.01)
@@ -65,7 +65,7 @@ async def test_a_request_takes_as_many_slots_as_sequences_it_runs():
     gates = {label: asyncio.Event() for label in ("big", "small", "huge", "last")}
 
     async def request(label: str, weight: int) -> None:
-        async with slots.slot("e", 4, 1, weight):
+        async with slots.slot("e", 4, Ask(1, weight)):
             order.append(label)
             await gates[label].wait()
 
@@ -99,13 +99,13 @@ async def test_a_request_heavier_than_its_share_never_takes_a_shared_engine():
     at once (NoSlot, over its share), so it holds up nobody and its caller does not wait out its
     budget for an answer that cannot come while the other tenant is there."""
     slots = FairSlots()
-    async with slots.slot("e", 8, 2):  # tenant 2 has used the engine
+    async with slots.slot("e", 8, Ask(2)):  # tenant 2 has used the engine
         pass
     order: list[str] = []
     hold = asyncio.Event()
 
     async def request(tenant: int, label: str, weight: int, wait_s: float | None = None):
-        async with slots.slot("e", 8, tenant, weight, wait_s):
+        async with slots.slot("e", 8, Ask(tenant, weight, wait_s)):
             order.append(label)
             await hold.wait()
 
@@ -126,13 +126,13 @@ async def test_a_heavy_request_runs_once_the_other_tenant_has_gone_quiet():
     """With no other tenant in the sharing window the engine is the tenant's whole: the same
     request that was refused above runs, alone."""
     slots = FairSlots(shared_window_s=0.05)
-    async with slots.slot("e", 8, 2):
+    async with slots.slot("e", 8, Ask(2)):
         pass
     with pytest.raises(NoSlot):
-        async with slots.slot("e", 8, 1, 8):
+        async with slots.slot("e", 8, Ask(1, 8)):
             pass
     await asyncio.sleep(0.06)
-    async with slots.slot("e", 8, 1, 8, wait_s=0):
+    async with slots.slot("e", 8, Ask(1, 8, wait_s=0)):
         assert slots.load("e") == 8
 
 
@@ -144,15 +144,15 @@ async def test_a_waiter_held_by_its_share_is_let_in_when_the_sharing_lapses():
     hold = asyncio.Event()
 
     async def holder() -> None:
-        async with slots.slot("e", 8, 1, 6):
+        async with slots.slot("e", 8, Ask(1, 6)):
             await hold.wait()
 
-    async with slots.slot("e", 8, 2):  # tenant 2 used the engine: tenant 1's share is 6
+    async with slots.slot("e", 8, Ask(2)):  # tenant 2 used the engine: tenant 1's share is 6
         pass
     held = asyncio.create_task(holder())
     await asyncio.sleep(0)
     # One more for tenant 1 passes its share: it waits; nothing will be released meanwhile.
-    async with slots.slot("e", 8, 1, 1, wait_s=5.0):
+    async with slots.slot("e", 8, Ask(1, 1, wait_s=5.0)):
         assert slots.load("e") == 7  # let in once tenant 2 was quiet for the window
     hold.set()
     await held
@@ -163,19 +163,19 @@ async def test_a_wait_for_a_full_engine_is_bounded():
     hold = asyncio.Event()
 
     async def first() -> None:
-        async with slots.slot("e", 2, 1, 2):
+        async with slots.slot("e", 2, Ask(1, 2)):
             await hold.wait()
 
     running = asyncio.create_task(first())
     await asyncio.sleep(0)
     with pytest.raises(NoSlot) as refused:
-        async with slots.slot("e", 2, 1, 1, wait_s=0.05):
+        async with slots.slot("e", 2, Ask(1, 1, wait_s=0.05)):
             pass
     assert not refused.value.over_share  # the engine was full, the request within its share
     assert slots.waiting("e") == 0  # the refused waiter left no entry behind
     hold.set()
     await running
-    async with slots.slot("e", 2, 1, 2, wait_s=0.05):  # every slot free again
+    async with slots.slot("e", 2, Ask(1, 2, wait_s=0.05)):  # every slot free again
         pass
 
 
@@ -187,11 +187,11 @@ async def test_a_tenant_that_holds_its_slots_leaves_a_quarter_to_the_others():
     hold = asyncio.Event()
 
     async def request(tenant: int, label: str) -> None:
-        async with slots.slot("e", 8, tenant):
+        async with slots.slot("e", 8, Ask(tenant)):
             order.append(label)
             await hold.wait()
 
-    async with slots.slot("e", 8, 2):  # tenant 2 has used the engine
+    async with slots.slot("e", 8, Ask(2)):  # tenant 2 has used the engine
         pass
     hogs = [asyncio.create_task(request(1, f"a{i}")) for i in range(10)]
     await asyncio.sleep(0)
@@ -210,7 +210,7 @@ async def test_an_engines_load_counts_sequences_running_and_waiting():
     hold = asyncio.Event()
 
     async def request(weight: int) -> None:
-        async with slots.slot("e", 8, 1, weight):
+        async with slots.slot("e", 8, Ask(1, weight)):
             await hold.wait()
 
     tasks = [asyncio.create_task(request(4)), asyncio.create_task(request(1))]
@@ -233,7 +233,7 @@ async def test_a_tenants_recent_work_on_an_engine_fades_with_its_half_life(monke
     monkeypatch.setattr(fairness.time, "monotonic", lambda: now[0])
     slots = FairSlots()
     for _ in range(10):
-        async with slots.slot("e", 8, 2, 2):
+        async with slots.slot("e", 8, Ask(2, 2)):
             pass
     rate = slots.others_rate("e", 1)
     assert rate == pytest.approx(20 * 0.6931 / fairness.USAGE_HALF_LIFE_S, rel=1e-3)
@@ -250,7 +250,7 @@ async def test_an_eval_request_waits_behind_its_tenants_live_ones():
     gate = asyncio.Event()
 
     async def request(label: str, background: bool) -> None:
-        async with slots.slot("e", 1, 1, background=background):
+        async with slots.slot("e", 1, Ask(1, background=background)):
             order.append(label)
             await gate.wait()
 

@@ -48,13 +48,15 @@ def _target(served_name: str) -> Target:
 def _admission(scripts, tenant_id: int, *, background: bool, adapter: str = "", weight: int = 1):
     return limits.Admission(
         scripts,
-        tenant_id=tenant_id,
-        rpm_limit=1000,
-        target=_target(adapter) if adapter else None,
-        requested=adapter or "base",
-        weight=weight,
-        background=background,
-        live_headroom=HEADROOM,
+        limits.Terms(
+            tenant_id=tenant_id,
+            rpm_limit=1000,
+            target=_target(adapter) if adapter else None,
+            requested=adapter or "base",
+            weight=weight,
+            background=background,
+            live_headroom=HEADROOM,
+        ),
     )
 
 

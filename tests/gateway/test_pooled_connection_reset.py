@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from gateway.exchange import FAILED, SENT, Exchange, Outcome
+from gateway.request_schema import Checked
 from gateway.routes import EngineInfo
 from gateway.upstream import EnginePool
 from tests.fixtures.engines import EngineHandle
@@ -98,14 +99,8 @@ async def _chat(pool: EnginePool, engine: EngineInfo) -> tuple[Outcome, list[dic
     exchange = Exchange(
         pool, send, budget_s=120.0, write_deadline_s=30.0, started=time.perf_counter()
     )
-    outcome = await exchange.run(
-        engine,
-        "/v1/chat/completions",
-        body,
-        stream=False,
-        wants_usage=False,
-        adapter_request=False,
-    )
+    checked = Checked(stream=False, wants_usage=False, weight=1)
+    outcome = await exchange.run(engine, "/v1/chat/completions", body, checked, False)
     return outcome, sent
 
 

@@ -289,7 +289,7 @@ async def test_admission_refuses_the_request_over_the_canarys_own_cap():
     def admission(requested: str = "support-bot") -> limits.Admission:
         # No tenant: no rate limit is read or counted.
         return limits.Admission(
-            scripts, tenant_id=0, rpm_limit=0, target=target, requested=requested
+            scripts, limits.Terms(tenant_id=0, rpm_limit=0, target=target, requested=requested)
         )
 
     try:

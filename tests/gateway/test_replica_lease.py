@@ -44,11 +44,13 @@ class Names:
     def admission(self, scripts: limits.Scripts) -> limits.Admission:
         return limits.Admission(
             scripts,
-            tenant_id=self.tenant_id,
-            rpm_limit=0,
-            in_flight_cap=10,
-            target=_target(self.served),
-            requested=self.served,
+            limits.Terms(
+                tenant_id=self.tenant_id,
+                rpm_limit=0,
+                in_flight_cap=10,
+                target=_target(self.served),
+                requested=self.served,
+            ),
         )
 
     async def counts(self, redis: aioredis.Redis) -> tuple[int, int, int]:

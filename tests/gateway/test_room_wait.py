@@ -1,10 +1,10 @@
-"""The bounded wait of a request whose load every engine refused for room (gateway.app.RoomWait)."""
+"""The bounded wait of a request whose load every engine refused for room (gateway.request.RoomWait)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from gateway.app import RoomWait
+from gateway.request import RoomWait
 
 
 def test_rounds_grow_and_stop_when_the_budget_is_spent() -> None:

@@ -16,7 +16,7 @@ The gateway: choose_engine([EngineChoice(...), ...]) -> engine name.
 from workers.cache_policy.actions import Action, Evict, Load, Pin, Unpin, Warm
 from workers.cache_policy.demand import DemandParams, DemandTracker
 from workers.cache_policy.planner import PolicyParams, plan_actions
-from workers.cache_policy.routing import EngineChoice, choose_engine
+from workers.cache_policy.routing import EngineChoice, Tier, choose_engine
 from workers.cache_policy.rules import HardRules, RuleViolation, check_plan, evictable, max_pins
 from workers.cache_policy.score import ScoreWeights, eviction_score, keep_value
 from workers.cache_policy.snapshot import EngineSnapshot, Resident, SloClass, VersionInfo
@@ -36,6 +36,7 @@ __all__ = [
     "RuleViolation",
     "ScoreWeights",
     "SloClass",
+    "Tier",
     "Unpin",
     "VersionInfo",
     "Warm",

@@ -21,9 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
-Where = Literal["gpu", "cpu", "none"]
+
+class Tier(StrEnum):
+    """Where a request's version is on an engine: what engine choice prefers, and what the
+    gateway records a request as served from."""
+
+    GPU = "gpu"  # resident in the engine's GPU slots (or pinned)
+    CPU = "cpu"  # in the engine's CPU cache
+    NONE = "none"  # not on the engine: it is loaded before the request is sent
+    COLD = "cold"  # was not on the engine, and this request waited for its load
+    BASE = "base"  # the base model itself: every engine of it holds it
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +40,7 @@ class EngineChoice:
     """What the router knows of one candidate engine for one version."""
 
     engine: str
-    where: Where  # where the version is on this engine
+    where: Tier  # where the version is on this engine
     free_cpu_slots: int
     in_flight: int  # requests running or queued on the engine
     capacity: int  # requests it serves at once (vLLM --max-num-seqs)
@@ -50,15 +59,15 @@ def load(c: EngineChoice) -> float:
     return c.in_flight / max(1, c.capacity) + c.others_rate / NEIGHBOUR_RATE
 
 
+# Hot, then warm; a version on neither goes where a free CPU-cache slot is (2), else anywhere (3).
+# A table, not comparisons: one lookup per candidate on the request path.
+_RESIDENT_CLASS: dict[str, int] = {Tier.GPU: 0, Tier.CPU: 1}
+
+
 def _preference(c: EngineChoice) -> tuple[int, float, str]:
-    if c.where == "gpu":
-        klass = 0
-    elif c.where == "cpu":
-        klass = 1
-    elif c.free_cpu_slots > 0:
-        klass = 2
-    else:
-        klass = 3
+    klass = _RESIDENT_CLASS.get(c.where)
+    if klass is None:
+        klass = 2 if c.free_cpu_slots > 0 else 3
     return klass, load(c), c.engine
 
 
