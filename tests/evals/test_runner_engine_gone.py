@@ -1,7 +1,14 @@
-"""An engine SIGKILLed while an eval run's cases stream from it: the answers it held fail with a
+"""An engine SIGKILLed while an eval run's answers stream from it: the answers it held fail with a
 readable reason, the rest of the run goes on (on the other engine), the run finishes, and its
 summary counts the failed answers by reason. The session's two real engines; the run is the
-Celery task's own code, in a thread of the test."""
+Celery task's own code, in a thread of the test.
+
+The engine is killed by the runner's own thread the moment an answer's first tokens reach the
+runner, in the same step that hands them over: the engine is then a few tokens into an answer of
+MAX_TOKENS (the tiny model never stops early), so it cannot have finished what it holds. Killed
+from another thread once it saw an answer begin (by polling), the test lost that race about half
+the time under CPU load: the engine's processes out-ran the runner's one, had written whole
+answers into the connection by then, and the kill cut nothing."""
 
 from __future__ import annotations
 
@@ -14,22 +21,49 @@ import pytest
 
 from evals.models import EvalCaseResult, EvalRun
 from evals.selectors import run_summary_dict
-from gateway.app import Gateway
+from gateway.exchange import Exchange
+from gateway.routes import EngineInfo
 from tests.evals.runs import gated_run_held_back
-from tests.faults.record import wait_until
 from tests.workers.conftest import worker_fleet  # noqa: F401 - fixture
 
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.django_db(transaction=True),
-    # Under CPU load (make test-stress) the run sometimes records no cut answer even when the
-    # engine was killed with an answer streaming from it; until the cause is known, the test
-    # runs by hand: EVAL_ENGINE_GONE_TEST=1.
-    pytest.mark.skipif(
-        not os.environ.get("EVAL_ENGINE_GONE_TEST"),
-        reason="fails about half the time under CPU load; run with EVAL_ENGINE_GONE_TEST=1",
-    ),
-]
+pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
+
+MAX_TOKENS = 256  # the plan's largest per case: an answer takes the engine many steps
+
+
+class KillOnFirstTokens:
+    """SIGKILLs an engine's process group from inside the gateway's relay, once: right after the
+    runner has been handed the first piece of an answer (tokens, its stream not ended) that
+    `engine` is streaming. `killed` is the engine's name; `tokens_at_kill` what the runner had."""
+
+    def __init__(self, monkeypatch: Any, process_groups: dict[str, int]) -> None:
+        self.process_groups = process_groups
+        self.killed = ""
+        self.tokens_at_kill = 0
+        self.lock = threading.Lock()
+        run = Exchange.run
+
+        async def run_watched(exchange: Exchange, engine: EngineInfo, *args: Any, **kw: Any) -> Any:
+            send = exchange.send
+
+            async def send_then_maybe_kill(message: dict[str, Any]) -> None:
+                await send(message)
+                watch = exchange.watch
+                handed = message["type"] == "http.response.body" and message.get("body")
+                if handed and watch is not None and watch.streamed and not watch.done:
+                    self.kill(engine.name, watch.streamed)
+
+            exchange.send = send_then_maybe_kill
+            return await run(exchange, engine, *args, **kw)
+
+        monkeypatch.setattr(Exchange, "run", run_watched)
+
+    def kill(self, engine: str, tokens: int) -> None:
+        with self.lock:
+            if self.killed or engine not in self.process_groups:
+                return
+            os.killpg(self.process_groups[engine], signal.SIGKILL)
+            self.killed, self.tokens_at_kill = engine, tokens
 
 
 def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
@@ -44,53 +78,27 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
     fleet = worker_fleet
     world = fleet.world
     settings.EVAL_RUN_CONCURRENCY = 4
-    # Long answers: a case is mid-stream on its engine for most of its time.
-    cases = [{"id": f"c{i}", "prompt": f"Tell story {i}.", "max_tokens": 64} for i in range(24)]
+    cases = [
+        {"id": f"c{i}", "prompt": f"Tell story {i}.", "max_tokens": MAX_TOKENS} for i in range(8)
+    ]
     run = gated_run_held_back(world, monkeypatch, tmp_path, cases, seed=13)
-    gateways: list[Gateway] = []
-    made_gateway = Gateway.__init__
-
-    def recording_gateway(self: Gateway, *args: Any, **kwargs: Any) -> None:
-        made_gateway(self, *args, **kwargs)
-        gateways.append(self)
-
-    monkeypatch.setattr(Gateway, "__init__", recording_gateway)
+    handles = {fleet.a.name: fleet.handle_a, fleet.b.name: fleet.handle_b}
+    groups: dict[str, int] = {}
+    for name, handle in handles.items():
+        assert handle.process.process is not None
+        groups[name] = handle.process.process.pid  # the launcher's group: server, core, worker
+    killer = KillOnFirstTokens(monkeypatch, groups)
     ended: list[EvalRun | None] = []
     thread = threading.Thread(
         target=lambda: ended.append(runner.run_execute(run.pk, "engine-gone")), daemon=True
     )
     thread.start()
-
-    def streaming_engine() -> str | None:
-        """An engine whose answer has begun reaching the runner (its response started): from
-        there no other engine can take the request over, so killing this engine cuts it. A
-        request only admitted or queued would move to the other engine whole."""
-        for gateway in gateways:
-            for name, exchanges in list(gateway.exchanges.items()):
-                try:
-                    if any(exchange.begun for exchange in list(exchanges)):
-                        return name
-                except RuntimeError:  # the runner's loop changed the set while it was read
-                    return None
-        return None
-
-    found: list[str] = []
-
-    def found_streaming() -> bool:
-        name = streaming_engine()
-        if name is not None:
-            found.append(name)
-        return name is not None
-
-    wait_until(found_streaming, timeout=240, what="an answer streaming from an engine")
-    name = found[0]
-    handle = fleet.handle_a if name == fleet.a.name else fleet.handle_b
-    process = handle.process.process
-    assert process is not None
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    thread.join(timeout=300)
+    thread.join(timeout=600)
     assert not thread.is_alive(), "the run did not end"
+    assert killer.killed, "no answer streamed from an engine"
+    killed = handles[killer.killed].process.process
+    assert killed is not None and killed.wait(timeout=60) == -signal.SIGKILL
+    assert 0 < killer.tokens_at_kill < MAX_TOKENS
 
     finished = EvalRun.objects.get(pk=run.pk)
     assert ended and ended[0] is not None
@@ -111,6 +119,7 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
         assert code.strip() and message.strip(), row.error
     # The other answers are whole: the rest of the run went on.
     assert len(failed) < len(rows)
+    assert all(r.completion_tokens == MAX_TOKENS for r in rows if not r.error)
     # The summary counts them by reason, side by side.
     counts: dict[str, dict[str, int]] = {}
     for row in failed:
