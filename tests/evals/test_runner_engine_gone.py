@@ -3,12 +3,13 @@ readable reason, the rest of the run goes on (on the other engine), the run fini
 summary counts the failed answers by reason. The session's two real engines; the run is the
 Celery task's own code, in a thread of the test.
 
-The engine is killed by the runner's own thread the moment an answer's first tokens reach the
-runner, in the same step that hands them over: the engine is then a few tokens into an answer of
-MAX_TOKENS (the tiny model never stops early), so it cannot have finished what it holds. Killed
-from another thread once it saw an answer begin (by polling), the test lost that race about half
-the time under CPU load: the engine's processes out-ran the runner's one, had written whole
-answers into the connection by then, and the kill cut nothing."""
+The engine is killed from the runner's own thread, in the step that hands an answer's first
+tokens to the runner: the engine is then a few tokens into an answer of MAX_TOKENS (the tiny
+model never stops early), so it cannot have finished what it holds. Killed from the test's
+thread after it saw an answer begin (by polling), the test lost that race about half the time
+under CPU load: by the time the kill landed, the engine could have written whole answers of 64
+tokens into the connection, read by the runner afterwards, and the kill then cut nothing.
+"""
 
 from __future__ import annotations
 
@@ -33,37 +34,48 @@ MAX_TOKENS = 256  # the plan's largest per case: an answer takes the engine many
 
 class KillOnFirstTokens:
     """SIGKILLs an engine's process group from inside the gateway's relay, once: right after the
-    runner has been handed the first piece of an answer (tokens, its stream not ended) that
-    `engine` is streaming. `killed` is the engine's name; `tokens_at_kill` what the runner had."""
+    runner has been handed the first piece of an answer (tokens, its stream not ended) that the
+    engine is streaming. `killed`: the engine's name; `tokens_at_kill`: what that answer had
+    handed the runner then; `tokens_delivered`: all it handed the runner (what the connection
+    still held when the engine died)."""
 
     def __init__(self, monkeypatch: Any, process_groups: dict[str, int]) -> None:
         self.process_groups = process_groups
         self.killed = ""
         self.tokens_at_kill = 0
+        self.tokens_delivered = 0
         self.lock = threading.Lock()
         run = Exchange.run
 
         async def run_watched(exchange: Exchange, engine: EngineInfo, *args: Any, **kw: Any) -> Any:
             send = exchange.send
+            trigger = False
 
             async def send_then_maybe_kill(message: dict[str, Any]) -> None:
+                nonlocal trigger
                 await send(message)
                 watch = exchange.watch
                 handed = message["type"] == "http.response.body" and message.get("body")
                 if handed and watch is not None and watch.streamed and not watch.done:
-                    self.kill(engine.name, watch.streamed)
+                    trigger = trigger or self.kill(engine.name, watch.streamed)
 
             exchange.send = send_then_maybe_kill
-            return await run(exchange, engine, *args, **kw)
+            try:
+                return await run(exchange, engine, *args, **kw)
+            finally:
+                if trigger and exchange.watch is not None:
+                    self.tokens_delivered = exchange.watch.streamed
 
         monkeypatch.setattr(Exchange, "run", run_watched)
 
-    def kill(self, engine: str, tokens: int) -> None:
+    def kill(self, engine: str, tokens: int) -> bool:
+        """Kill `engine` if nothing was killed yet; whether this call did."""
         with self.lock:
             if self.killed or engine not in self.process_groups:
-                return
+                return False
             os.killpg(self.process_groups[engine], signal.SIGKILL)
             self.killed, self.tokens_at_kill = engine, tokens
+            return True
 
 
 def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
@@ -72,6 +84,7 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
     monkeypatch,
     settings,
     engine_control,
+    record_property,
 ):
     from evals.services import runner
 
@@ -98,7 +111,10 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
     assert killer.killed, "no answer streamed from an engine"
     killed = handles[killer.killed].process.process
     assert killed is not None and killed.wait(timeout=60) == -signal.SIGKILL
-    assert 0 < killer.tokens_at_kill < MAX_TOKENS
+    # The answer that was handed its first tokens never reached its end.
+    record_property("tokens_at_kill", killer.tokens_at_kill)
+    record_property("tokens_delivered", killer.tokens_delivered)
+    assert 0 < killer.tokens_at_kill <= killer.tokens_delivered < MAX_TOKENS
 
     finished = EvalRun.objects.get(pk=run.pk)
     assert ended and ended[0] is not None
