@@ -4,11 +4,13 @@ summary counts the failed answers by reason. The session's two real engines; the
 Celery task's own code, in a thread of the test.
 
 The engine is killed from the runner's own thread, in the step that hands an answer's first
-tokens to the runner: the engine is then a few tokens into an answer of MAX_TOKENS (the tiny
-model never stops early), so it cannot have finished what it holds. Killed from the test's
-thread after it saw an answer begin (by polling), the test lost that race about half the time
-under CPU load: by the time the kill landed, the engine could have written whole answers of 64
-tokens into the connection, read by the runner afterwards, and the kill then cut nothing.
+tokens to the runner: the engine is then at most as far into that answer as the runner's first
+read of it shows (plus what it makes during that one step), far from the end of an answer of
+MAX_TOKENS, so it cannot have finished what it holds. Killed from the test's thread after it saw
+an answer begin (by polling), the test lost that race about half the time under CPU load: the
+engine ran ahead of the runner by about as much as a whole answer (64 tokens then), so by the
+time the kill landed it had often written every answer it held into the connection, read by the
+runner afterwards, and the kill cut nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ from tests.workers.conftest import worker_fleet  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 
-MAX_TOKENS = 256  # the plan's largest per case: an answer takes the engine many steps
+# An answer takes the engine this many steps (the tiny model never stops early). Under CPU load
+# the runner's first read of an answer held up to 57 tokens (make test-stress, 256-token answers):
+# the engine runs that far ahead of the runner, so an answer much longer than that is still being
+# generated when its first tokens reach the runner.
+MAX_TOKENS = 768
 
 
 class KillOnFirstTokens:
@@ -91,8 +97,10 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
     fleet = worker_fleet
     world = fleet.world
     settings.EVAL_RUN_CONCURRENCY = 4
+    world.acme.eval_max_case_tokens = MAX_TOKENS  # within the engine's context (1024)
+    world.acme.save()
     cases = [
-        {"id": f"c{i}", "prompt": f"Tell story {i}.", "max_tokens": MAX_TOKENS} for i in range(8)
+        {"id": f"c{i}", "prompt": f"Tell story {i}.", "max_tokens": MAX_TOKENS} for i in range(6)
     ]
     run = gated_run_held_back(world, monkeypatch, tmp_path, cases, seed=13)
     handles = {fleet.a.name: fleet.handle_a, fleet.b.name: fleet.handle_b}
