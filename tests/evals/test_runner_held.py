@@ -113,7 +113,7 @@ class AskLog:
 
     def answered(self) -> Counter[tuple[str, str]]:
         """How many answers (not refusals) each (side, prompt) had."""
-        return Counter((side, prompt) for side, prompt, code in self.answers if code != HELD)
+        return Counter((side, prompt) for side, prompt, code in list(self.answers) if code != HELD)
 
 
 @pytest.fixture
