@@ -3,18 +3,20 @@ readable reason, the rest of the run goes on (on the other engine), the run fini
 summary counts the failed answers by reason. The session's two real engines; the run is the
 Celery task's own code, in a thread of the test.
 
-The engine is killed from the runner's own thread, in the step that hands an answer's first
-tokens to the runner: the engine is then at most as far into that answer as the runner's first
-read of it shows (plus what it makes during that one step), far from the end of an answer of
-MAX_TOKENS, so it cannot have finished what it holds. Killed from the test's thread after it saw
-an answer begin (by polling), the test lost that race about half the time under CPU load: the
-engine ran ahead of the runner by about as much as a whole answer (64 tokens then), so by the
-time the kill landed it had often written every answer it held into the connection, read by the
-runner afterwards, and the kill cut nothing.
+The moment is chosen so that it cannot race: the engine is stopped (SIGSTOP) from the runner's
+own thread in the step that hands an answer's first tokens to the runner; stopped, it writes
+nothing more, so once the runner has read what the connections held, the answers it holds from
+that engine with tokens and no end will never end. The engine is then killed; if it had finished
+every answer it held, it goes on (SIGCONT) and is stopped at the next answer's first tokens.
+Killed from the test's thread once an answer had begun, the test failed about half the time
+under CPU load: the engine's processes run ahead of the runner's one (its first read of an
+answer held up to 294 of 768 tokens, and the connection up to 527 when the engine died), so the
+kill often landed after the engine had written whole answers of 64 tokens, and cut nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -27,61 +29,97 @@ from evals.selectors import run_summary_dict
 from gateway.exchange import Exchange
 from gateway.routes import EngineInfo
 from tests.evals.runs import gated_run_held_back
+from tests.faults.record import wait_until
 from tests.workers.conftest import worker_fleet  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 
-# An answer takes the engine this many steps (the tiny model never stops early). Under CPU load
-# the runner's first read of an answer held up to 57 tokens (make test-stress, 256-token answers):
-# the engine runs that far ahead of the runner, so an answer much longer than that is still being
-# generated when its first tokens reach the runner.
-MAX_TOKENS = 768
+MAX_TOKENS = 256  # the plan's largest per case: an answer takes the engine many steps
 
 
-class KillOnFirstTokens:
-    """SIGKILLs an engine's process group from inside the gateway's relay, once: right after the
-    runner has been handed the first piece of an answer (tokens, its stream not ended) that the
-    engine is streaming. `killed`: the engine's name; `tokens_at_kill`: what that answer had
-    handed the runner then; `tokens_delivered`: all it handed the runner (what the connection
-    still held when the engine died)."""
+def _unread_from(port: int) -> int:
+    """Bytes the server on `port` sent that its clients have not read yet: its connections'
+    send queues and their clients' receive queues (the kernel's, /proc/net/tcp and tcp6)."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            next(rows)
+            for row in rows:
+                local, remote, state, queues = row.split()[1:5]
+                if state != "01":  # established only
+                    continue
+                tx, rx = (int(q, 16) for q in queues.split(":"))
+                if int(local.rsplit(":", 1)[1], 16) == port:
+                    total += tx
+                elif int(remote.rsplit(":", 1)[1], 16) == port:
+                    total += rx
+    return total
+
+
+class FreezeOnFirstTokens:
+    """Stops an engine (SIGSTOP, its whole process group) from inside the gateway's relay, right
+    after the runner has been handed the first piece of an answer it streams (tokens, the stream
+    not ended). A stopped engine writes nothing more, so once the runner has read what the
+    connections held (`drained`), `unfinished` says for certain whether the runner holds an
+    answer from it that has tokens and will never end: the engine is then killed, or let go on
+    (SIGCONT) and stopped again at the next answer's first tokens."""
 
     def __init__(self, monkeypatch: Any, process_groups: dict[str, int]) -> None:
         self.process_groups = process_groups
-        self.killed = ""
-        self.tokens_at_kill = 0
-        self.tokens_delivered = 0
+        self.frozen = threading.Event()
+        self.engine = ""  # the engine stopped now
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.streams: dict[str, set[Exchange]] = {name: set() for name in process_groups}
         self.lock = threading.Lock()
         run = Exchange.run
 
         async def run_watched(exchange: Exchange, engine: EngineInfo, *args: Any, **kw: Any) -> Any:
             send = exchange.send
-            trigger = False
 
-            async def send_then_maybe_kill(message: dict[str, Any]) -> None:
-                nonlocal trigger
+            async def send_then_maybe_stop(message: dict[str, Any]) -> None:
                 await send(message)
                 watch = exchange.watch
                 handed = message["type"] == "http.response.body" and message.get("body")
                 if handed and watch is not None and watch.streamed and not watch.done:
-                    trigger = trigger or self.kill(engine.name, watch.streamed)
+                    self.stop(engine.name)
 
-            exchange.send = send_then_maybe_kill
+            exchange.send = send_then_maybe_stop
+            self.streams.setdefault(engine.name, set()).add(exchange)
             try:
                 return await run(exchange, engine, *args, **kw)
             finally:
-                if trigger and exchange.watch is not None:
-                    self.tokens_delivered = exchange.watch.streamed
+                self.streams[engine.name].discard(exchange)
 
         monkeypatch.setattr(Exchange, "run", run_watched)
 
-    def kill(self, engine: str, tokens: int) -> bool:
-        """Kill `engine` if nothing was killed yet; whether this call did."""
+    def stop(self, engine: str) -> None:
         with self.lock:
-            if self.killed or engine not in self.process_groups:
-                return False
-            os.killpg(self.process_groups[engine], signal.SIGKILL)
-            self.killed, self.tokens_at_kill = engine, tokens
-            return True
+            if self.frozen.is_set() or engine not in self.process_groups:
+                return
+            os.killpg(self.process_groups[engine], signal.SIGSTOP)
+            self.engine, self.loop = engine, asyncio.get_running_loop()
+            self.frozen.set()
+
+    def unfinished(self) -> list[tuple[int, bool]]:
+        """(tokens handed, ended) of each answer the stopped engine streams to the runner, read
+        on the runner's own loop: its step that read the connections' last bytes runs first."""
+        assert self.loop is not None
+
+        async def read() -> list[tuple[int, bool]]:
+            return [
+                (e.watch.streamed, e.watch.done)
+                for e in self.streams[self.engine]
+                if e.watch is not None
+            ]
+
+        return asyncio.run_coroutine_threadsafe(read(), self.loop).result(timeout=60)
+
+    def go_on(self) -> None:
+        """SIGCONT the stopped engine; the next answer's first tokens stop one again."""
+        with self.lock:
+            os.killpg(self.process_groups[self.engine], signal.SIGCONT)
+            self.engine = ""
+            self.frozen.clear()
 
 
 def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
@@ -97,8 +135,6 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
     fleet = worker_fleet
     world = fleet.world
     settings.EVAL_RUN_CONCURRENCY = 4
-    world.acme.eval_max_case_tokens = MAX_TOKENS  # within the engine's context (1024)
-    world.acme.save()
     cases = [
         {"id": f"c{i}", "prompt": f"Tell story {i}.", "max_tokens": MAX_TOKENS} for i in range(6)
     ]
@@ -108,21 +144,36 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
     for name, handle in handles.items():
         assert handle.process.process is not None
         groups[name] = handle.process.process.pid  # the launcher's group: server, core, worker
-    killer = KillOnFirstTokens(monkeypatch, groups)
+    freezer = FreezeOnFirstTokens(monkeypatch, groups)
     ended: list[EvalRun | None] = []
     thread = threading.Thread(
         target=lambda: ended.append(runner.run_execute(run.pk, "engine-gone")), daemon=True
     )
     thread.start()
+
+    stops = 0
+    while True:
+        assert freezer.frozen.wait(timeout=300), "no answer streamed from an engine"
+        stops += 1
+        name = freezer.engine
+        # Stopped, the engine sends nothing more: wait until the runner has read it all.
+        wait_until(
+            lambda: _unread_from(handles[name].port) == 0,
+            timeout=120,
+            interval=0.05,
+            what=f"the runner read all {name} sent",
+        )
+        held = [(tokens, done) for tokens, done in freezer.unfinished() if tokens and not done]
+        if held:
+            break
+        freezer.go_on()  # it had finished every answer it held: wait for another one
+    os.killpg(groups[name], signal.SIGKILL)  # stopped or not, it dies at once
+    killed = handles[name].process.process
+    assert killed is not None and killed.wait(timeout=60) == -signal.SIGKILL
+    record_property("engine_stops", stops)
+    record_property("tokens_of_cut_answers", sorted(tokens for tokens, _ in held))
     thread.join(timeout=600)
     assert not thread.is_alive(), "the run did not end"
-    assert killer.killed, "no answer streamed from an engine"
-    killed = handles[killer.killed].process.process
-    assert killed is not None and killed.wait(timeout=60) == -signal.SIGKILL
-    # The answer that was handed its first tokens never reached its end.
-    record_property("tokens_at_kill", killer.tokens_at_kill)
-    record_property("tokens_delivered", killer.tokens_delivered)
-    assert 0 < killer.tokens_at_kill <= killer.tokens_delivered < MAX_TOKENS
 
     finished = EvalRun.objects.get(pk=run.pk)
     assert ended and ended[0] is not None
