@@ -56,6 +56,22 @@ def _unread_from(port: int) -> int:
     return total
 
 
+def _all_stopped(group: int) -> bool:
+    """Every process of the process group is stopped (state T in /proc/<pid>/stat) or dead."""
+    states = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[2]) == group:  # state, ppid, pgrp
+            states.append(fields[0])
+    return bool(states) and all(state in ("T", "Z") for state in states)
+
+
 class FreezeOnFirstTokens:
     """Stops an engine (SIGSTOP, its whole process group) from inside the gateway's relay, right
     after the runner has been handed the first piece of an answer it streams (tokens, the stream
@@ -157,6 +173,7 @@ def test_an_engine_killed_mid_run_fails_the_cases_it_held_with_a_reason(
         stops += 1
         name = freezer.engine
         # Stopped, the engine sends nothing more: wait until the runner has read it all.
+        wait_until(lambda: _all_stopped(groups[name]), timeout=60, what=f"{name} stopped")
         wait_until(
             lambda: _unread_from(handles[name].port) == 0,
             timeout=120,
