@@ -10,7 +10,7 @@ that engine with tokens and no end will never end. The engine is then killed; if
 every answer it held, it goes on (SIGCONT) and is stopped at the next answer's first tokens.
 Killed from the test's thread once an answer had begun, the test failed about half the time
 under CPU load: the engine's processes run ahead of the runner's one (its first read of an
-answer held up to 294 of 768 tokens, and the connection up to 527 when the engine died), so the
+answer held up to 294 tokens; killed at that read, one answer of 768 still came whole), so the
 kill often landed after the engine had written whole answers of 64 tokens, and cut nothing.
 """
 
