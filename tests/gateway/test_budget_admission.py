@@ -10,8 +10,6 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.conf import settings
-from redis import asyncio as aioredis
 
 from budgets.models import Budget, BudgetSpend
 from budgets.rebuild import rebuild_counts
@@ -25,13 +23,6 @@ from workers import shared_state
 from workers.redis_contract.keys import BUDGETS_READY, budget_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-async def scripts():
-    client = aioredis.Redis.from_url(settings.REDIS_URL)
-    yield limits.Scripts(client)
-    await client.aclose()
 
 
 def _target(tenant_id: int) -> Target:

@@ -10,8 +10,6 @@ import uuid
 from typing import Any
 
 import pytest
-from django.conf import settings
-from redis import asyncio as aioredis
 
 from gateway import limits
 from gateway.errors import GatewayError
@@ -20,13 +18,6 @@ from gateway.routes import Target
 from tests.fixtures.shared_counts import forget_engine
 from workers import engine_slots, shared_state
 from workers.redis_contract.keys import conc_key, pinned_key
-
-
-@pytest.fixture
-async def scripts():
-    client = aioredis.Redis.from_url(settings.REDIS_URL)
-    yield limits.Scripts(client)
-    await client.aclose()
 
 
 def _target(served_name: str, max_concurrent: int = 0) -> Target:

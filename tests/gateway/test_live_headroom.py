@@ -10,8 +10,6 @@ import time
 import uuid
 
 import pytest
-from django.conf import settings
-from redis import asyncio as aioredis
 
 from gateway import limits
 from gateway.errors import GatewayError
@@ -21,13 +19,6 @@ from workers import shared_state
 from workers.redis_contract.keys import load_key, rpm_key, tenant_key
 
 CAPACITY, HEADROOM = 8, 6
-
-
-@pytest.fixture
-async def scripts():
-    client = aioredis.Redis.from_url(settings.REDIS_URL)
-    yield limits.Scripts(client)
-    await client.aclose()
 
 
 def _target(served_name: str) -> Target:
