@@ -1386,6 +1386,18 @@ if EVAL_RUN_CLAIM_STALE_SECONDS <= EVAL_RUN_HEARTBEAT_SECONDS:
         "EVAL_RUN_CLAIM_STALE_SECONDS must exceed EVAL_RUN_HEARTBEAT_SECONDS: a live run would "
         "be taken from its worker."
     )
+# An eval run's asking runs in a thread of its own at a lower CPU priority (Linux nice, per
+# thread; the threads it starts inherit it): where a worker shares cores with the gateway and the
+# engines, live requests win the CPU the run would take (evals.services.runner).
+EVAL_RUN_NICE = env_int(
+    "EVAL_RUN_NICE",
+    10,
+    minimum=0,
+    doc=(
+        "how much lower the CPU priority of an eval run's asking is than its worker's (Linux "
+        "nice, 0-19; 0: the same)"
+    ),
+)
 CELERY_BEAT_SCHEDULE["requeue-stale-eval-runs"] = {
     "task": "evals.tasks.requeue_stale_eval_runs",
     "schedule": max(1.0, EVAL_RUN_CLAIM_STALE_SECONDS / 2),

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from adapters.models import AdapterVersion, VersionStatus
@@ -199,13 +202,40 @@ def run_execute(run_id: int, task_id: str) -> EvalRun | None:
     error = ""
     try:
         version = promote_for_eval(run.version)
-        asyncio.run(_ask_alive(run, version, task_id))
+        at_lower_priority(lambda: asyncio.run(_ask_alive(run, version, task_id)))
     except ClaimLost:
         log.warning("eval run %s: claimed by another task meanwhile; this one stops", run_id)
         return None
     except Exception as exc:  # noqa: BLE001 - the run closes with the reason, not stuck running
         error = f"{type(exc).__name__}: {exc}"[:2000]
     return run_finish(run=run, error=error)
+
+
+def at_lower_priority(work: Callable[[], None]) -> None:
+    """`work` in a thread of its own whose CPU priority is EVAL_RUN_NICE lower than this one's
+    (Linux keeps nice per thread, and the threads it starts inherit it: the run's gateway path,
+    its scoring, its database calls' executor), so that where the worker shares cores with the
+    gateway and the engines, live requests win the CPU an eval run would take. Its exception is
+    raised here; its database connections are closed when it ends."""
+    failed: list[BaseException] = []
+
+    def lowered() -> None:
+        try:
+            if settings.EVAL_RUN_NICE:
+                tid = threading.get_native_id()
+                now = os.getpriority(os.PRIO_PROCESS, tid)
+                os.setpriority(os.PRIO_PROCESS, tid, min(19, now + settings.EVAL_RUN_NICE))
+            work()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the task's thread
+            failed.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=lowered, name="eval-run", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 async def _ask_alive(run: EvalRun, version: AdapterVersion, task_id: str) -> None:
