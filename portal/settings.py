@@ -1391,7 +1391,7 @@ if EVAL_RUN_CLAIM_STALE_SECONDS <= EVAL_RUN_HEARTBEAT_SECONDS:
 # engines, live requests win the CPU the run would take (evals.services.runner).
 EVAL_RUN_NICE = env_int(
     "EVAL_RUN_NICE",
-    10,
+    19,
     minimum=0,
     doc=(
         "how much lower the CPU priority of an eval run's asking is than its worker's (Linux "
