@@ -67,12 +67,14 @@ class LiveLoad:
             for _ in range(self.per_engine):
                 admission = limits.Admission(
                     scripts,
-                    tenant_id=self.tenant_id,
-                    rpm_limit=0,
-                    target=None,
-                    requested=engine.served_model_name,
-                    background=False,
-                    live_headroom=settings.GATEWAY_LIVE_HEADROOM,
+                    limits.Terms(
+                        tenant_id=self.tenant_id,
+                        rpm_limit=0,
+                        target=None,
+                        requested=engine.served_model_name,
+                        background=False,
+                        live_headroom=settings.GATEWAY_LIVE_HEADROOM,
+                    ),
                 )
                 await admission.admit(
                     engine.name, max_loras=engine.max_loras, capacity=engine.max_num_seqs
