@@ -35,7 +35,7 @@ def _tenant_page(
             "views": views,
             "can_ask": access.tenant_role(tenant) == "owner",
             "can_change": access.may_change_budgets(tenant),
-            "can_set_ceiling": budget_service.may_create_scope(
+            "can_set_ceiling": budget_service.may_change_scope(
                 access=access, tenant=tenant, scope="tenant"
             ),
             "form": request.POST if error else None,

@@ -3,7 +3,6 @@ with a clear code, and audited in the same transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +12,7 @@ from adapters.models import Alias
 from budgets.models import Budget, Window
 from budgets.scopes import ScopeKind, parse_scope
 from core.audit import record_event
-from core.errors import ApplicationError, PermissionDenied
+from core.errors import ApplicationError
 from tenants.access_port import Access
 from tenants.models import ApiToken, Tenant
 
@@ -40,26 +39,18 @@ def require_scope_change(access: Access, tenant: Tenant, scope: str) -> None:
         access.require_tenant_ceiling_change(tenant)
 
 
-def _allowed(check: Callable[[], object]) -> bool:
-    try:
-        check()
-    except PermissionDenied:
-        return False
-    return True
-
-
-def budget_rights(*, access: Access, budget: Budget) -> BudgetRights:
-    tenant = budget.tenant
-    scoped = _allowed(lambda: require_scope_change(access, tenant, budget.scope))
-    return BudgetRights(
-        change=_allowed(lambda: access.require_budget_change(tenant)),
-        set_tokens=scoped,
-        remove=scoped,
+def may_change_scope(*, access: Access, tenant: Tenant, scope: str) -> bool:
+    """require_scope_change as a yes/no, from the access rules' own `may_` answers."""
+    return access.may_change_budgets(tenant) and (
+        scope != ScopeKind.TENANT or access.may_change_tenant_ceiling(tenant)
     )
 
 
-def may_create_scope(*, access: Access, tenant: Tenant, scope: str) -> bool:
-    return _allowed(lambda: require_scope_change(access, tenant, scope))
+def budget_rights(*, access: Access, budget: Budget) -> BudgetRights:
+    scoped = may_change_scope(access=access, tenant=budget.tenant, scope=budget.scope)
+    return BudgetRights(
+        change=access.may_change_budgets(budget.tenant), set_tokens=scoped, remove=scoped
+    )
 
 
 def describe(budget: Budget) -> dict[str, Any]:
