@@ -15,7 +15,13 @@ _turns = itertools.count(1)
 
 
 def _round_robin(
-    self: Gateway, candidates: list[Any], held: dict[str, Any], table: Any, tenant_id: int
+    self: Gateway,
+    candidates: list[Any],
+    held: dict[str, Any],
+    table: Any,
+    tenant_id: int,
+    *,
+    background: bool = False,
 ) -> Any:
     return candidates[next(_turns) % len(candidates)]
 

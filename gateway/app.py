@@ -43,6 +43,7 @@ from gateway.errors import (
 from gateway.exchange import FAILED, GONE, SENT, STALE, Exchange, Outcome
 from gateway.fairness import Ask, FairSlots, NoSlot
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
+from gateway.lanes import LaneWatch, background_room, engine_slots
 from gateway.offloop import off_loop
 from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
@@ -114,6 +115,8 @@ class Gateway:
         self._listener: asyncio.Task[None] | None = None
         self._leaser: asyncio.Task[None] | None = None
         self._settler: asyncio.Task[None] | None = None
+        self.lanes = LaneWatch(self.redis)
+        self._lane_reader: asyncio.Task[None] | None = None
         self.spans = Spans()  # budgets' current windows
         self._refresher: asyncio.Task[None] | None = None
         self._listening = False  # subscribed to change messages (CHANGED_CHANNEL)
@@ -163,6 +166,9 @@ class Gateway:
             self._leaser = asyncio.create_task(self.lease.run_forever())
         if self._settler is None or self._settler.done():
             self._settler = asyncio.create_task(self.scripts.budgets.run_forever())
+        if self._lane_reader is None or self._lane_reader.done():
+            engines = lambda: [e.name for e in self.table.engines]  # noqa: E731 - the newest
+            self._lane_reader = asyncio.create_task(self.lanes.run_forever(engines))
         return self.table
 
     async def _listen_forever(self) -> None:
@@ -245,6 +251,7 @@ class Gateway:
                 self._leaser,
                 self._refresher,
                 self._settler,
+                self._lane_reader,
                 *self._probes,
             ]
         )
@@ -522,10 +529,15 @@ class Gateway:
             raise unavailable("No engine can serve this model right now; try again shortly.")
         if target is None:  # every engine of the base model holds it
             gpu = Tier.GPU
-            name = choose_engine([self._choice(e, gpu, 0, tenant_id) for e in candidates])
+            name = choose_engine(
+                [self._choice(e, gpu, 0, tenant_id) for e in candidates],
+                background=request.background,
+            )
             return next(e for e in candidates if e.name == name), Tier.BASE
         held = table.residency.get(target.served_name, {})
-        chosen = self.choose_for_version(candidates, held, table, tenant_id)
+        chosen = self.choose_for_version(
+            candidates, held, table, tenant_id, background=request.background
+        )
         return chosen, held.get(chosen.name, Tier.NONE)
 
     def choose_for_version(
@@ -534,6 +546,8 @@ class Gateway:
         held: dict[str, Tier],
         table: RouteTable,
         tenant_id: int,
+        *,
+        background: bool = False,
     ) -> EngineInfo:
         """The cache policy's choice among `candidates` for a version (hot, then warm, then the
         least loaded; workers.cache_policy.choose_engine). bench/round_robin_asgi.py replaces
@@ -549,7 +563,7 @@ class Gateway:
             )
             for e in candidates
         ]
-        name = choose_engine(choices)
+        name = choose_engine(choices, background=background)
         return next(e for e in candidates if e.name == name)
 
     async def load(self, engine: EngineInfo, request: GatewayRequest) -> float:
@@ -613,7 +627,7 @@ class Gateway:
         max_tokens = forwarded_max_tokens(checked, engine.max_model_len)
         if max_tokens is not None:
             payload["max_tokens"] = max_tokens
-        capacity = max(1, int(engine.capacity * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
+        capacity = engine_slots(engine)
         # Queued requests count in flight for the controller too: no eviction under them.
         # Every request counts in the engine's load by its lane, where a background one
         # is held while live ones would lose their headroom (GATEWAY_LIVE_HEADROOM).
@@ -623,6 +637,8 @@ class Gateway:
         # The wait for a slot is spent from the request's time budget.
         wait_s = settings.GATEWAY_REQUEST_TIMEOUT_SECONDS - (time.perf_counter() - request.started)
         ask = Ask(request.tenant_id, checked.weight, max(0.0, wait_s), request.background)
+        own = checked.weight if request.background else 0
+        self.lanes.enter(engine.name, own)  # this process packs its next ones by it at once
         try:
             async with self.fair.slot(engine.name, capacity, ask):
                 return await self.exchange(engine, request)
@@ -630,6 +646,8 @@ class Gateway:
             raise no_slot(
                 engine.name, refused.weight, refused.share, refused.capacity, refused.over_share
             ) from None
+        finally:
+            self.lanes.leave(engine.name, own)
 
     async def exchange(self, engine: EngineInfo, request: GatewayRequest) -> str:
         """Send to one engine and relay its reply (gateway.exchange says whose fault a failure
@@ -710,6 +728,8 @@ class Gateway:
             in_flight=self.fair.load(engine.name),
             capacity=engine.capacity,
             others_rate=self.fair.others_rate(engine.name, tenant_id),
+            background=self.lanes.background(engine.name),
+            background_room=background_room(engine),
         )
 
     def engine_usable(self, engine: EngineInfo, now: float) -> bool:

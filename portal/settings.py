@@ -1100,6 +1100,17 @@ GATEWAY_LIVE_HEADROOM = env_int(
         "across replicas: a background request waits while it would take one of them"
     ),
 )
+# How often a replica reads where background sequences run (gateway/lanes.py): live requests keep
+# off those engines (docs/decisions/0012-live-and-background-keep-apart.md).
+GATEWAY_LANE_POLL_SECONDS = env_float(
+    "GATEWAY_LANE_POLL_SECONDS",
+    0.25,
+    doc=(
+        "how often a gateway replica reads which engines run background requests (eval runs), "
+        "which its live requests keep off while another engine serves them as well"
+    ),
+    shown="`0.25`",
+)
 # A request that runs longer than this at its engine is aborted there (the connection is closed)
 # and answered 504; the engine is not blamed.
 GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float(

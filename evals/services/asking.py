@@ -27,6 +27,7 @@ from evals.scoring import pairwise
 from evals.services.runs import run_record_case
 from gateway.app import Gateway
 from gateway.errors import GatewayError
+from gateway.lanes import background_room as lane_room
 from gateway.playground import TokenSink
 from gateway.request import GatewayRequest
 from gateway.routes import Route, RouteTable, Target
@@ -124,14 +125,16 @@ def _question(case: dict[str, Any]) -> str:
 
 def background_room(table: RouteTable, base_model_id: int | None) -> int:
     """The slots background requests may hold on the base model's engines while nothing else
-    runs there: each engine's slots less GATEWAY_LIVE_HEADROOM, at least one (0: no engine)."""
-    headroom = settings.GATEWAY_LIVE_HEADROOM
-    factor = settings.GATEWAY_ENGINE_SLOTS_FACTOR
-    return sum(
-        max(1, max(1, int(e.capacity * factor)) - headroom)
+    runs there: each engine's slots less GATEWAY_LIVE_HEADROOM (at least one), on every engine
+    but the roomiest when there are several, which live requests keep to themselves (background
+    requests pack onto the engines they run on, live ones keep off those:
+    docs/decisions/0012-live-and-background-keep-apart.md). 0: no engine."""
+    rooms = sorted(
+        lane_room(e)
         for e in table.engines
         if base_model_id is None or e.base_model_id == base_model_id
     )
+    return sum(rooms[:-1]) if len(rooms) > 1 else sum(rooms)
 
 
 class Asker:
@@ -149,7 +152,8 @@ class Asker:
         # Within the tenant's in-flight cap, leaving live traffic room under it.
         bound = max(1, min(bound, cap // 2)) if cap else bound
         # And within what the live headroom leaves background requests on the base model's
-        # engines: more would only wait there, asking again (held_for_live_traffic).
+        # engines but one: more would only wait there, asking again (held_for_live_traffic), or
+        # spill onto the engine live requests keep to.
         room = background_room(table, base_model_id)
         self.bound = max(1, min(bound, room)) if room else bound
         self.limit = asyncio.Semaphore(self.bound)

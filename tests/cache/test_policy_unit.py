@@ -319,3 +319,45 @@ def test_engine_choice_keeps_a_tenant_off_engines_its_neighbours_use() -> None:
     assert choose_engine([busy("a", 50, 0.0), busy("b", 0, 4.0)]) == "b"  # unless far worse
     # within a class only: a resident version is not loaded elsewhere to avoid a neighbour
     assert choose_engine([busy("a", 0, 4.0), EngineChoice("b", Tier.NONE, 2, 0, 10)]) == "a"
+
+
+def test_engine_choice_keeps_live_requests_off_engines_running_background_ones() -> None:
+    """docs/decisions/0012: background sequences on an engine weigh as a full engine more for a
+    live request, within its residency class."""
+
+    def lane(name: str, load: int, background: int, where: str = "gpu") -> EngineChoice:
+        return EngineChoice(name, Tier(where), 1, load, 10, background=background)
+
+    # b is idle, but an eval runs there: a live request goes to a, though a is busier
+    assert choose_engine([lane("a", 6, 0), lane("b", 0, 2)]) == "a"
+    # background everywhere: the least loaded, as without lanes
+    assert choose_engine([lane("a", 6, 2), lane("b", 0, 2)]) == "b"
+    # an engine fuller than a whole engine's worth is passed over for the eval's engine
+    assert choose_engine([lane("a", 19, 0), lane("b", 0, 2)]) == "b"
+    # residency first: a version hot only where the eval runs is not loaded elsewhere
+    assert choose_engine([lane("a", 0, 2), lane("b", 0, 0, where="none")]) == "a"
+
+
+def test_engine_choice_packs_background_requests_onto_their_lanes_engine() -> None:
+    """A background request goes where its lane already runs while that engine has room for one
+    more beside the live headroom; then to the least busy; residency first."""
+
+    def lane(name: str, load: int, background: int, where: str = "gpu") -> EngineChoice:
+        return EngineChoice(
+            name, Tier(where), 1, load, 10, background=background, background_room=2
+        )
+
+    def pick(*choices: EngineChoice) -> str:
+        return choose_engine(choices, background=True)
+
+    # nothing in the background lane yet: the least busy
+    assert pick(lane("a", 3, 0), lane("b", 1, 0)) == "b"
+    # a runs one background sequence, room for one more: packed there, though b is idle
+    assert pick(lane("a", 1, 1), lane("b", 0, 0)) == "a"
+    # a's room is taken: the next engine
+    assert pick(lane("a", 2, 2), lane("b", 0, 0)) == "b"
+    # residency first: the candidate is hot on b only
+    assert pick(lane("a", 1, 1), lane("b", 0, 0, where="none"), lane("c", 4, 0)) == "a"
+    assert pick(lane("a", 1, 1, where="none"), lane("b", 0, 0)) == "b"
+    # the live lane's own order is unchanged by the flag's absence
+    assert choose_engine([lane("a", 1, 1), lane("b", 0, 0)]) == "b"

@@ -15,6 +15,14 @@ one only if that one is less loaded, its neighbours' work counted: a tenant whos
 queues there rather than spill onto an engine its neighbours keep busy. Residency still comes
 first: no version is loaded elsewhere to avoid a neighbour. With no other tenant (the cache
 simulator's single stream) the order is unchanged.
+
+Live and background requests (an eval run's cases) keep apart the same way: an engine running
+background sequences weighs as a full engine more for a live request (BACKGROUND_LOAD), so live
+traffic keeps to the engines an eval run is not on while one serves it as well; and a background
+request packs onto the engine its lane already runs on while it has room there beside the live
+headroom (`background_room`), so an eval run fills one engine before it touches the next rather
+than spreading over all of them. Residency still comes first for both
+(docs/decisions/0012-live-and-background-keep-apart.md).
 """
 
 from __future__ import annotations
@@ -45,18 +53,29 @@ class EngineChoice:
     in_flight: int  # requests running or queued on the engine
     capacity: int  # requests it serves at once (vLLM --max-num-seqs)
     others_rate: float = 0.0  # other tenants' sequences a second sent to it lately
+    background: int = 0  # background sequences (eval runs') running there, every process's
+    background_room: int = 0  # background sequences it takes beside the live headroom
 
 
 # Other tenants' sequences a second that make an engine count as full (load 1.0): a neighbour
 # sending one short request a second keeps another tenant's heavy traffic off its engine unless
 # the other engines are as busy; one that asks once a minute hardly moves the choice.
 NEIGHBOUR_RATE = 1.0
+# What background sequences on an engine add to its load for a live request: as much as a full
+# engine, so that a live request goes where no eval runs whenever such an engine is no fuller.
+BACKGROUND_LOAD = 1.0
 
 
-def load(c: EngineChoice) -> float:
+def busy(c: EngineChoice) -> float:
     """The engine's requests in flight as a fraction of its capacity, plus its other tenants'
     recent rate of work (see NEIGHBOUR_RATE)."""
     return c.in_flight / max(1, c.capacity) + c.others_rate / NEIGHBOUR_RATE
+
+
+def load(c: EngineChoice) -> float:
+    """What a live request weighs an engine by: busy(), and BACKGROUND_LOAD more while
+    background sequences run there."""
+    return busy(c) + (BACKGROUND_LOAD if c.background > 0 else 0.0)
 
 
 # Hot, then warm; a version on neither goes where a free CPU-cache slot is (2), else anywhere (3).
@@ -71,14 +90,27 @@ def _preference(c: EngineChoice) -> tuple[int, float, str]:
     return klass, load(c), c.engine
 
 
-def choose_engine(candidates: Sequence[EngineChoice], *, saturation: float = 2.0) -> str:
+def _packing(c: EngineChoice) -> tuple[int, int, float, str]:
+    """A background request's preference: residency, then an engine its lane already runs on
+    with room left for one more, then the least busy (background sequences are its own lane's,
+    no neighbour's)."""
+    klass = _preference(c)[0]
+    packs = 0 if 0 < c.background < c.background_room else 1
+    return klass, packs, busy(c), c.engine
+
+
+def choose_engine(
+    candidates: Sequence[EngineChoice], *, saturation: float = 2.0, background: bool = False
+) -> str:
     """Name of the engine to send the request to.
 
     An engine whose queue is `saturation` times its capacity loses its preference: waiting behind a
-    full batch costs more than a load elsewhere.
+    full batch costs more than a load elsewhere. A `background` request packs (_packing).
     """
     if not candidates:
         raise ValueError("no engine to choose from")
+    if background:
+        return min(candidates, key=_packing).engine
     open_ = [c for c in candidates if c.in_flight < saturation * max(1, c.capacity)]
     best = min(open_ or candidates, key=_preference)
     if open_ and len(open_) < len(candidates):
