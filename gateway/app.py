@@ -463,9 +463,12 @@ class Gateway:
                 await self.wait_for_room(request)  # or raise why no engine serves it
                 continue
             request.load_ms = 0.0
-            if request.tier == Tier.NONE and not await self.load_there(engine, request):
-                continue  # its load was refused there: the next choice
-            sent = await self.forward(engine, request)
+            # A background request counts where it goes from its choice on: the run's next
+            # ones, chosen while this one is admitted, pack by it (gateway.lanes).
+            with self.lanes.holding(engine.name, request.checked.weight, request.background):
+                if request.tier == Tier.NONE and not await self.load_there(engine, request):
+                    continue  # its load was refused there: the next choice
+                sent = await self.forward(engine, request)
             if sent == SENT:
                 return
             await request.admission.leave_engine()
@@ -637,8 +640,6 @@ class Gateway:
         # The wait for a slot is spent from the request's time budget.
         wait_s = settings.GATEWAY_REQUEST_TIMEOUT_SECONDS - (time.perf_counter() - request.started)
         ask = Ask(request.tenant_id, checked.weight, max(0.0, wait_s), request.background)
-        own = checked.weight if request.background else 0
-        self.lanes.enter(engine.name, own)  # this process packs its next ones by it at once
         try:
             async with self.fair.slot(engine.name, capacity, ask):
                 return await self.exchange(engine, request)
@@ -646,8 +647,6 @@ class Gateway:
             raise no_slot(
                 engine.name, refused.weight, refused.share, refused.capacity, refused.over_share
             ) from None
-        finally:
-            self.lanes.leave(engine.name, own)
 
     async def exchange(self, engine: EngineInfo, request: GatewayRequest) -> str:
         """Send to one engine and relay its reply (gateway.exchange says whose fault a failure
@@ -729,7 +728,7 @@ class Gateway:
             capacity=engine.capacity,
             others_rate=self.fair.others_rate(engine.name, tenant_id),
             background=self.lanes.background(engine.name),
-            background_room=background_room(engine),
+            background_room=max(0, background_room(engine) - self.lanes.own.get(engine.name, 0)),
         )
 
     def engine_usable(self, engine: EngineInfo, now: float) -> bool:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from redis import asyncio as aioredis
@@ -56,15 +57,21 @@ class LaneWatch:
             count = 0
         return max(count, self.own.get(engine, 0))
 
-    def enter(self, engine: str, weight: int) -> None:
+    @contextmanager
+    def holding(self, engine: str, weight: int, background: bool) -> Iterator[None]:
+        """Count a background request of this process on `engine` while the block runs."""
+        if not background:
+            yield
+            return
         self.own[engine] = self.own.get(engine, 0) + weight
-
-    def leave(self, engine: str, weight: int) -> None:
-        left = self.own.get(engine, 0) - weight
-        if left > 0:
-            self.own[engine] = left
-        else:
-            self.own.pop(engine, None)
+        try:
+            yield
+        finally:
+            left = self.own.get(engine, 0) - weight
+            if left > 0:
+                self.own[engine] = left
+            else:
+                self.own.pop(engine, None)
 
     async def read(self, engines: Iterable[str]) -> None:
         """One read of every engine's background lane (one round trip)."""

@@ -339,12 +339,13 @@ def test_engine_choice_keeps_live_requests_off_engines_running_background_ones()
 
 
 def test_engine_choice_packs_background_requests_onto_their_lanes_engine() -> None:
-    """A background request goes where its lane already runs while that engine has room for one
-    more beside the live headroom; then to the least busy; residency first."""
+    """A background request goes where its lane already runs, the engine running most of it
+    first, while that engine has room for it beside the live headroom; then to an engine
+    without background sequences, the least busy; residency first."""
 
-    def lane(name: str, load: int, background: int, where: str = "gpu") -> EngineChoice:
+    def lane(name: str, load: int, background: int, room: int = 2, where: str = "gpu"):
         return EngineChoice(
-            name, Tier(where), 1, load, 10, background=background, background_room=2
+            name, Tier(where), 1, load, 10, background=background, background_room=room
         )
 
     def pick(*choices: EngineChoice) -> str:
@@ -354,9 +355,12 @@ def test_engine_choice_packs_background_requests_onto_their_lanes_engine() -> No
     assert pick(lane("a", 3, 0), lane("b", 1, 0)) == "b"
     # a runs one background sequence, room for one more: packed there, though b is idle
     assert pick(lane("a", 1, 1), lane("b", 0, 0)) == "a"
-    # a's room is taken: the next engine
-    assert pick(lane("a", 2, 2), lane("b", 0, 0)) == "b"
-    # residency first: the candidate is hot on b only
+    # the engine running most of the lane first: the lane converges on one engine
+    assert pick(lane("a", 1, 1), lane("b", 3, 3)) == "b"
+    # a's room is taken: the next engine, an idle one before one whose room is taken too
+    assert pick(lane("a", 2, 2, room=0), lane("b", 0, 0)) == "b"
+    assert pick(lane("a", 2, 2, room=0), lane("b", 3, 3, room=0), lane("c", 5, 0)) == "c"
+    # residency first: the candidate is hot on a only
     assert pick(lane("a", 1, 1), lane("b", 0, 0, where="none"), lane("c", 4, 0)) == "a"
     assert pick(lane("a", 1, 1, where="none"), lane("b", 0, 0)) == "b"
     # the live lane's own order is unchanged by the flag's absence

@@ -123,9 +123,10 @@ async def test_the_replica_reads_the_lanes_on_its_own(scripts, settings):
 
 async def test_this_process_s_own_background_requests_count_before_any_read(scripts):
     watch = lanes.LaneWatch(scripts.redis)
-    watch.enter("e1", 2)
-    watch.enter("e1", 1)
-    assert watch.background("e1") == 3
-    watch.leave("e1", 2)
-    watch.leave("e1", 1)
+    with (
+        watch.holding("e1", 2, background=True),
+        watch.holding("e1", 1, background=True),
+        watch.holding("e1", 5, background=False),  # a live request is no background one
+    ):
+        assert watch.background("e1") == 3
     assert watch.background("e1") == 0 and watch.own == {}

@@ -54,7 +54,7 @@ class EngineChoice:
     capacity: int  # requests it serves at once (vLLM --max-num-seqs)
     others_rate: float = 0.0  # other tenants' sequences a second sent to it lately
     background: int = 0  # background sequences (eval runs') running there, every process's
-    background_room: int = 0  # background sequences it takes beside the live headroom
+    background_room: int = 0  # more background sequences of this process it takes there
 
 
 # Other tenants' sequences a second that make an engine count as full (load 1.0): a neighbour
@@ -90,13 +90,17 @@ def _preference(c: EngineChoice) -> tuple[int, float, str]:
     return klass, load(c), c.engine
 
 
-def _packing(c: EngineChoice) -> tuple[int, int, float, str]:
-    """A background request's preference: residency, then an engine its lane already runs on
-    with room left for one more, then the least busy (background sequences are its own lane's,
-    no neighbour's)."""
+def _packing(c: EngineChoice) -> tuple[int, int, int, float, str]:
+    """A background request's preference: residency; then an engine its lane already runs on
+    with room left for it, the one running most first; then one without background sequences;
+    then one with no room left (the request waits there for it); the least busy within each
+    (background sequences are its own lane's, no neighbour's)."""
     klass = _preference(c)[0]
-    packs = 0 if 0 < c.background < c.background_room else 1
-    return klass, packs, busy(c), c.engine
+    if c.background_room <= 0:
+        return klass, 2, 0, busy(c), c.engine
+    if c.background > 0:
+        return klass, 0, -c.background, busy(c), c.engine
+    return klass, 1, 0, busy(c), c.engine
 
 
 def choose_engine(
