@@ -11,6 +11,7 @@ import pytest
 
 from adapters.access import AccessContext
 from gateway.app import Gateway
+from gateway.routes import EngineInfo
 from tenants.services.tokens import token_issue
 
 PROMPT = [{"role": "user", "content": "hi"}]
@@ -44,3 +45,20 @@ async def get(app: Gateway, token: str, path: str):
 
 def code_of(response: httpx.Response) -> str:
     return response.json()["error"]["code"]
+
+
+def tiny_engine_info(name: str) -> EngineInfo:
+    """A tiny-model engine in the shared pool as the gateway's tables hold it (nothing listens
+    at its address: for engine choice, which sends nothing)."""
+    return EngineInfo(
+        name=name,
+        url=f"http://127.0.0.1:1/{name}",
+        key=None,
+        pool="shared",
+        base_model_id=1,
+        served_model_name="tiny-llama",
+        max_lora_rank=32,
+        max_loras=2,
+        max_cpu_loras=2,
+        capacity=8,
+    )

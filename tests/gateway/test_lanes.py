@@ -12,28 +12,14 @@ import uuid
 from gateway import lanes, limits
 from gateway.app import Gateway
 from gateway.request import GatewayRequest
-from gateway.routes import EngineInfo, Route, RouteTable
+from gateway.routes import Route, RouteTable
 from tests.fixtures.shared_counts import forget_engine
 from tests.gateway.inprocess import gw_fixture  # noqa: F401 - fixture
+from tests.gateway.inprocess import tiny_engine_info as _engine
 from workers import shared_state
 from workers.redis_contract.keys import load_key
 
 TENANT = 7
-
-
-def _engine(name: str) -> EngineInfo:
-    return EngineInfo(
-        name=name,
-        url=f"http://127.0.0.1:1/{name}",
-        key=None,
-        pool="shared",
-        base_model_id=1,
-        served_model_name="tiny-llama",
-        max_lora_rank=32,
-        max_loras=2,
-        max_cpu_loras=2,
-        capacity=8,
-    )
 
 
 async def _no_reply(message):
