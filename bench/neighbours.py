@@ -74,6 +74,7 @@ class PhaseResult:
     b_status: dict[str, int]
     a_status: dict[str, int]
     via: str = "gateway"  # or "direct": both tenants straight to the engines (the reference)
+    b_ttfts_ms: list[float] = field(default_factory=list)  # every answered request's, to pool
 
 
 @dataclass
@@ -86,6 +87,7 @@ class Result:
     anon_rate: float = 1000.0
     eval_cases: int = 500
     live_headroom: int | None = None  # GATEWAY_LIVE_HEADROOM of the gateway and the eval's worker
+    repeat: int = 1  # the gateway phases, run this many times in turn (their samples pooled)
 
 
 # --- the traffic ---------------------------------------------------------------------------
@@ -254,6 +256,17 @@ def _start_eval() -> int:
     return run.pk
 
 
+def _eval_wait(seconds: float = 600.0) -> None:
+    """Until no eval run is queued or running (the phase's run ends before the next phase)."""
+    from evals.models import EvalRun, RunStatus
+
+    deadline = time.monotonic() + seconds
+    while EvalRun.objects.filter(status__in=(RunStatus.QUEUED, RunStatus.RUNNING)).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"an eval run did not end within {seconds:.0f} s")
+        time.sleep(0.5)
+
+
 def _eval_progress(run_id: int) -> tuple[str, int, int]:
     from evals.models import EvalCaseResult, EvalRun
 
@@ -269,6 +282,7 @@ async def a_eval(seconds: float) -> Counter:
     run_id = await asyncio.to_thread(_start_eval)
     await asyncio.sleep(seconds)
     status, done, failed = await asyncio.to_thread(_eval_progress, run_id)
+    await asyncio.to_thread(_eval_wait)  # what the run has left ends before the next phase
     return Counter({"cases done": done, "failed answers": failed, f"run {status}": 1})
 
 
@@ -295,6 +309,7 @@ async def run_phase(
         b_status=dict(Counter(str(s.status) for s in samples)),
         a_status=dict(a_status),
         via=via,
+        b_ttfts_ms=ttfts,
     )
 
 
@@ -411,6 +426,7 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         anon_rate=args.anon_rate,
         eval_cases=args.eval_cases,
         live_headroom=live_headroom(),
+        repeat=args.repeat,
     )
     # Warm both engines and the gateway's tables.
     a, b = via_gateway(base, tokens["a"]), via_gateway(base, tokens["b"])
@@ -421,7 +437,9 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         gs.Target(name, proc.base_url, "tiny-llama", {"authorization": f"Bearer {keys[name]}"})
         for name, proc in engines.items()
     ]
-    runs = [(p, a, b, "gateway") for p in phases]
+    # Repeated, the phases take turns (alone, eval, alone, eval, ...): drift of the machine
+    # weighs on each alike, and a percentile over every turn's samples moves less than one's.
+    runs = [(p, a, b, "gateway") for _ in range(args.repeat) for p in phases]
     runs += [(p, direct, direct, "direct") for p in args.direct_phases.split(",") if p]
     for i, (phase, a_targets, b_targets, via) in enumerate(runs):
         result.phases.append(
@@ -438,7 +456,7 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
                 )
             )
         )
-        print(json.dumps(asdict(result.phases[-1])), flush=True)
+        print(json.dumps({**asdict(result.phases[-1]), "b_ttfts_ms": "..."}), flush=True)
         time.sleep(BUDGET_S)  # what A left running ends before the next phase
     return result
 
@@ -448,6 +466,32 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
 
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f} ms"
+
+
+def pooled(phases: list[PhaseResult]) -> list[PhaseResult]:
+    """One row per phase name that ran more than once: its turns' samples together."""
+    rows = []
+    for name in dict.fromkeys(p.name for p in phases):
+        turns = [p for p in phases if p.name == name]
+        if len(turns) < 2:
+            continue
+        ttfts = [t for p in turns for t in p.b_ttfts_ms]
+        status: Counter[str] = Counter()
+        for p in turns:
+            status.update(p.b_status)
+        rows.append(
+            PhaseResult(
+                name=name,
+                b_ttft_p50_ms=gs.percentile(ttfts, 0.5) if ttfts else None,
+                b_ttft_p99_ms=gs.percentile(ttfts, 0.99) if ttfts else None,
+                b_requests=sum(p.b_requests for p in turns),
+                b_status=dict(status),
+                a_status={},
+                via=turns[0].via,
+                b_ttfts_ms=ttfts,
+            )
+        )
+    return rows
 
 
 def _ratio(p: PhaseResult, base: PhaseResult | None) -> str:
@@ -460,10 +504,19 @@ def _answers(counts: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "-"
 
 
+def _turns(result: Result) -> str:
+    if result.repeat < 2:
+        return ""
+    return (
+        f", the phases {result.repeat} times in turn, each eval phase's run ended before the next"
+        " phase; the pooled rows take every turn's samples"
+    )
+
+
 def section_name(result: Result) -> str:
     """The whole bench writes "neighbours"; a run of some phases only writes a section of its
     own (named by them), so it never replaces the whole run's table."""
-    ran = [p.name for p in result.phases if p.via == "gateway"]
+    ran = list(dict.fromkeys(p.name for p in result.phases if p.via == "gateway"))
     direct = [p.name for p in result.phases if p.via == "direct"]
     if ran == list(PHASES) and direct == ["alone", "overtime"]:
         return "neighbours"
@@ -473,13 +526,14 @@ def section_name(result: Result) -> str:
 def render(result: Result, command: str, notes: list[str] | None = None) -> str:
     gateway = [p for p in result.phases if p.via == "gateway"]
     direct = [p for p in result.phases if p.via == "direct"]
-    alone = next((p for p in gateway if p.name == "alone"), None)
+    together = pooled(gateway)
+    alone = next((p for p in together + gateway if p.name == "alone"), None)
     name = section_name(result)
     title = "## Noisy neighbours: tenant B while tenant A misbehaves (`make bench-neighbours`)"
     if name != "neighbours":
         title = (
             "## Noisy neighbours, phases "
-            + ", ".join(p.name for p in gateway)
+            + ", ".join(dict.fromkeys(p.name for p in gateway))
             + " only (`bench.neighbours --phases`)"
         )
     lines = [
@@ -493,7 +547,7 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         f"requests/min, {A_PLAN['max_in_flight_requests']} in flight, n <= {A_PLAN['max_n']}, "
         f"{A_PLAN['max_prompts']} prompts, max_tokens <= {A_PLAN['max_tokens']}. Gateway budget "
         f"{BUDGET_S:g} s, write deadline {WRITE_DEADLINE_S:g} s. {result.phase_seconds:g} s per "
-        f"phase. Per-address limit {ADDRESS_LIMIT['GATEWAY_ADDRESS_RATE_PER_SECOND']}/s, bursts "
+        f"phase{_turns(result)}. Per-address limit {ADDRESS_LIMIT['GATEWAY_ADDRESS_RATE_PER_SECOND']}/s, bursts "
         f"of {ADDRESS_LIMIT['GATEWAY_ADDRESS_BURST']} (the production default); B sends from "
         f"127.0.0.1, the anonymous flood from {ANON_SOURCE} over {ANON_CONNECTIONS} keep-alive "
         "connections (`sent/s`: the rate it reached).",
@@ -511,9 +565,12 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         "eval": f"(B's own) an eval run of {result.eval_cases} cases"
         + ("" if result.live_headroom is None else f", live headroom {result.live_headroom}"),
     }
-    for p in gateway:
+    rows = [(p, what.get(p.name, ""), p.name) for p in gateway]
+    rows += [(p, "all its turns, pooled", f"**{p.name}**") for p in together]
+    for p, does, label in rows:
         lines.append(
-            f"| {p.name} | {what.get(p.name, '')} | {_ms(p.b_ttft_p50_ms)} | "
+            f"| {label} | {does} | "
+            f"{_ms(p.b_ttft_p50_ms)} | "
             f"{_ms(p.b_ttft_p99_ms)} | {_ratio(p, alone)} | {_answers(p.b_status)} | "
             f"{_answers(p.a_status)} |"
         )
@@ -558,6 +615,12 @@ def main() -> None:
         type=int,
         default=None,
         help="GATEWAY_LIVE_HEADROOM for the gateway and the eval's worker (default: the setting's)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the gateway phases this many times in turn and pool each phase's samples",
     )
     parser.add_argument(
         "--direct-phases",

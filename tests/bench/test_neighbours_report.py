@@ -1,0 +1,60 @@
+"""The noisy-neighbour bench's report on made-up numbers (no engines, no database): phases run
+several times in turn are pooled (every turn's samples in one percentile), the ratio to alone is
+the pooled one's, and the section keeps its name however many turns ran."""
+
+from __future__ import annotations
+
+from bench import gateway_support as gs
+from bench import neighbours as nb
+
+
+def _phase(name: str, ttfts: list[float]) -> nb.PhaseResult:
+    return nb.PhaseResult(
+        name=name,
+        b_ttft_p50_ms=gs.percentile(ttfts, 0.5),
+        b_ttft_p99_ms=gs.percentile(ttfts, 0.99),
+        b_requests=len(ttfts),
+        b_status={"200": len(ttfts)},
+        a_status={},
+        b_ttfts_ms=ttfts,
+    )
+
+
+def _result(phases: list[nb.PhaseResult], repeat: int) -> nb.Result:
+    return nb.Result(
+        started_at="2026-12-06 00:00 UTC",
+        machine="2 cores",
+        phase_seconds=60,
+        b_rate=4,
+        phases=phases,
+        repeat=repeat,
+    )
+
+
+def test_turns_of_a_phase_are_pooled_and_alone_is_the_pooled_one():
+    # A turn of 100 samples has its 99th for p99; pooled, 200 samples have their 198th.
+    alone = [_phase("alone", [10.0] * 98 + [30, 40]), _phase("alone", [10.0] * 98 + [20, 25])]
+    evals = [_phase("eval", [12.0] * 98 + [14, 15]), _phase("eval", [12.0] * 98 + [50, 60])]
+    rows = nb.pooled([alone[0], evals[0], alone[1], evals[1]])
+    assert [(r.name, r.b_requests, r.b_status) for r in rows] == [
+        ("alone", 200, {"200": 200}),
+        ("eval", 200, {"200": 200}),
+    ]
+    assert [a.b_ttft_p99_ms for a in alone] == [30, 20]
+    assert rows[0].b_ttft_p99_ms == 25 and rows[0].b_ttft_p50_ms == 10
+    assert rows[1].b_ttft_p99_ms == 15 and rows[1].b_ttft_p50_ms == 12
+    assert nb.pooled(alone[:1] + evals[:1]) == []  # one turn each: nothing to pool
+
+    result = _result([alone[0], evals[0], alone[1], evals[1]], repeat=2)
+    assert nb.section_name(result) == "neighbours-alone-eval"
+    section = nb.render(result, "cmd")
+    assert "| **eval** | all its turns, pooled | 12 ms | 15 ms | 0.60x |" in section
+    assert "| 12 ms | 50 ms | 2.00x |" in section  # the second turn, against alone pooled
+    assert "the phases 2 times in turn" in section
+
+
+def test_a_single_turn_reads_as_before():
+    result = _result([_phase("alone", [10.0, 20.0]), _phase("eval", [10.0, 25.0])], repeat=1)
+    section = nb.render(result, "cmd")
+    assert "pooled" not in section and "in turn" not in section
+    assert "25 ms | 1.25x |" in section
