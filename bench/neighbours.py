@@ -43,6 +43,23 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/11"
 VAR = REPO_ROOT / "var" / "bench" / "neighbours"
 ENGINE_NAMES = ("nb-a", "nb-b")
 PHASES = ("alone", "flood", "unread", "overtime", "largest", "anonymous", "eval")
+# Reference phases of their own, straight at the engines only: B on the second engine, with the
+# first engine idle ("quiet") or running what an eval run sends it ("busy": the run's bound of
+# short completions in flight, at the rate the eval phases' runs reached). Their ratio is what
+# one engine's compute costs B's on this host, with no gateway, worker or database in the way:
+# the floor for the eval phase.
+LANE_PHASES = ("quiet", "busy")
+
+
+@dataclass
+class Busy:
+    """What the busy phase sends the first engine: at most `in_flight` at once, at `rate` per
+    second (None: as fast as they are answered)."""
+
+    in_flight: int = 1
+    rate: float | None = None
+
+
 EVAL_QUEUE = "nb-evals"  # the bench worker's queue: the eval run's task goes there
 BUDGET_S = 3.0  # the bench gateway's GATEWAY_REQUEST_TIMEOUT_SECONDS
 WRITE_DEADLINE_S = 2.0  # its GATEWAY_WRITE_DEADLINE_SECONDS
@@ -216,7 +233,9 @@ async def a_anonymous(base: str, rate: float, seconds: float) -> Counter:
     return statuses
 
 
-def a_load(phase: str, targets: list[gs.Target], seconds: float, anon_rate: float) -> Any:
+def a_load(
+    phase: str, targets: list[gs.Target], seconds: float, anon_rate: float, busy: Busy
+) -> Any:
     if phase == "flood":  # 10x the rate limit, small requests
         return a_requests(targets, _body("tiny-llama", max_tokens=4), A_RPM * 10 / 60, seconds)
     if phase == "unread":
@@ -244,7 +263,42 @@ def a_load(phase: str, targets: list[gs.Target], seconds: float, anon_rate: floa
         return a_anonymous(targets[0].base_url, anon_rate, seconds)
     if phase == "eval":
         return a_eval(seconds)
+    if phase == "busy":
+        return a_busy(targets, seconds, busy)
     return None
+
+
+async def a_busy(targets: list[gs.Target], seconds: float, busy: Busy) -> Counter:
+    """Eval-shaped completions on the target: `busy.in_flight` loops, each on its own schedule
+    when there is a rate."""
+    (target,) = targets
+    statuses: Counter = Counter()
+    started = time.perf_counter()
+    n = busy.in_flight
+    async with gs.new_client(n, timeout=BUDGET_S * 3) as client:
+
+        async def loop(k: int) -> None:
+            for i in itertools.count():
+                at = (i * n + k) / busy.rate if busy.rate else 0.0
+                if max(at, time.perf_counter() - started) >= seconds:
+                    return
+                await asyncio.sleep(max(0.0, started + at - time.perf_counter()))
+                body = orjson.dumps(
+                    {
+                        "model": target.model,
+                        "prompt": f"Question {i * n + k}: say something.",
+                        "max_tokens": B_BODY["max_tokens"],
+                        "temperature": 0,
+                        "seed": 0,
+                    }
+                )
+                sample = await gs.send_one(client, target, chat=False, stream=False, body=body)
+                statuses[str(sample.status)] += 1
+
+        await asyncio.gather(*(loop(k) for k in range(n)))
+    statuses["in flight"] = n
+    statuses["sent/s"] = round(sum(statuses[k] for k in statuses if k.isdigit()) / seconds)
+    return statuses
 
 
 def _start_eval() -> int:
@@ -295,8 +349,9 @@ async def run_phase(
     seed: int,
     via: str = "gateway",
     anon_rate: float = 1000.0,
+    busy: Busy | None = None,
 ) -> PhaseResult:
-    load = a_load(phase, a, seconds, anon_rate)
+    load = a_load(phase, a, seconds, anon_rate, busy or Busy())
     b_task = asyncio.create_task(steady_b(b, rate, seconds, seed))
     a_status = await load if load is not None else Counter()
     samples = await b_task
@@ -440,8 +495,17 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     # Repeated, the phases take turns (alone, eval, alone, eval, ...): drift of the machine
     # weighs on each alike, and a percentile over every turn's samples moves less than one's.
     runs = [(p, a, b, "gateway") for _ in range(args.repeat) for p in phases]
-    runs += [(p, direct, direct, "direct") for p in args.direct_phases.split(",") if p]
+    direct_phases = [p for p in args.direct_phases.split(",") if p]
+    lanes = [p for p in direct_phases if p in LANE_PHASES]
+    runs += [(p, direct, direct, "direct") for p in direct_phases if p not in LANE_PHASES]
+    # A's load (if any) on the first engine, B on the second only, in turn as the gateway's.
+    runs += [(p, direct[:1], direct[1:], "direct") for _ in range(args.repeat) for p in lanes]
+    # What an eval run keeps in flight on its engine: the engine's sequences less the live
+    # headroom (gateway.lanes.background_room's rule).
+    busy = Busy(max(1, engines[ENGINE_NAMES[0]].config.max_num_seqs - live_headroom()))
     for i, (phase, a_targets, b_targets, via) in enumerate(runs):
+        if phase == "busy":
+            busy.rate = eval_answer_rate(result.phases, args.phase_seconds)
         result.phases.append(
             asyncio.run(
                 run_phase(
@@ -453,12 +517,19 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
                     i + 1,
                     via,
                     args.anon_rate,
+                    busy,
                 )
             )
         )
         print(json.dumps({**asdict(result.phases[-1]), "b_ttfts_ms": "..."}), flush=True)
         time.sleep(BUDGET_S)  # what A left running ends before the next phase
     return result
+
+
+def eval_answer_rate(phases: list[PhaseResult], seconds: float) -> float | None:
+    """Answers a second the eval phases' runs reached: each case asks both sides."""
+    done = [p.a_status.get("cases done", 0) for p in phases if p.name == "eval"]
+    return 2 * sum(done) / (len(done) * seconds) if done else None
 
 
 # --- the report ----------------------------------------------------------------------------
@@ -575,28 +646,56 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
             f"{_answers(p.a_status)} |"
         )
     if direct:
-        direct_alone = next((p for p in direct if p.name == "alone"), None)
-        lines += [
-            "",
-            "The reference: the same phases with both tenants' traffic sent straight to the "
-            "engines in turn (no gateway, no limits): what the engines themselves do to B under "
-            "A's load, the floor for any gateway that lets A's requests run.",
-            "",
-            "| phase, no gateway | B TTFT p50 | B TTFT p99 | p99 / alone | B answers | A answers "
-            "| B p99 via the gateway / here |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for p in direct:
-            same = next((g for g in gateway if g.name == p.name), None)
-            lines.append(
-                f"| {p.name} | {_ms(p.b_ttft_p50_ms)} | {_ms(p.b_ttft_p99_ms)} | "
-                f"{_ratio(p, direct_alone)} | {_answers(p.b_status)} | {_answers(p.a_status)} | "
-                f"{_ratio(same, p) if same else '-'} |"
-            )
+        lines += _reference(direct, gateway)
     for note in notes or []:
         lines += ["", note]
     lines += ["", f"Reproduce: `{command}`", "", f"<!-- {name}:end -->"]
     return "\n".join(lines) + "\n"
+
+
+def _reference(direct: list[PhaseResult], gateway: list[PhaseResult]) -> list[str]:
+    """The direct phases' table: each against its own quiet row (`alone`, or `quiet` for the
+    lane phases), and B's p99 through the gateway in the matching phase against it."""
+    both, lone = pooled(direct), pooled(gateway)
+    lines = [
+        "",
+        "The reference: the same phases with both tenants' traffic sent straight to the "
+        "engines in turn (no gateway, no limits): what the engines themselves do to B under "
+        "A's load, the floor for any gateway that lets A's requests run."
+        + (
+            " `quiet` and `busy`: B straight at the second engine only, the first idle (quiet) or "
+            "running what an eval run keeps in flight there (busy: short completions, at most "
+            "the engine's sequences less the live headroom at once, at the rate the eval "
+            "phases' runs answered); no gateway, worker or database runs: what one engine's "
+            "compute costs the other's on this host."
+            if any(p.name in LANE_PHASES for p in direct)
+            else ""
+        ),
+        "",
+        "| phase, no gateway | B TTFT p50 | B TTFT p99 | p99 / alone | B answers | A answers "
+        "| B p99 via the gateway / here |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    twin = {"quiet": "alone", "busy": "eval"}  # the gateway phase each lane phase stands beside
+
+    def first(rows: list[PhaseResult], name: str) -> PhaseResult | None:
+        return next((p for p in rows if p.name == name), None)
+
+    rows = [(p, p.name) for p in direct] + [(p, f"**{p.name}**, pooled") for p in both]
+    for p, label in rows:
+        pool = label.startswith("**")
+        quiet = "quiet" if p.name in LANE_PHASES else "alone"
+        base = first(both, quiet) if pool else None
+        base = base or first(direct, quiet)
+        name = twin.get(p.name, p.name)
+        same = first(lone, name) if pool else None
+        same = same or first(gateway, name)
+        lines.append(
+            f"| {label} | {_ms(p.b_ttft_p50_ms)} | {_ms(p.b_ttft_p99_ms)} | "
+            f"{_ratio(p, base)} | {_answers(p.b_status)} | {_answers(p.a_status)} | "
+            f"{_ratio(same, p) if same else '-'} |"
+        )
+    return lines
 
 
 def main() -> None:

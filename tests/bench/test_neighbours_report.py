@@ -58,3 +58,32 @@ def test_a_single_turn_reads_as_before():
     section = nb.render(result, "cmd")
     assert "pooled" not in section and "in turn" not in section
     assert "25 ms | 1.25x |" in section
+
+
+def test_lane_reference_rows_stand_against_quiet_and_beside_the_eval_phase():
+    def direct(name: str, ttfts: list[float]) -> nb.PhaseResult:
+        phase = _phase(name, ttfts)
+        phase.via = "direct"
+        return phase
+
+    gateway = [_phase("alone", [10.0] * 98 + [20, 20]), _phase("eval", [10.0] * 98 + [30, 30])]
+    turns = [
+        direct("quiet", [8.0] * 98 + [10, 10]),
+        direct("busy", [8.0] * 98 + [15, 16]),
+        direct("quiet", [8.0] * 98 + [10, 10]),
+        direct("busy", [8.0] * 98 + [12, 12]),
+    ]
+    section = nb.render(_result(gateway + turns, repeat=2), "cmd")
+    assert "`quiet` and `busy`" in section
+    # busy's pooled p99 (the 198th of 200: 12) against quiet's pooled (10); eval's 30 against it.
+    assert "| **busy**, pooled | 8 ms | 12 ms | 1.20x | 200: 200 | - | 2.50x |" in section
+    assert "| busy | 8 ms | 15 ms | 1.50x |" in section  # one turn, against quiet pooled
+    assert "| **quiet**, pooled | 8 ms | 10 ms | 1.00x |" in section
+
+
+def test_the_busy_reference_sends_at_the_rate_the_eval_phases_reached():
+    evals = [_phase("eval", [10.0]), _phase("eval", [10.0])]
+    evals[0].a_status, evals[1].a_status = {"cases done": 600}, {"cases done": 900}
+    # Each case asks both sides: 2 x 1,500 answers over two 60 s phases.
+    assert nb.eval_answer_rate([_phase("alone", [10.0]), *evals], 60) == 25.0
+    assert nb.eval_answer_rate([_phase("alone", [10.0])], 60) is None
