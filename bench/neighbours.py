@@ -494,7 +494,13 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     ]
     # Repeated, the phases take turns (alone, eval, alone, eval, ...): drift of the machine
     # weighs on each alike, and a percentile over every turn's samples moves less than one's.
-    runs = [(p, a, b, "gateway") for _ in range(args.repeat) for p in phases]
+    # The lane phases through the gateway: A's load straight at the first engine, which the
+    # gateway sees draining (B's requests go to the second only, as in the eval phase).
+    runs = [
+        (p, direct[:1] if p in LANE_PHASES else a, b, "gateway")
+        for _ in range(args.repeat)
+        for p in phases
+    ]
     direct_phases = [p for p in args.direct_phases.split(",") if p]
     lanes = [p for p in direct_phases if p in LANE_PHASES]
     runs += [(p, direct, direct, "direct") for p in direct_phases if p not in LANE_PHASES]
@@ -506,6 +512,10 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     for i, (phase, a_targets, b_targets, via) in enumerate(runs):
         if phase == "busy":
             busy.rate = eval_answer_rate(result.phases, args.phase_seconds)
+        lane = via == "gateway" and phase in LANE_PHASES
+        if lane:
+            _engine_state(ENGINE_NAMES[0], "draining")
+            time.sleep(BUDGET_S)  # the gateway's tables follow the save (pub/sub)
         result.phases.append(
             asyncio.run(
                 run_phase(
@@ -521,9 +531,19 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
                 )
             )
         )
+        if lane:
+            _engine_state(ENGINE_NAMES[0], "up")
         print(json.dumps({**asdict(result.phases[-1]), "b_ttfts_ms": "..."}), flush=True)
         time.sleep(BUDGET_S)  # what A left running ends before the next phase
     return result
+
+
+def _engine_state(name: str, state: str) -> None:
+    from workers.models import Engine
+
+    engine = Engine.objects.get(name=name)
+    engine.state = state
+    engine.save()  # a save: the gateway's tables follow saves
 
 
 def eval_answer_rate(phases: list[PhaseResult], seconds: float) -> float | None:
@@ -587,7 +607,8 @@ def _turns(result: Result) -> str:
 def section_name(result: Result) -> str:
     """The whole bench writes "neighbours"; a run of some phases only writes a section of its
     own (named by them), so it never replaces the whole run's table."""
-    ran = list(dict.fromkeys(p.name for p in result.phases if p.via == "gateway"))
+    gateway = (p.name for p in result.phases if p.via == "gateway")
+    ran = [p for p in dict.fromkeys(gateway) if p not in LANE_PHASES]  # the lanes: a reference
     direct = [p.name for p in result.phases if p.via == "direct"]
     if ran == list(PHASES) and direct == ["alone", "overtime"]:
         return "neighbours"
@@ -635,14 +656,18 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         "anonymous": f"(anyone) {result.anon_rate:g}/s made-up tokens from {ANON_SOURCE}",
         "eval": f"(B's own) an eval run of {result.eval_cases} cases"
         + ("" if result.live_headroom is None else f", live headroom {result.live_headroom}"),
+        "quiet": "nothing; the first engine drained (B on the second only)",
+        "busy": "(anyone) the eval's load straight at the first engine, drained (B on the second)",
     }
+    quiet = next((p for p in together + gateway if p.name == "quiet"), None)
     rows = [(p, what.get(p.name, ""), p.name) for p in gateway]
     rows += [(p, "all its turns, pooled", f"**{p.name}**") for p in together]
     for p, does, label in rows:
+        base = quiet if p.name in LANE_PHASES else alone
         lines.append(
             f"| {label} | {does} | "
             f"{_ms(p.b_ttft_p50_ms)} | "
-            f"{_ms(p.b_ttft_p99_ms)} | {_ratio(p, alone)} | {_answers(p.b_status)} | "
+            f"{_ms(p.b_ttft_p99_ms)} | {_ratio(p, base)} | {_answers(p.b_status)} | "
             f"{_answers(p.a_status)} |"
         )
     if direct:
@@ -688,8 +713,9 @@ def _reference(direct: list[PhaseResult], gateway: list[PhaseResult]) -> list[st
         base = first(both, quiet) if pool else None
         base = base or first(direct, quiet)
         name = twin.get(p.name, p.name)
-        same = first(lone, name) if pool else None
-        same = same or first(gateway, name)
+        # A pooled row stands beside the gateway's pooled one (or its only turn); a turn, only
+        # when nothing was pooled (one turn each).
+        same = first(lone or gateway, name) if pool or not both else None
         lines.append(
             f"| {label} | {_ms(p.b_ttft_p50_ms)} | {_ms(p.b_ttft_p99_ms)} | "
             f"{_ratio(p, base)} | {_answers(p.b_status)} | {_answers(p.a_status)} | "

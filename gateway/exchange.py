@@ -1,6 +1,7 @@
 """One request's exchange with one engine, and whose fault it was when it went wrong.
 
-Only a connection-level failure before any reply byte (refused, reset, closed) says the engine
+Only a connection-level failure before any reply byte reached the caller (refused, reset,
+closed; for a stream, also after the engine's head and before its first piece) says the engine
 is gone: the request may move and the engine is marked. Everything else is the request's own
 outcome and moves nothing: an engine's 4xx or 5xx goes back to the caller as it is; a request
 over its time budget is aborted at the engine (its connection closed: vLLM cancels a request
@@ -208,6 +209,14 @@ class Exchange:
                     watch.prompt_tokens, watch.completion_tokens = usage_of(data)
                 await self._deliver({"type": "http.response.body", "body": data, "more_body": True})
         except STREAM_ERRORS:
+            if stream and not self.begun:
+                # The engine went away after its head, before its first piece: the caller has
+                # nothing yet, so the request may move like one refused a connection.
+                log.warning(
+                    "gateway: the engine at %s went away before a stream's first piece",
+                    response.url.origin(),
+                )
+                return Outcome(FAILED)
             outcome.ok = False
             await self._begin(head)
             await self._deliver(_error_event("The engine went away during the reply."))

@@ -87,3 +87,18 @@ def test_the_busy_reference_sends_at_the_rate_the_eval_phases_reached():
     # Each case asks both sides: 2 x 1,500 answers over two 60 s phases.
     assert nb.eval_answer_rate([_phase("alone", [10.0]), *evals], 60) == 25.0
     assert nb.eval_answer_rate([_phase("alone", [10.0])], 60) is None
+
+
+def test_lane_phases_through_the_gateway_stand_against_quiet_and_keep_the_section_name():
+    phases = [
+        _phase("alone", [10.0] * 98 + [20, 20]),
+        _phase("eval", [10.0] * 98 + [30, 30]),
+        _phase("quiet", [10.0] * 98 + [40, 40]),
+        _phase("busy", [10.0] * 98 + [50, 50]),
+    ]
+    result = _result(phases, repeat=1)
+    assert nb.section_name(result) == "neighbours-alone-eval"  # the lanes are a reference
+    section = nb.render(result, "cmd")
+    assert "| eval | (B's own) an eval run of 500 cases | 10 ms | 30 ms | 1.50x |" in section
+    assert "| busy | (anyone) the eval's load straight at the first engine" in section
+    assert "| 10 ms | 50 ms | 1.25x |" in section  # busy against quiet, not against alone
