@@ -41,6 +41,8 @@ from engine.launcher import REPO_ROOT, EngineProcess, stop_engines
 DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_neighbours"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/11"
 VAR = REPO_ROOT / "var" / "bench" / "neighbours"
+# Every run's result.json, kept by its start (VAR is emptied at each run): --pool-runs reads them.
+RUNS = REPO_ROOT / "var" / "bench" / "neighbours-runs"
 ENGINE_NAMES = ("nb-a", "nb-b")
 PHASES = ("alone", "flood", "unread", "overtime", "largest", "anonymous", "eval")
 # Reference phases of their own, straight at the engines only: B on the second engine, with the
@@ -564,25 +566,60 @@ def pooled(phases: list[PhaseResult]) -> list[PhaseResult]:
     rows = []
     for name in dict.fromkeys(p.name for p in phases):
         turns = [p for p in phases if p.name == name]
-        if len(turns) < 2:
-            continue
-        ttfts = [t for p in turns for t in p.b_ttfts_ms]
-        status: Counter[str] = Counter()
-        for p in turns:
-            status.update(p.b_status)
-        rows.append(
-            PhaseResult(
-                name=name,
-                b_ttft_p50_ms=gs.percentile(ttfts, 0.5) if ttfts else None,
-                b_ttft_p99_ms=gs.percentile(ttfts, 0.99) if ttfts else None,
-                b_requests=sum(p.b_requests for p in turns),
-                b_status=dict(status),
-                a_status={},
-                via=turns[0].via,
-                b_ttfts_ms=ttfts,
-            )
-        )
+        if len(turns) > 1:
+            rows.append(pool(turns))
     return rows
+
+
+def pool(turns: list[PhaseResult]) -> PhaseResult:
+    """Turns of one phase as one: every sample in its percentiles, every answer counted."""
+    ttfts = [t for p in turns for t in p.b_ttfts_ms]
+    status: Counter[str] = Counter()
+    for p in turns:
+        status.update(p.b_status)
+    return PhaseResult(
+        name=turns[0].name,
+        b_ttft_p50_ms=gs.percentile(ttfts, 0.5) if ttfts else None,
+        b_ttft_p99_ms=gs.percentile(ttfts, 0.99) if ttfts else None,
+        b_requests=sum(p.b_requests for p in turns),
+        b_status=dict(status),
+        a_status={},
+        via=turns[0].via,
+        b_ttfts_ms=ttfts,
+    )
+
+
+def load_runs(paths: list[Path]) -> list[Result]:
+    results = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        phases = [PhaseResult(**p) for p in data.pop("phases")]
+        results.append(Result(**data, phases=phases))
+    return results
+
+
+def render_runs(results: list[Result]) -> str:
+    """One row per phase (and way in) with every turn of every run pooled, against its quiet
+    row (alone through the gateway, quiet for the lane phases); B's samples only."""
+    rows: dict[tuple[str, str], list[PhaseResult]] = {}
+    for result in results:
+        for p in result.phases:
+            rows.setdefault((p.via, p.name), []).append(p)
+    together = {key: pool(turns) for key, turns in rows.items()}
+    lines = [
+        f"Every turn of {len(results)} runs ({', '.join(r.started_at for r in results)}), pooled:",
+        "",
+        "| phase | via | turns | B samples | B TTFT p50 | B TTFT p99 | p99 / its quiet row |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (via, name), p in together.items():
+        quiet_name = "quiet" if name in LANE_PHASES or via == "direct" else "alone"
+        quiet = together.get((via, quiet_name)) or together.get((via, "alone"))
+        lines.append(
+            f"| {name} | {via} | {len(rows[via, name])} | {len(p.b_ttfts_ms)} | "
+            f"{_ms(p.b_ttft_p50_ms)} | {_ms(p.b_ttft_p99_ms)} | {_ratio(p, quiet)} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _ratio(p: PhaseResult, base: PhaseResult | None) -> str:
@@ -712,7 +749,9 @@ def _reference(direct: list[PhaseResult], gateway: list[PhaseResult]) -> list[st
         quiet = "quiet" if p.name in LANE_PHASES else "alone"
         base = first(both, quiet) if pool else None
         base = base or first(direct, quiet)
-        name = twin.get(p.name, p.name)
+        # Beside the gateway's phase of the same name, else the one it stands for.
+        ran = first(lone or gateway, p.name) is not None
+        name = p.name if ran else twin.get(p.name, p.name)
         # A pooled row stands beside the gateway's pooled one (or its only turn); a turn, only
         # when nothing was pooled (one turn each).
         same = first(lone or gateway, name) if pool or not both else None
@@ -748,12 +787,20 @@ def main() -> None:
         help="run the gateway phases this many times in turn and pool each phase's samples",
     )
     parser.add_argument(
+        "--pool-runs",
+        action="store_true",
+        help=f"no measuring: every phase's samples over all the runs kept in {RUNS.name}/, pooled",
+    )
+    parser.add_argument(
         "--direct-phases",
         default="alone,overtime",
         help="phases run again with both tenants straight at the engines (the reference)",
     )
     add_report_arguments(parser, keep_db=False)
     args = parser.parse_args()
+    if args.pool_runs:
+        print(render_runs(load_runs(sorted(RUNS.glob("*.json")))))
+        return
     if args.render_only:
         data = json.loads((VAR / "result.json").read_text())
         phases = [PhaseResult(**p) for p in data.pop("phases")]
@@ -776,6 +823,9 @@ def main() -> None:
             gs.stop_group(proc)
         stop_engines(list(engines.values()))
     (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2))
+    RUNS.mkdir(parents=True, exist_ok=True)
+    stamp = result.started_at.replace(" UTC", "").replace(" ", "T").replace(":", "")
+    (RUNS / f"{stamp}.json").write_text(json.dumps(asdict(result)))
     command = " ".join([".venv/bin/python -m bench.neighbours", *sys.argv[1:]])
     section = render(result, command, args.note)
     print(section)

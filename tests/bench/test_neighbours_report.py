@@ -102,3 +102,39 @@ def test_lane_phases_through_the_gateway_stand_against_quiet_and_keep_the_sectio
     assert "| eval | (B's own) an eval run of 500 cases | 10 ms | 30 ms | 1.50x |" in section
     assert "| busy | (anyone) the eval's load straight at the first engine" in section
     assert "| 10 ms | 50 ms | 1.25x |" in section  # busy against quiet, not against alone
+
+
+def test_a_lane_reference_stands_beside_the_gateway_phase_of_its_own_name_when_it_ran():
+    direct = [_phase("quiet", [10.0] * 98 + [20, 20]), _phase("busy", [10.0] * 98 + [25, 25])]
+    for phase in direct:
+        phase.via = "direct"
+    gateway = [
+        _phase("alone", [10.0] * 98 + [20, 20]),
+        _phase("eval", [10.0] * 98 + [30, 30]),
+        _phase("busy", [10.0] * 98 + [50, 50]),
+    ]
+    section = nb.render(_result(gateway + direct, repeat=1), "cmd")
+    # The gateway's busy (50 ms) over this busy (25 ms), not the eval phase (30 ms).
+    assert "| busy | 10 ms | 25 ms | 1.25x | 200: 100 | - | 2.00x |" in section
+    # No gateway quiet ran: quiet stands beside alone (20 ms over 20 ms).
+    assert "| quiet | 10 ms | 20 ms | 1.00x | 200: 100 | - | 1.00x |" in section
+
+
+def test_runs_pool_every_turn_of_each_phase_against_its_quiet_row():
+    def run(alone: list[float], evals: list[float], quiet: list[float], busy: list[float]):
+        direct = [_phase("quiet", quiet), _phase("busy", busy)]
+        for phase in direct:
+            phase.via = "direct"
+        return _result([_phase("alone", alone), _phase("eval", evals), *direct], repeat=1)
+
+    first = run([10.0] * 99 + [20], [10.0] * 99 + [30], [5.0] * 100, [5.0] * 99 + [8])
+    second = run([10.0] * 99 + [20], [10.0] * 99 + [22], [5.0] * 100, [5.0] * 100)
+    table = nb.render_runs([first, second])
+    # 200 samples: the 198th is the p99 (eval: 10 x 198, then 22 and 30).
+    assert "| alone | gateway | 2 | 200 | 10 ms | 10 ms | 1.00x |" in table
+    assert "| eval | gateway | 2 | 200 | 10 ms | 10 ms | 1.00x |" in table
+    assert "| busy | direct | 2 | 200 | 5 ms | 5 ms | 1.00x |" in table
+    third = run([10.0] * 98 + [20, 20], [10.0] * 98 + [30, 30], [5.0] * 100, [5.0] * 100)
+    table = nb.render_runs([first, second, third])
+    # 300 samples, the 297th: alone 20 (its last four are 20), eval 22 (then 30, 30, 30).
+    assert "| eval | gateway | 3 | 300 | 10 ms | 22 ms | 1.10x |" in table
