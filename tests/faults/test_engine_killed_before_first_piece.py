@@ -68,6 +68,7 @@ def test_a_stream_whose_engine_dies_before_its_first_piece_moves_to_the_other_en
             call.start()
             wait_until(chosen, timeout=HEAD_WAIT_S, what="an engine sent the stream's head")
             dead = chosen()
+            assert dead is not None
             other = "b" if dead == "a" else "a"
             for pid in paused.pop(other):
                 os.kill(pid, signal.SIGCONT)
