@@ -20,6 +20,12 @@ def _phase(name: str, ttfts: list[float]) -> nb.PhaseResult:
     )
 
 
+def _direct(name: str, ttfts: list[float]) -> nb.PhaseResult:
+    phase = _phase(name, ttfts)
+    phase.via = "direct"
+    return phase
+
+
 def _result(phases: list[nb.PhaseResult], repeat: int) -> nb.Result:
     return nb.Result(
         started_at="2026-12-06 00:00 UTC",
@@ -61,17 +67,12 @@ def test_a_single_turn_reads_as_before():
 
 
 def test_lane_reference_rows_stand_against_quiet_and_beside_the_eval_phase():
-    def direct(name: str, ttfts: list[float]) -> nb.PhaseResult:
-        phase = _phase(name, ttfts)
-        phase.via = "direct"
-        return phase
-
     gateway = [_phase("alone", [10.0] * 98 + [20, 20]), _phase("eval", [10.0] * 98 + [30, 30])]
     turns = [
-        direct("quiet", [8.0] * 98 + [10, 10]),
-        direct("busy", [8.0] * 98 + [15, 16]),
-        direct("quiet", [8.0] * 98 + [10, 10]),
-        direct("busy", [8.0] * 98 + [12, 12]),
+        _direct("quiet", [8.0] * 98 + [10, 10]),
+        _direct("busy", [8.0] * 98 + [15, 16]),
+        _direct("quiet", [8.0] * 98 + [10, 10]),
+        _direct("busy", [8.0] * 98 + [12, 12]),
     ]
     section = nb.render(_result(gateway + turns, repeat=2), "cmd")
     assert "`quiet` and `busy`" in section
@@ -105,9 +106,7 @@ def test_lane_phases_through_the_gateway_stand_against_quiet_and_keep_the_sectio
 
 
 def test_a_lane_reference_stands_beside_the_gateway_phase_of_its_own_name_when_it_ran():
-    direct = [_phase("quiet", [10.0] * 98 + [20, 20]), _phase("busy", [10.0] * 98 + [25, 25])]
-    for phase in direct:
-        phase.via = "direct"
+    direct = [_direct("quiet", [10.0] * 98 + [20, 20]), _direct("busy", [10.0] * 98 + [25, 25])]
     gateway = [
         _phase("alone", [10.0] * 98 + [20, 20]),
         _phase("eval", [10.0] * 98 + [30, 30]),
@@ -122,9 +121,7 @@ def test_a_lane_reference_stands_beside_the_gateway_phase_of_its_own_name_when_i
 
 def test_runs_pool_every_turn_of_each_phase_against_its_quiet_row():
     def run(alone: list[float], evals: list[float], quiet: list[float], busy: list[float]):
-        direct = [_phase("quiet", quiet), _phase("busy", busy)]
-        for phase in direct:
-            phase.via = "direct"
+        direct = [_direct("quiet", quiet), _direct("busy", busy)]
         return _result([_phase("alone", alone), _phase("eval", evals), *direct], repeat=1)
 
     first = run([10.0] * 99 + [20], [10.0] * 99 + [30], [5.0] * 100, [5.0] * 99 + [8])
