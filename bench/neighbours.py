@@ -788,8 +788,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--pool-runs",
-        action="store_true",
-        help=f"no measuring: every phase's samples over all the runs kept in {RUNS.name}/, pooled",
+        nargs="?",
+        const=str(RUNS),
+        metavar="DIR",
+        help="no measuring: every phase's samples over all the runs kept in DIR (by default "
+        f"var/bench/{RUNS.name}, where every run leaves its result), pooled",
     )
     parser.add_argument(
         "--direct-phases",
@@ -799,7 +802,7 @@ def main() -> None:
     add_report_arguments(parser, keep_db=False)
     args = parser.parse_args()
     if args.pool_runs:
-        print(render_runs(load_runs(sorted(RUNS.glob("*.json")))))
+        print(render_runs(load_runs(sorted(Path(args.pool_runs).glob("*.json")))))
         return
     if args.render_only:
         data = json.loads((VAR / "result.json").read_text())
