@@ -508,9 +508,7 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     runs += [(p, direct, direct, "direct") for p in direct_phases if p not in LANE_PHASES]
     # A's load (if any) on the first engine, B on the second only, in turn as the gateway's.
     runs += [(p, direct[:1], direct[1:], "direct") for _ in range(args.repeat) for p in lanes]
-    # What an eval run keeps in flight on its engine: the engine's sequences less the live
-    # headroom (gateway.lanes.background_room's rule).
-    busy = Busy(max(1, engines[ENGINE_NAMES[0]].config.max_num_seqs - live_headroom()))
+    busy = Busy(eval_room(ENGINE_NAMES[0]))
     for i, (phase, a_targets, b_targets, via) in enumerate(runs):
         if phase == "busy":
             busy.rate = eval_answer_rate(result.phases, args.phase_seconds)
@@ -540,12 +538,23 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     return result
 
 
+def eval_room(name: str) -> int:
+    """What an eval run keeps in flight on engine `name`: the gateway's own rule
+    (gateway.lanes.background_room) on the engine as its tables hold it."""
+    from gateway.lanes import background_room
+    from gateway.routes import build_table
+
+    return background_room(next(e for e in build_table(0).engines if e.name == name))
+
+
 def _engine_state(name: str, state: str) -> None:
+    """The state alone, saved (the gateway's tables follow saves): not the operator's drain,
+    whose converge pass would unload the eval's candidate from the engine."""
     from workers.models import Engine
 
     engine = Engine.objects.get(name=name)
     engine.state = state
-    engine.save()  # a save: the gateway's tables follow saves
+    engine.save()
 
 
 def eval_answer_rate(phases: list[PhaseResult], seconds: float) -> float | None:
@@ -805,9 +814,7 @@ def main() -> None:
         print(render_runs(load_runs(sorted(Path(args.pool_runs).glob("*.json")))))
         return
     if args.render_only:
-        data = json.loads((VAR / "result.json").read_text())
-        phases = [PhaseResult(**p) for p in data.pop("phases")]
-        result = Result(**data, phases=phases)
+        (result,) = load_runs([VAR / "result.json"])
         section = render(result, args.render_only, args.note)
         print(section)
         if args.write_docs:
