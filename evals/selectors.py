@@ -29,9 +29,7 @@ def suites_of(*, tenant: Tenant) -> QuerySet[EvalSuite]:
 
 def policy_of(adapter: Adapter) -> EvalPolicy | None:
     return (
-        EvalPolicy.objects.select_related(
-            "suite", "suite_version__suite", "suite_version_set_by"
-        )
+        EvalPolicy.objects.select_related("suite", "suite_version__suite", "suite_version_set_by")
         .filter(adapter=adapter)
         .first()
     )
@@ -59,9 +57,7 @@ def run_get(*, version: AdapterVersion, number: int) -> EvalRun:
     return run
 
 
-def latest_run(
-    *, version: AdapterVersion, suite_version_id: int | None = None
-) -> EvalRun | None:
+def latest_run(*, version: AdapterVersion, suite_version_id: int | None = None) -> EvalRun | None:
     """The version's latest run; on one suite version when named (the gate's: the one its
     policy holds, so a run on any other version of the suite never counts)."""
     runs = runs_of(version=version)

@@ -18,9 +18,7 @@ def pin_to_latest(apps, schema_editor):
         policy.suite_version = latest.first()
         policy.suite_version_set_by_id = policy.updated_by_id
         policy.suite_version_set_at = policy.updated_at
-        policy.save(
-            update_fields=["suite_version", "suite_version_set_by", "suite_version_set_at"]
-        )
+        policy.save(update_fields=["suite_version", "suite_version_set_by", "suite_version_set_at"])
 
 
 class Migration(migrations.Migration):

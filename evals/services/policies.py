@@ -43,9 +43,7 @@ def policy_snapshot(policy: EvalPolicy | None) -> dict[str, Any]:
     }
 
 
-def _pinned(
-    *, suite: EvalSuite, number: int | None, policy: EvalPolicy | None
-) -> EvalSuiteVersion:
+def _pinned(*, suite: EvalSuite, number: int | None, policy: EvalPolicy | None) -> EvalSuiteVersion:
     """The suite version the policy holds after this change: the one named; else the one it
     holds already (same suite: saving the thresholds never moves the gate to a newer upload);
     else, for a suite chosen now, its latest version."""
@@ -112,7 +110,7 @@ def policy_set(
             after=policy_snapshot(policy),
             request_id=request_id,
         )
-        if moved:
+        if moved and before:  # a new policy's first pin is in eval_policy.set
             record_event(
                 action="eval_policy.suite_moved",
                 actor=access.user,
@@ -120,7 +118,11 @@ def policy_set(
                 obj=policy,
                 object_id=label,
                 before={k: before.get(k) for k in ("suite", "suite_version", "suite_sha256")},
-                after={"suite": found.name, "suite_version": pinned.number, "suite_sha256": pinned.sha256},
+                after={
+                    "suite": found.name,
+                    "suite_version": pinned.number,
+                    "suite_sha256": pinned.sha256,
+                },
                 request_id=request_id,
             )
     return policy
