@@ -103,7 +103,8 @@ def test_a_new_suite_version_is_the_gates_once_an_owner_moves_the_policy(world, 
     body = moved.json()
     assert (body["suite_version"], body["suite_version_set_by"]) == (2, "alice")
     event = AuditEvent.objects.get(action="eval_policy.suite_moved")
-    assert event.before["suite_version"] == 1 and event.after["suite_version"] == 2
+    assert (event.before or {}).get("suite_version") == 1
+    assert (event.after or {}).get("suite_version") == 2
     assert event.actor_id == world.users["alice"].pk
     html = world.client("rita").get(PAGE).content.decode()
     assert "suite <strong>qa@2</strong>" in html and 'data-testid="eval-suite-newer"' not in html
@@ -182,8 +183,8 @@ def test_every_refusal_counts_not_only_the_first(world, gated):
     third.groups.set([Group.objects.get_or_create(name="reviewer")[0]])
     world.users["ruth"] = third
     assert _override(world, "ruth") == (200, "staged")
-    evidence = AuditEvent.objects.get(action="version.eval_gate_override").after
-    assert evidence["by"] == "ruth" and evidence["first_reviewer"] == "rita"
+    evidence = AuditEvent.objects.get(action="version.eval_gate_override").after or {}
+    assert evidence.get("by") == "ruth" and evidence.get("first_reviewer") == "rita"
 
 
 # --- item 13: the gate's forms only for those who may save them ---
