@@ -199,7 +199,7 @@ def _suite_choice(request: HttpRequest) -> tuple[str, int | None]:
     if not chosen:
         return post_text(request, "suite", max_length=40), None
     name, _, number = chosen.rpartition("@")
-    if not name or not number.isdigit():
+    if not name or not number.isdigit() or len(number) > 9:
         raise ApplicationError("eval_policy.bad_suite_version", "Choose a suite version (name@N).")
     return name, int(number)
 

@@ -73,6 +73,7 @@ class PolicyWriteSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         min_value=1,
+        max_value=2**31 - 1,  # the column's range: beyond it, no such version
         help_text="the suite version the gate counts runs on; left out: the one the policy "
         "holds (or, for a suite chosen now, its latest). A newer upload is the gate's only "
         "once an owner names it here.",

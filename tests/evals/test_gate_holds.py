@@ -214,3 +214,15 @@ def test_the_evals_page_offers_the_policy_form_to_owners_only(world, gated):
     assert saved.status_code == 302
     assert EvalPolicy.objects.get().pairwise_ties_pass is True
     assert json.loads(json.dumps(world.client("alice").get(POLICY).json()))["suite_version"] == 1
+
+
+@pytest.mark.parametrize("number", [0, 2**31, "two"])
+def test_a_suite_version_out_of_range_is_a_400(world, gated, number):
+    response = world.client("alice").put(
+        POLICY, {"suite": "qa", "suite_version": number}, format="json"
+    )
+    assert response.status_code == 400, response.json()
+    page = world.client("alice").post(
+        "/t/acme/evals/policy/", {"adapter": "support", "suite_version": f"qa@{number}999999999"}
+    )
+    assert page.status_code == 400 and "Choose a suite version" in page.content.decode()
