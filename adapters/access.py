@@ -597,6 +597,53 @@ class AccessContext:
                 f"Only those who may upload versions of '{adapter.name}' may start its eval runs.",
             )
 
+    # --- the eval gate (evals/): who may set it, and who may override it ---
+    def may_change_eval_policy(self, adapter: Any) -> bool:
+        """Who may set `adapter`'s eval policy, and move it to a new suite version: whoever
+        may release its versions (a tenant owner). Maintainers upload suite versions and the
+        adapter's versions: the suite version that judges them is an owner's choice. A
+        platform reviewer reads the gate, never sets it. The pages offer the policy's forms on
+        this rule, and the API and the service refuse on it."""
+        return self.has_scope(TokenScope.WRITE) and self.adapter_can(adapter, "release_version")
+
+    def require_eval_policy_change(self, adapter: Any) -> None:
+        if not self.may_change_eval_policy(adapter):
+            raise PermissionDenied(
+                "eval_policy.not_allowed",
+                f"Only an owner of the tenant may set the eval policy of '{adapter.name}'.",
+            )
+
+    def is_same_person(self, user_id: int) -> bool:
+        """This account, or another account of the same person (the four-eyes rule's reading:
+        a shared e-mail, as a provider verified it)."""
+        return self._is_same_person(user_id)
+
+    def eval_gate_override_refusal(self, version: Any, refused_by: Any) -> PermissionDenied | None:
+        """Why the caller may not override the eval gate on `version`, or None when they may: a
+        reviewer who may approve it (require_review: not its uploader, in any account), and
+        not the person the gate refused, in any account, at ANY of its refusals of this
+        version (`refused_by`: the refused users' ids)."""
+        try:
+            self.require_review(version, "approve")
+        except PermissionDenied as exc:
+            return exc
+        if any(self._is_same_person(user_id) for user_id in set(refused_by)):
+            return PermissionDenied(
+                "eval_gate.override_same_reviewer",
+                "The gate refused your approval (through this account or another of yours); "
+                "another reviewer must override it.",
+            )
+        return None
+
+    def may_override_eval_gate(self, version: Any, refused_by: Any) -> bool:
+        """What the version page offers: eval_gate_override_refusal, as a yes or no."""
+        return self.eval_gate_override_refusal(version, refused_by) is None
+
+    def require_eval_gate_override(self, version: Any, refused_by: Any) -> None:
+        refusal = self.eval_gate_override_refusal(version, refused_by)
+        if refusal is not None:
+            raise refusal
+
     def require_adapter(self, adapter: Any, perm: str) -> None:
         if not self.adapter_can(adapter, perm):
             raise PermissionDenied(

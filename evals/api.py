@@ -150,7 +150,7 @@ class RunViewSet(FormattedActions, _AdapterScoped):
         policy = selectors.policy_of(self.adapter)
         body["gate"] = (
             selectors.gate_verdict(version=self.version, policy=policy)
-            if policy is not None and policy.suite_id == found.suite_version.suite_id
+            if policy is not None and policy.suite_version_id == found.suite_version_id
             else None
         )
         return Response(body)

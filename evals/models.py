@@ -62,16 +62,30 @@ class EvalSuiteVersion(models.Model):
 
 class EvalPolicy(models.Model):
     """What an adapter's versions must meet before approval; None: that criterion is not set.
-    Must-pass cases always count: a suite's must_pass flags are the tenant's own rule."""
+    Must-pass cases always count: a suite's must_pass flags are the tenant's own rule.
+
+    The policy holds one suite *version*, chosen by an owner: maintainers upload suite versions
+    (and the adapter's versions), so a newer upload becomes the gate's only when an owner moves
+    the policy to it; the gate counts runs on this version only."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     adapter = models.OneToOneField(Adapter, on_delete=models.CASCADE, related_name="eval_policy")
     suite = models.ForeignKey(EvalSuite, on_delete=models.PROTECT, related_name="policies")
+    suite_version = models.ForeignKey(
+        EvalSuiteVersion, on_delete=models.PROTECT, related_name="policies"
+    )
+    suite_version_set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    suite_version_set_at = models.DateTimeField(default=timezone.now)
     min_pass_rate = models.FloatField(null=True, blank=True, validators=RATE)
     max_regression_points = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(100.0)]
     )
     min_pairwise_win_or_tie = models.FloatField(null=True, blank=True, validators=RATE)
+    pairwise_ties_pass = models.BooleanField(
+        default=False, help_text="whether a real tie (TIE in both orders) passes the judge"
+    )
     judge = models.CharField(
         max_length=120, blank=True, default="", help_text="a model the tenant may call, or none"
     )
@@ -142,7 +156,7 @@ class CaseSide(models.TextChoices):
     CANDIDATE = "candidate"
     BASELINE = "baseline"
     # The pairwise judge: its row's answer is the outcome for the candidate after both orders
-    # (evals.scoring.pairwise.combine: "win", "tie" or "loss").
+    # (evals.scoring.pairwise.combine: "win", "tie", "split", "loss" or "unreadable").
     JUDGE = "judge"
 
 

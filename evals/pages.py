@@ -22,7 +22,9 @@ from evals.selectors import (
     case_rows,
     gate_verdict,
     latest_run,
+    newer_suite_version,
     policy_of,
+    refused_by,
     run_summary_dict,
     suites_of,
 )
@@ -46,7 +48,9 @@ def version_eval_panel(
     *, request: HttpRequest, access: Access, version: AdapterVersion
 ) -> Panel | None:
     policy = policy_of(version.adapter)
-    run: EvalRun | None = latest_run(version=version, suite_id=policy.suite_id if policy else None)
+    run: EvalRun | None = latest_run(
+        version=version, suite_version_id=policy.suite_version_id if policy else None
+    )
     if policy is None and run is None:
         return None
     rows = case_rows(run) if run is not None else []
@@ -78,7 +82,8 @@ def version_eval_panel(
             "may_override": verdict is not None
             and not verdict["passed"]
             and version.status == VersionStatus.VALIDATED
-            and access.may_review(version),
+            and access.may_override_eval_gate(version, refused_by(version=version)),
+            "newer_suite": newer_suite_version(policy) if policy is not None else None,
         },
     )
 
@@ -92,9 +97,12 @@ def queue_gate_notes(*, versions: list[AdapterVersion]) -> dict[int, str]:
         for p in EvalPolicy.objects.filter(adapter_id__in={v.adapter_id for v in versions})
     }
     latest: dict[int, EvalRun] = {}
+    adapter_of = {v.pk: v.adapter_id for v in versions}
     for run in EvalRun.objects.filter(
         version__in=[v for v in versions if v.adapter_id in policies]
     ):
+        if run.suite_version_id != policies[adapter_of[run.version_id]].suite_version_id:
+            continue  # not on the suite version the gate holds: it never counts
         if run.version_id not in latest or run.number > latest[run.version_id].number:
             latest[run.version_id] = run
     notes = {}
@@ -121,14 +129,28 @@ def _evals_page(
     request: HttpRequest, access: Access, tenant: Any, error: ApplicationError | None = None
 ) -> HttpResponse:
     adapters = list(adapters_for(access=access, tenant=tenant))
-    policies = {p.adapter_id: p for p in EvalPolicy.objects.filter(adapter__in=adapters)}
+    policies = {
+        p.adapter_id: p
+        for p in EvalPolicy.objects.filter(adapter__in=adapters).select_related(
+            "suite_version__suite", "suite_version_set_by"
+        )
+    }
     return render_page(
         request,
         "evals/tenant_evals.html",
         {
             "tenant": tenant,
             "suites": suites_of(tenant=tenant),
-            "rows": [{"adapter": a, "policy": policies.get(a.pk)} for a in adapters],
+            # The gate's forms only for those who may save them (owners): one rule, the
+            # access rules', which the API and the service refuse on too.
+            "rows": [
+                {
+                    "adapter": a,
+                    "policy": policies.get(a.pk),
+                    "may_set": access.may_change_eval_policy(a),
+                }
+                for a in adapters
+            ],
             "may_upload": access.tenant_can(tenant, "manage_evals"),
             "limits": suite_limits(tenant),
         },
@@ -171,21 +193,36 @@ def _rate(request: HttpRequest, name: str) -> float | None:
         raise ApplicationError("eval_policy.bad_number", f"{name}: give a number.") from None
 
 
+def _suite_choice(request: HttpRequest) -> tuple[str, int | None]:
+    """The form's suite version ("qa@3"), or a suite by name alone."""
+    chosen = post_text(request, "suite_version", max_length=60)
+    if not chosen:
+        return post_text(request, "suite", max_length=40), None
+    name, _, number = chosen.rpartition("@")
+    if not name or not number.isdigit() or len(number) > 9:
+        raise ApplicationError("eval_policy.bad_suite_version", "Choose a suite version (name@N).")
+    return name, int(number)
+
+
 @page_view
 @require_POST
 def tenant_eval_policy(request: PortalRequest, tenant: str) -> HttpResponse:
-    """POST {adapter, suite, min_pass_rate, max_regression_points, min_pairwise_win_or_tie,
-    judge, rubric}: set an adapter's policy (owners; policy_set checks)."""
+    """POST {adapter, suite_version ("name@N", or suite: a name), min_pass_rate,
+    max_regression_points, min_pairwise_win_or_tie, pairwise_ties_pass, judge, rubric}: set an
+    adapter's policy (owners; policy_set checks)."""
     access, found = tenant_scope(request, tenant)
     adapter = adapter_get(access=access, tenant=found, name=post_text(request, "adapter"))
     try:
+        suite, number = _suite_choice(request)
         policy_set(
             access=access,
             adapter=adapter,
-            suite=post_text(request, "suite"),
+            suite=suite,
+            suite_version=number,
             min_pass_rate=_rate(request, "min_pass_rate"),
             max_regression_points=_rate(request, "max_regression_points"),
             min_pairwise_win_or_tie=_rate(request, "min_pairwise_win_or_tie"),
+            pairwise_ties_pass=request.POST.get("pairwise_ties_pass") == "1",
             judge=post_text(request, "judge", max_length=120),
             rubric=post_text(request, "rubric"),
             request_id=request.request_id,

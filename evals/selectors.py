@@ -10,7 +10,15 @@ from django.db.models import QuerySet
 
 from adapters.models import Adapter, AdapterVersion
 from core.errors import NotFound
-from evals.models import CaseSide, EvalCaseResult, EvalPolicy, EvalRun, EvalSuite, RunStatus
+from evals.models import (
+    CaseSide,
+    EvalCaseResult,
+    EvalPolicy,
+    EvalRun,
+    EvalSuite,
+    GateRefusal,
+    RunStatus,
+)
 from evals.scoring import verdicts as v
 from tenants.models import Tenant
 
@@ -20,7 +28,11 @@ def suites_of(*, tenant: Tenant) -> QuerySet[EvalSuite]:
 
 
 def policy_of(adapter: Adapter) -> EvalPolicy | None:
-    return EvalPolicy.objects.select_related("suite").filter(adapter=adapter).first()
+    return (
+        EvalPolicy.objects.select_related("suite", "suite_version__suite", "suite_version_set_by")
+        .filter(adapter=adapter)
+        .first()
+    )
 
 
 def policy_get(*, adapter: Adapter) -> EvalPolicy:
@@ -45,11 +57,27 @@ def run_get(*, version: AdapterVersion, number: int) -> EvalRun:
     return run
 
 
-def latest_run(*, version: AdapterVersion, suite_id: int | None = None) -> EvalRun | None:
+def latest_run(*, version: AdapterVersion, suite_version_id: int | None = None) -> EvalRun | None:
+    """The version's latest run; on one suite version when named (the gate's: the one its
+    policy holds, so a run on any other version of the suite never counts)."""
     runs = runs_of(version=version)
-    if suite_id is not None:
-        runs = runs.filter(suite_version__suite_id=suite_id)
+    if suite_version_id is not None:
+        runs = runs.filter(suite_version_id=suite_version_id)
     return runs.order_by("-number").first()
+
+
+def refused_by(*, version: AdapterVersion) -> list[int]:
+    """The users the gate refused on `version`, at every refusal (the override's rule)."""
+    return list(
+        GateRefusal.objects.filter(version=version).values_list("actor_id", flat=True).distinct()
+    )
+
+
+def newer_suite_version(policy: EvalPolicy) -> Any:
+    """The suite's latest version when it is newer than the one the policy holds (the gate's
+    until an owner moves the policy to it), else None."""
+    latest = policy.suite.versions.order_by("-number").first()
+    return latest if latest is not None and latest.pk != policy.suite_version_id else None
 
 
 def _cases_with_outcomes(
@@ -152,9 +180,10 @@ def run_summary_dict(run: EvalRun) -> dict[str, Any]:
 
 
 def gate_verdict(*, version: AdapterVersion, policy: EvalPolicy) -> dict[str, Any]:
-    """The gate on `version` now: the latest run on the policy's suite against the policy as it
-    is. {passed, criteria, run} (run: its number, or None when none has finished)."""
-    run = latest_run(version=version, suite_id=policy.suite_id)
+    """The gate on `version` now: the latest run on the suite version the policy holds, against
+    the policy as it is. {passed, criteria, run} (run: its number, or None when none has
+    finished)."""
+    run = latest_run(version=version, suite_version_id=policy.suite_version_id)
     if run is None or run.status != RunStatus.FINISHED:
         state = "no run has started" if run is None else f"run {run.number} is {run.status}"
         return {
@@ -166,7 +195,8 @@ def gate_verdict(*, version: AdapterVersion, policy: EvalPolicy) -> dict[str, An
                     "required": True,
                     "actual": False,
                     "passed": False,
-                    "message": f"no eval run on suite '{policy.suite.name}' has finished ({state})",
+                    "message": f"no eval run on suite {policy.suite_version} has finished "
+                    f"({state})",
                 }
             ],
         }

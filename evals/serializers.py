@@ -40,23 +40,44 @@ class SuiteSerializer(serializers.ModelSerializer):
 
 class PolicySerializer(serializers.ModelSerializer):
     suite = serializers.CharField(source="suite.name")
+    suite_version = serializers.IntegerField(
+        source="suite_version.number", help_text="the suite version the gate counts runs on"
+    )
+    suite_sha256 = serializers.CharField(source="suite_version.sha256")
+    suite_version_set_by = serializers.CharField(
+        source="suite_version_set_by.username", default=None
+    )
 
     class Meta:
         model = EvalPolicy
         fields = [
             "suite",
+            "suite_version",
+            "suite_sha256",
+            "suite_version_set_by",
+            "suite_version_set_at",
             "min_pass_rate",
             "max_regression_points",
             "min_pairwise_win_or_tie",
+            "pairwise_ties_pass",
             "judge",
             "rubric",
             "updated_at",
         ]
-        read_only_fields = ["updated_at"]
+        read_only_fields = ["updated_at", "suite_version_set_at"]
 
 
 class PolicyWriteSerializer(serializers.Serializer):
     suite = serializers.CharField(max_length=40)
+    suite_version = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=2**31 - 1,  # the column's range: beyond it, no such version
+        help_text="the suite version the gate counts runs on; left out: the one the policy "
+        "holds (or, for a suite chosen now, its latest). A newer upload is the gate's only "
+        "once an owner names it here.",
+    )
     min_pass_rate = serializers.FloatField(
         required=False, allow_null=True, min_value=0, max_value=1
     )
@@ -65,6 +86,11 @@ class PolicyWriteSerializer(serializers.Serializer):
     )
     min_pairwise_win_or_tie = serializers.FloatField(
         required=False, allow_null=True, min_value=0, max_value=1
+    )
+    pairwise_ties_pass = serializers.BooleanField(
+        required=False,
+        help_text="whether a real tie (TIE in both orders) passes min_pairwise_win_or_tie "
+        "(default false)",
     )
     judge = serializers.CharField(required=False, allow_blank=True, max_length=120)
     rubric = serializers.CharField(required=False, allow_blank=True, max_length=2000)

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evals.scoring.pairwise import Outcome, passing_share
+
 CANDIDATE = "candidate"
 BASELINE = "baseline"
 SIDES = (CANDIDATE, BASELINE)
@@ -37,6 +39,9 @@ class Policy:
     min_pass_rate: float | None = None  # 0..1
     max_regression_points: float | None = None
     min_pairwise_win_or_tie: float | None = None  # 0..1
+    # Whether a real tie (TIE in both orders) passes the pairwise criterion; splits, losses and
+    # unreadable judgements never do.
+    pairwise_ties_pass: bool = False
     must_pass: bool = True  # every must_pass case passes on the candidate
 
     @classmethod
@@ -46,6 +51,8 @@ class Policy:
             min_pass_rate=terms.get("min_pass_rate"),
             max_regression_points=terms.get("max_regression_points"),
             min_pairwise_win_or_tie=terms.get("min_pairwise_win_or_tie"),
+            # A snapshot kept before the term existed read ties as passing.
+            pairwise_ties_pass=bool(terms.get("pairwise_ties_pass", False)),
         )
 
 
@@ -67,12 +74,9 @@ class Summary:
         cand, base = self.pass_rate(CANDIDATE), self.pass_rate(BASELINE)
         return None if cand is None or base is None else round((base - cand) * 100, 2)
 
-    @property
-    def win_or_tie(self) -> float | None:
-        judged = sum(self.pairwise.values())
-        return (
-            (self.pairwise.get("win", 0) + self.pairwise.get("tie", 0)) / judged if judged else None
-        )
+    def pairwise_passing(self, *, ties_pass: bool) -> float | None:
+        """The share of judged cases that pass the pairwise criterion (evals.scoring.pairwise)."""
+        return passing_share(self.pairwise, ties_pass=ties_pass)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -84,8 +88,13 @@ class Summary:
             "per_scorer": self.per_scorer,
             "must_pass_failed": self.must_pass_failed,
             "regressed": self.regressed,
-            "pairwise": dict(self.pairwise),
-            "pairwise_win_or_tie": self.win_or_tie,
+            # Every outcome, zeros included, once anything was judged: a split (position bias)
+            # and an unreadable reply are counted apart from a real tie.
+            "pairwise": (
+                {o.value: self.pairwise.get(o.value, 0) for o in Outcome} if self.pairwise else {}
+            ),
+            "pairwise_win": self.pairwise_passing(ties_pass=False),
+            "pairwise_win_or_tie": self.pairwise_passing(ties_pass=True),
         }
 
 
@@ -160,14 +169,18 @@ def gate(summary: Summary, policy: Policy) -> dict[str, Any]:
             f"regression {points} points against at most {policy.max_regression_points}",
         )
     if policy.min_pairwise_win_or_tie is not None:
-        share = summary.win_or_tie
+        share = summary.pairwise_passing(ties_pass=policy.pairwise_ties_pass)
         ok = share is not None and share >= policy.min_pairwise_win_or_tie
+        counted = "win or tie" if policy.pairwise_ties_pass else "win (ties do not pass)"
+        counts = summary.pairwise
         add(
             "min_pairwise_win_or_tie",
             policy.min_pairwise_win_or_tie,
             share,
             ok,
-            f"pairwise win or tie {_pct(share)} against at least {_pct(policy.min_pairwise_win_or_tie)}",
+            f"pairwise {counted} {_pct(share)} against at least "
+            f"{_pct(policy.min_pairwise_win_or_tie)} (splits {counts.get('split', 0)}, "
+            f"unreadable {counts.get('unreadable', 0)})",
         )
     return {"passed": all(c["passed"] for c in criteria), "criteria": criteria}
 

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 HELD = "held_for_live_traffic"  # gateway.errors.held_for_live: the engine keeps room for live ones
 HELD_WAIT_S = 1800.0  # the longest one side waits for it (live load past the headroom)
+JUDGE_MAX_TOKENS = 8  # "TIE" and the end of the reply, in any tokenizer the choice constraint uses
 
 
 @dataclass(frozen=True)
@@ -268,8 +269,20 @@ async def _case(
 
 
 def _judge_payload(rubric: str, question: str, first: str, second: str) -> dict[str, Any]:
-    messages = pairwise.judge_messages(rubric=rubric, question=question, first=first, second=second)
-    return _payload({"max_tokens": 4}, messages)
+    """One order's judgement: the answers quoted under a nonce of its own, and the reply
+    constrained to A, B or TIE with vLLM 0.32's `structured_outputs` (its older
+    `guided_choice` is ignored by that engine: docs/evals.md)."""
+    messages = pairwise.judge_messages(
+        rubric=rubric,
+        question=question,
+        first=first,
+        second=second,
+        nonce=pairwise.new_nonce(),
+    )
+    return {
+        **_payload({"max_tokens": JUDGE_MAX_TOKENS}, messages),
+        "structured_outputs": pairwise.choice_constraint(),
+    }
 
 
 def _recorded_answers(run: EvalRun, case_id: str) -> dict[str, Answer]:

@@ -1,9 +1,11 @@
 """The eval gate, as the registry's approval asks it (adapters/approval_checks.py).
 
-No policy: no gate. Otherwise the latest run on the policy's suite must have finished and meet
-the policy as it is now; if not, approval is refused (409 version.eval_gate_failed, naming each
-unmet criterion) and the refusal is kept. An override is a second reviewer's written decision:
-someone other than the uploader (require_review) and the reviewer the gate first refused.
+No policy: no gate. Otherwise the latest run on the suite version the policy holds (an owner's
+choice, never a newer upload) must have finished and meet the policy as it is now; if not,
+approval is refused (409 version.eval_gate_failed, naming each unmet criterion) and the refusal
+is kept. An override is a second *person's* written decision: someone other than the uploader
+and other than every reviewer the gate refused on this version, in any of their accounts (the
+four-eyes rule's reading of a person, adapters/access.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from django.db import transaction
 from adapters.approval_checks import ApprovalOverride
 from adapters.models import AdapterVersion
 from core.audit import record_event
-from core.errors import ApplicationError, Conflict, PermissionDenied
+from core.errors import ApplicationError, Conflict
 from evals.models import GateRefusal
 from evals.selectors import gate_verdict, latest_run, policy_of
 from evals.services.policies import policy_snapshot
@@ -37,7 +39,7 @@ def eval_gate_check(
     if policy is None:
         return {}
     verdict = gate_verdict(version=version, policy=policy)
-    run = latest_run(version=version, suite_id=policy.suite_id)
+    run = latest_run(version=version, suite_version_id=policy.suite_version_id)
     seen: dict[str, Any] = {
         "policy": policy_snapshot(policy),
         "run": run.number if run else None,
@@ -102,24 +104,21 @@ def _override(
             "eval_gate.override_reason_required",
             "An override of the eval gate needs a written reason.",
         )
-    first = (
-        GateRefusal.objects.filter(version=version).select_related("actor").order_by("id").first()
+    refusals = list(
+        GateRefusal.objects.filter(version=version).select_related("actor").order_by("id")
     )
-    if first is None:
+    if not refusals:
         raise Conflict(
             "eval_gate.override_needs_first_review",
             "An override is a second reviewer's decision: approve first, and another reviewer "
             "may override if the gate refuses.",
         )
-    if first.actor_id == access.user.pk:
-        raise PermissionDenied(
-            "eval_gate.override_same_reviewer",
-            "The gate refused your approval; another reviewer must override it.",
-        )
+    # Every refusal, not only the latest: a refused reviewer overrides through no account of theirs.
+    access.require_eval_gate_override(version, [r.actor_id for r in refusals])
     given = {
         "by": access.user.get_username(),
         "reason": reason,
-        "first_reviewer": first.actor.get_username(),
+        "first_reviewer": refusals[0].actor.get_username(),
         "unmet": [c["name"] for c in unmet(verdict)],
     }
     record_event(

@@ -60,7 +60,7 @@ def baseline_of(version: AdapterVersion) -> str:
 
 
 def run_start(*, version: AdapterVersion, started_by: Any = None) -> tuple[EvalRun, bool]:
-    """A new run on the adapter's policy suite, queued after commit; (the run, created). A run
+    """A new run on the suite version the adapter's policy holds, queued after commit; (the run, created). A run
     of the same suite version already queued or running is returned instead of a second one."""
     if version.status not in RUNNABLE_STATUSES:
         raise Conflict(
@@ -73,9 +73,9 @@ def run_start(*, version: AdapterVersion, started_by: Any = None) -> tuple[EvalR
             "eval_run.no_policy",
             f"Adapter '{version.adapter.name}' has no eval policy: set one with a suite first.",
         )
-    suite_version = policy.suite.versions.order_by("-number").first()
-    if suite_version is None:
-        raise Conflict("eval_run.empty_suite", f"Suite '{policy.suite.name}' has no version.")
+    # The suite version the policy holds (an owner's choice), never the suite's latest upload:
+    # whoever uploads the adapter's versions may upload suite versions too.
+    suite_version = policy.suite_version
     with transaction.atomic():
         AdapterVersion.objects.select_for_update().get(pk=version.pk)  # one start at a time
         open_run = EvalRun.objects.filter(

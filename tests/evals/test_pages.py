@@ -109,7 +109,7 @@ def test_the_review_queue_says_where_each_gated_version_stands(world, gated):
 def test_the_version_page_starts_a_run_for_an_uploader_not_for_a_viewer(world, gated):
     version, _ = gated
     html = world.client("bob").get(PAGE).content.decode()
-    assert 'data-testid="eval-run-start"' in html and "No eval run on suite qa yet." in html
+    assert 'data-testid="eval-run-start"' in html and "No eval run on suite qa@1 yet." in html
     assert 'data-testid="eval-run-start"' not in world.client("vera").get(PAGE).content.decode()
     assert world.client("vera").post(START).status_code == 403
     response = world.client("bob").post(START)

@@ -104,7 +104,8 @@ def test_a_validated_version_is_evaluated_by_itself_beside_the_active_one(
             row = rows[(case_id, side)]
             assert not row.error and row.answer, (side, row.error)
             assert row.completion_tokens > 0 and row.prompt_tokens > 0 and row.latency_ms > 0
-        assert rows[(case_id, "judge")].answer in ("win", "tie", "loss")
+        # The judge's reply is constrained to A, B or TIE: always read, never "unreadable".
+        assert rows[(case_id, "judge")].answer in ("win", "tie", "split", "loss")
     # Side by side on the API, each scorer's verdict on both sides.
     cases = world.client("alice").get(
         "/api/v1/tenants/acme/adapters/support/versions/2/eval-runs/1/cases/"

@@ -1,5 +1,5 @@
 """Each scorer on an answer that passes and one that fails; the spec checks; RE2's linear time
-on a pattern that stalls a backtracking engine; the pairwise judge's two orders."""
+on a pattern that stalls a backtracking engine (the pairwise judge: test_pairwise.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from evals.scoring.pairwise import Outcome, combine, judge_messages, read_choice
 from evals.scoring.scorers import ExpectError, check_expect, score_answer
 
 
@@ -79,24 +78,3 @@ def test_a_catastrophic_pattern_is_answered_in_linear_time():
     started = time.perf_counter()
     assert score_answer(f'"{answer}"', schema)["json_schema"].passed is False
     assert time.perf_counter() - started < 0.5
-
-
-@pytest.mark.parametrize(
-    ("first", "second", "outcome"),
-    [
-        ("A", "B", Outcome.WIN),  # the candidate wins in both orders
-        ("B", "A", Outcome.LOSS),
-        ("A", "A", Outcome.TIE),  # the judge prefers whatever comes first: a split is a tie
-        ("B", "B", Outcome.TIE),
-        ("TIE", "B", Outcome.TIE),
-    ],
-)
-def test_the_judge_is_asked_in_both_orders_and_a_split_is_a_tie(first, second, outcome):
-    assert combine(first, second) == outcome
-
-
-def test_the_judges_reply_is_read_by_its_last_choice_and_shows_both_answers():
-    assert read_choice("Answer A is vague; B is better. B") == "B"
-    assert read_choice("I cannot decide") == "TIE"
-    chat = judge_messages(rubric="", question="2+2?", first="4", second="5")
-    assert "Answer A:\n4" in chat[1]["content"] and "Answer B:\n5" in chat[1]["content"]
