@@ -244,13 +244,12 @@ def webhook_update(
         locked = (
             WebhookEndpoint.objects.select_for_update().select_related("tenant").get(pk=hook.pk)
         )
-        before = {"url": locked.url, "active": locked.active}
+        old_url, old_active = locked.url, locked.active
         if new_url is not None:
             locked.url = new_url
         if active is not None:
             locked.active = active
-        after = {"url": locked.url, "active": locked.active}
-        if after != before:
+        if (locked.url, locked.active) != (old_url, old_active):
             locked.save(update_fields=["url", "active"])
             # The chain keeps the URLs' origins and whether the URL changed (a new path on the
             # same host would otherwise look like no change), never the paths themselves.
@@ -260,11 +259,11 @@ def webhook_update(
                 tenant=locked.tenant,
                 obj=locked,
                 object_id=f"{locked.tenant.slug}:{locked.name}",
-                before={"url": audit_url(before["url"]), "active": before["active"]},
+                before={"url": audit_url(old_url), "active": old_active},
                 after={
-                    "url": audit_url(after["url"]),
-                    "url_changed": after["url"] != before["url"],
-                    "active": after["active"],
+                    "url": audit_url(locked.url),
+                    "url_changed": locked.url != old_url,
+                    "active": locked.active,
                 },
                 request_id=request_id,
             )

@@ -38,12 +38,12 @@ def test_the_chain_keeps_no_webhook_path_or_query(world, settings, receiver):
         "webhook.delete",
     ]
     kept = f"{origin}/[redacted]"
-    create, move, off, delete = rows
-    assert create.after["url"] == kept
-    assert move.before["url"] == kept and move.after["url"] == kept
-    assert move.after["url_changed"] is True
-    assert off.after["url_changed"] is False and off.after["active"] is False
-    assert delete.before["url"] == kept
+    create, move, off, delete = ((r.before or {}, r.after or {}) for r in rows)
+    assert create[1]["url"] == kept
+    assert move[0]["url"] == kept and move[1]["url"] == kept
+    assert move[1]["url_changed"] is True
+    assert off[1]["url_changed"] is False and off[1]["active"] is False
+    assert delete[0]["url"] == kept
     everything = json.dumps([[r.before, r.after, r.object_id] for r in AuditEvent.objects.all()])
     for secret in ("T0SECRET", "T1SECRET", "XXXXsecret", "YYYYsecret", "querysecret"):
         assert secret not in everything
