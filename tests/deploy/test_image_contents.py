@@ -41,8 +41,7 @@ DEV_REQUIREMENTS = REPO / "requirements-dev.txt"
 CLIENT = "lora-portal-client"
 # What deploy/entrypoint.sh runs or what its servers load when installed, that no module imports:
 # uvicorn and its standard extras (the HTTP parser, the event loop, WebSockets), celery's command,
-# psycopg's binary build and pool (settings' `pool` option), and the time zone database (the
-# image's minimal Debian has none).
+# and psycopg's binary build and pool (settings' `pool` option).
 RUNTIME_BY_NAME = {
     "uvicorn": "deploy/entrypoint.sh: web and gateway",
     "httptools": "uvicorn's HTTP parser",
@@ -51,7 +50,6 @@ RUNTIME_BY_NAME = {
     "celery": "deploy/entrypoint.sh: worker and beat",
     "psycopg-binary": "psycopg's C implementation",
     "psycopg-pool": "DATABASES' pool option (portal/settings.py)",
-    "tzdata": "zoneinfo's database",
 }
 DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
