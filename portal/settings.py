@@ -688,14 +688,29 @@ EMAIL_BACKEND = env_str(
     shown="SMTP",
 )
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost", doc="SMTP server that sends notification e-mail")
-EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, doc="its port")
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "", doc="SMTP user name (empty: no login)")
 EMAIL_HOST_PASSWORD = env_str(
     "EMAIL_HOST_PASSWORD", "", doc="SMTP password (a secret)", shown="empty"
 )
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False, doc="STARTTLS to the SMTP server", shown="`0`")
+# Encrypted by default: STARTTLS unless implicit TLS is asked for (Django refuses both at once).
+# Plain SMTP is for a relay on this host; `check --deploy` refuses it to any other
+# (tenants/checks.py).
 EMAIL_USE_SSL = env_bool(
     "EMAIL_USE_SSL", False, doc="implicit TLS to the SMTP server (port 465)", shown="`0`"
+)
+EMAIL_USE_TLS = env_bool(
+    "EMAIL_USE_TLS",
+    not EMAIL_USE_SSL,
+    doc="STARTTLS to the SMTP server; `0` with `EMAIL_USE_SSL` 0 is plain SMTP, for a relay on "
+    "this host only",
+    shown="`1` (`0` with `EMAIL_USE_SSL`)",
+)
+EMAIL_PORT = env_int(
+    "EMAIL_PORT",
+    465 if EMAIL_USE_SSL else 587,
+    minimum=1,
+    doc="its port",
+    shown="`587` (`465` with `EMAIL_USE_SSL`)",
 )
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1, doc="seconds to wait for the SMTP server")
 DEFAULT_FROM_EMAIL = env_str(

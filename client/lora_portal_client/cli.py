@@ -8,18 +8,19 @@ from typing import Any
 
 import click
 
-from lora_portal_client import cli_aliases, cli_budgets, cli_evals, cli_records, cli_versions
+from lora_portal_client import cli_aliases, cli_budgets, cli_evals, cli_records, cli_versions, paths
 from lora_portal_client.cli_common import emit, json_option, note, warn_if_plain_http, with_client
 from lora_portal_client.client import Client
 from lora_portal_client.config import (
     URL_ENV,
+    EvidencePins,
     Settings,
     config_path,
     load_settings,
     save_settings,
 )
 from lora_portal_client.errors import ExitCode, PortalError
-from lora_portal_client.evidence_keys import pinned_from_option, published_keys
+from lora_portal_client.evidence_keys import pinned_from_option, published_pins
 from lora_portal_client.sso import (
     WAIT_SECONDS,
     SsoFlow,
@@ -146,24 +147,26 @@ def login(
         token = issued["token"]
     with Client(url, token) as client:
         me = client.whoami()  # the token works before it is saved
-        keys = _evidence_keys(client, Settings(url=url, token=token), evidence_key)
-    path = save_settings(url=url, token=token, evidence_keys=keys)
+        pins = _evidence_pins(client, Settings(url=url, token=token), evidence_key)
+    path = save_settings(url=url, token=token, pins=pins)
     emit(
         as_json,
-        {"url": url, "config": str(path), "evidence_keys": keys, **me},
+        {"url": url, "config": str(path), "evidence_keys": pins.keys, **me},
         f"Logged in to {url} as {me['username']}; token saved in {path}.",
     )
 
 
-def _evidence_keys(client: Client, settings: Settings, given: str | None) -> list[str]:
-    """What `evidence verify` will pin: the given key, else the portal's published keys."""
+def _evidence_pins(client: Client, settings: Settings, given: str | None) -> EvidencePins:
+    """What `evidence verify` will pin: the given key (pinned by hand: kept as given), else the
+    portal's published keys (refreshed before each check)."""
     if given:
-        return sorted(pinned_from_option(given, settings).fingerprints)
+        pinned = pinned_from_option(given, settings, warn=note)
+        return EvidencePins(keys=sorted(pinned.fingerprints))
     try:
-        return published_keys(client)
+        return published_pins(client, source=settings.url + paths.EVIDENCE_KEY)
     except (PortalError, ValueError) as exc:
         note(f"warning: no evidence key saved ({exc}); `evidence verify` will need --key.")
-        return []
+        return EvidencePins(keys=[])
 
 
 @cli.command()

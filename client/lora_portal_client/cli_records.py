@@ -22,7 +22,7 @@ from lora_portal_client.client import Client
 from lora_portal_client.config import load_settings
 from lora_portal_client.errors import ExitCode
 from lora_portal_client.evidence import NOT_PINNED, verify_file
-from lora_portal_client.evidence_keys import pinned_from_config, pinned_from_option
+from lora_portal_client.evidence_keys import pinned_from_option, refreshed_pins
 from lora_portal_client.refs import VersionRef
 
 DAY = click.DateTime(formats=["%Y-%m-%d"])
@@ -150,7 +150,9 @@ def _verify(file: Path, key: str | None, as_json: bool) -> None:
     if not file.is_file():
         raise click.UsageError(f"{file} is not a file.")
     settings = load_settings()
-    pinned = pinned_from_option(key, settings) if key else pinned_from_config(settings)
+    pinned = (
+        pinned_from_option(key, settings, warn=note) if key else refreshed_pins(settings, warn=note)
+    )
     problems = list(verify_file(file, pinned=pinned))
     body = {
         "file": str(file),

@@ -1,6 +1,9 @@
 """Where the portal's URL and the token come from: the environment first, then the config file;
 and the evidence keys pinned there (`evidence_keys`: the portal's public keys that `login`
-fetched, or `sha256:` fingerprints; `evidence verify` checks records against them).
+fetched, or `sha256:` fingerprints; `evidence verify` checks records against them). Keys fetched
+from the portal are refreshed from the same place (`evidence_keys_from`) before each check, and
+each key the portal no longer signs with is kept with the time it was first seen retired
+(`evidence_keys_retired`, by fingerprint): it verifies only records made before then.
 
 The file is $XDG_CONFIG_HOME/lora-portal/config.json (default ~/.config/...), written 0600 in a
 0700 directory, never through a symbolic link: it holds a bearer token.
@@ -11,7 +14,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -33,6 +37,10 @@ class Settings:
     url: str
     token: str | None
     evidence_keys: tuple[str, ...] = ()
+    # fingerprint -> ISO time the key was first seen retired (no longer the portal's current key)
+    evidence_keys_retired: Mapping[str, str] = field(default_factory=dict)
+    # The key endpoint the pins came from and are refreshed from (None: given by hand, kept).
+    evidence_keys_from: str | None = None
 
     def require_token(self) -> str:
         if not self.token:
@@ -49,20 +57,53 @@ def load_settings() -> Settings:
     url = os.environ.get(URL_ENV) or stored.get("url") or DEFAULT_URL
     token = os.environ.get(TOKEN_ENV) or stored.get("token")
     keys = stored.get("evidence_keys")
+    retired = stored.get("evidence_keys_retired")
+    source = stored.get("evidence_keys_from")
     return Settings(
         url=str(url).rstrip("/"),
         token=str(token) if token else None,
         evidence_keys=tuple(str(k) for k in keys) if isinstance(keys, list) else (),
+        evidence_keys_retired=(
+            {str(k): str(v) for k, v in retired.items()} if isinstance(retired, dict) else {}
+        ),
+        evidence_keys_from=str(source) if isinstance(source, str) and source else None,
     )
 
 
-def save_settings(*, url: str, token: str, evidence_keys: list[str] | None = None) -> Path:
+@dataclass(frozen=True)
+class EvidencePins:
+    """What the config file keeps of the portal's evidence keys (see the module's docstring)."""
+
+    keys: list[str]
+    retired: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+
+    def fields(self) -> dict[str, object]:
+        body: dict[str, object] = {}
+        if self.keys:
+            body["evidence_keys"] = self.keys
+        if self.retired:
+            body["evidence_keys_retired"] = self.retired
+        if self.source:
+            body["evidence_keys_from"] = self.source
+        return body
+
+
+def save_settings(*, url: str, token: str, pins: EvidencePins | None = None) -> Path:
+    body: dict[str, object] = {"url": url.rstrip("/"), "token": token}
+    return _write({**body, **(pins.fields() if pins else {})})
+
+
+def save_evidence_pins(pins: EvidencePins) -> Path:
+    """The refreshed pins, the rest of the config file as it is."""
+    stored = {k: v for k, v in _read(config_path()).items() if not k.startswith("evidence_keys")}
+    return _write({**stored, **pins.fields()})
+
+
+def _write(body: dict[str, object]) -> Path:
     path = config_path()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
-    body: dict[str, object] = {"url": url.rstrip("/"), "token": token}
-    if evidence_keys:
-        body["evidence_keys"] = evidence_keys
     # Written 0600 from its first byte, then renamed into place: the token is never readable
     # by others, not even for a moment, and never written through a link.
     with private_file(path) as out:

@@ -23,8 +23,9 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -119,14 +120,17 @@ class PinnedKeys:
     rotation."""
 
     fingerprints: frozenset[str]
+    # fingerprint -> ISO time from which the key no longer verifies: the portal retired it (it
+    # signs with another), so a record made since cannot be the portal's.
+    retired: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def parse(cls, entries: Iterable[str]) -> PinnedKeys:
+    def parse(cls, entries: Iterable[str], retired: Mapping[str, str] | None = None) -> PinnedKeys:
         """From base64 public keys and `sha256:` fingerprints; ValueError names a bad one."""
         fingerprints = frozenset(_fingerprint_of(entry) for entry in entries)
         if not fingerprints:
             raise ValueError("no key to pin")
-        return cls(fingerprints)
+        return cls(fingerprints, dict(retired or {}))
 
     @classmethod
     def from_published(cls, body: Any) -> PinnedKeys:
@@ -163,6 +167,8 @@ def _check_signature(record: dict[str, Any], pinned: PinnedKeys | None) -> list[
             f"signature: the record was signed with key {signer}, not the portal's "
             f"({pinned.describe()})"
         )
+    elif signer in pinned.retired:
+        problems += _retired_key_problem(record, signer, pinned.retired[signer])
     try:
         value = base64.b64decode(str(block.get("value", "")), validate=True)
         Ed25519PublicKey.from_public_bytes(embedded).verify(
@@ -174,6 +180,26 @@ def _check_signature(record: dict[str, Any], pinned: PinnedKeys | None) -> list[
             "the portal signed it, or signed by another key)"
         )
     return problems
+
+
+def _instant(text: Any) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _retired_key_problem(record: dict[str, Any], signer: str, retired_at: str) -> list[str]:
+    """A retired key verifies only the records made before it was retired."""
+    made, since = _instant(record.get("generated_at")), _instant(retired_at)
+    if made is not None and since is not None and made < since:
+        return []
+    return [
+        f"signature: the record (made {record.get('generated_at')}) was signed with key "
+        f"{signer}, which the portal retired by {retired_at}: a retired key verifies only "
+        "records made before then"
+    ]
 
 
 def _check_digests(record: dict[str, Any]) -> list[str]:

@@ -24,6 +24,7 @@ from tenants.notifications.models import (
     Notification,
     WebhookEndpoint,
 )
+from tenants.notifications.redaction import audit_url
 from tenants.notifications.selectors import email_recipients_effective
 from tenants.sso.sealing import seal
 
@@ -212,7 +213,7 @@ def webhook_create(
                 tenant=tenant,
                 obj=hook,
                 object_id=f"{tenant.slug}:{name}",
-                after={"name": name, "url": url, "active": True},
+                after={"name": name, "url": audit_url(url), "active": True},
                 request_id=request_id,
             )
     except IntegrityError:
@@ -243,22 +244,27 @@ def webhook_update(
         locked = (
             WebhookEndpoint.objects.select_for_update().select_related("tenant").get(pk=hook.pk)
         )
-        before = {"url": locked.url, "active": locked.active}
+        old_url, old_active = locked.url, locked.active
         if new_url is not None:
             locked.url = new_url
         if active is not None:
             locked.active = active
-        after = {"url": locked.url, "active": locked.active}
-        if after != before:
+        if (locked.url, locked.active) != (old_url, old_active):
             locked.save(update_fields=["url", "active"])
+            # The chain keeps the URLs' origins and whether the URL changed (a new path on the
+            # same host would otherwise look like no change), never the paths themselves.
             record_event(
                 action="webhook.update",
                 actor=access.user,
                 tenant=locked.tenant,
                 obj=locked,
                 object_id=f"{locked.tenant.slug}:{locked.name}",
-                before=before,
-                after=after,
+                before={"url": audit_url(old_url), "active": old_active},
+                after={
+                    "url": audit_url(locked.url),
+                    "url_changed": locked.url != old_url,
+                    "active": locked.active,
+                },
                 request_id=request_id,
             )
     return locked
@@ -274,7 +280,7 @@ def webhook_delete(*, access: Access, hook: WebhookEndpoint, request_id: str = "
             tenant=hook.tenant,
             obj=hook,
             object_id=f"{hook.tenant.slug}:{hook.name}",
-            before={"url": hook.url, "active": hook.active, "at": timezone.now()},
+            before={"url": audit_url(hook.url), "active": hook.active, "at": timezone.now()},
             request_id=request_id,
         )
         hook.delete()

@@ -496,8 +496,8 @@ def check_resource_requests(objects: Objects) -> list[str]:
 
 def check_engine_nodes_wired(objects: Objects) -> list[str]:
     """Each engine pod: its worker consumes that engine's queue, the key is ENGINE_KEY of the
-    node's own Secret (for the plugin and vLLM), and both containers share the adapter volume at
-    the path the plugin is told."""
+    node's own Secret (for the plugin and vLLM), both containers share the adapter volume at
+    the path the plugin is told (the engine read-only), and no other writable one (/tmp)."""
     problems = []
     for c in containers(objects, init=False):
         if c.image_name != ENGINE_IMAGE:
@@ -528,6 +528,27 @@ def check_engine_nodes_wired(objects: Objects) -> list[str]:
         worker_mounts = {m["mountPath"]: m["name"] for m in worker.get("volumeMounts") or []}
         if root is None or root not in mounts or worker_mounts.get(root) != mounts[root]:
             problems.append(f"{c.where()}: engine and worker do not share {root}")
+        problems += _shared_writable(c, worker, adapters=mounts.get(root or ""))
+    return problems
+
+
+def _shared_writable(engine: Container, worker: dict[str, Any], adapters: str | None) -> list[str]:
+    """The volumes both containers of an engine pod mount with one of them writing, but the
+    adapters, which only the worker writes and the engine reads: through any other, either could
+    plant files the other reads or runs."""
+    ours = {m["name"]: m for m in engine.spec.get("volumeMounts") or []}
+    theirs = {m["name"]: m for m in worker.get("volumeMounts") or []}
+    problems = []
+    for name in sorted(ours.keys() & theirs.keys()):
+        engine_writes = not ours[name].get("readOnly")
+        worker_writes = not theirs[name].get("readOnly")
+        if name == adapters and not engine_writes:
+            continue
+        if engine_writes or worker_writes:
+            problems.append(
+                f"{engine.where()}: engine and worker share the writable volume {name} "
+                f"({ours[name]['mountPath']})"
+            )
     return problems
 
 

@@ -225,6 +225,19 @@ def engine_without_dns(objects: Objects) -> None:
     egress[:] = [rule for rule in egress if "namespaceSelector" not in rule["to"][0]]
 
 
+def engine_and_worker_share_tmp(objects: Objects) -> None:
+    """As the engine pod was: one writable /tmp for both containers."""
+    pod = _engine_pod(objects)["spec"]["template"]["spec"]
+    worker = next(c for c in pod["containers"] if c.get("args") == ["engine-worker"])
+    engine_tmp = next(m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == "/tmp")
+    next(m for m in worker["volumeMounts"] if m["mountPath"] == "/tmp")["name"] = engine_tmp["name"]
+
+
+def engine_writes_the_adapters(objects: Objects) -> None:
+    engine = _engine_pod(objects)["spec"]["template"]["spec"]["containers"][0]
+    next(m for m in engine["volumeMounts"] if m["name"] == "adapters").pop("readOnly")
+
+
 def key_of_another_engine(objects: Objects) -> None:
     engine = _engine_pod(objects)["spec"]["template"]["spec"]["containers"][0]
     key = next(e for e in engine["env"] if e["name"] == "VLLM_API_KEY")
@@ -289,6 +302,8 @@ BREAKS: list[tuple[str, Callable[[Objects], None], str]] = [
     ("resource requests", engine_without_gpu, "requests no GPU"),
     ("engine nodes wired", worker_on_another_queue, "consumes the queue of someone-else"),
     ("engine nodes wired", key_of_another_engine, "VLLM_API_KEY is not ENGINE_KEY of"),
+    ("engine nodes wired", engine_and_worker_share_tmp, "share the writable volume engine-tmp"),
+    ("engine nodes wired", engine_writes_the_adapters, "share the writable volume adapters"),
     ("ingress caps", gateway_cap_too_small, "Ingress gateway: body cap 1m"),
     ("ingress caps", upload_cap_far_above, "Ingress portal-uploads: body cap 50g"),
     ("no secret values", secret_in_manifests, "Secret web-secrets carries values"),
