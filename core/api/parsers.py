@@ -14,6 +14,7 @@ from typing import Any
 from rest_framework.parsers import JSONParser
 
 from core.errors import ApplicationError
+from core.json_depth import deeper_than
 
 # The deepest body the API takes: its bodies nest 3-4 levels (an alias's targets, a base model's
 # config.json); deeper only serves to exhaust a recursion.
@@ -26,7 +27,7 @@ class JsonObjectParser(JSONParser):
             data: Any = super().parse(stream, media_type, parser_context)
         except RecursionError:
             data = _TOO_DEEP
-        if data is _TOO_DEEP or _deeper_than(data, MAX_BODY_DEPTH):
+        if data is _TOO_DEEP or deeper_than(data, MAX_BODY_DEPTH):
             raise ApplicationError(
                 "body.too_deep", f"The JSON body nests deeper than {MAX_BODY_DEPTH} levels."
             )
@@ -39,18 +40,6 @@ class JsonObjectParser(JSONParser):
 
 
 _TOO_DEEP = object()
-
-
-def _deeper_than(root: Any, limit: int) -> bool:
-    """Whether `root` nests deeper than `limit` ([] is 1), found without recursion."""
-    stack: list[tuple[Any, int]] = [(root, 1)] if isinstance(root, dict | list) else []
-    while stack:
-        value, depth = stack.pop()
-        if depth > limit:
-            return True
-        items = value.values() if isinstance(value, dict) else value
-        stack.extend((item, depth + 1) for item in items if isinstance(item, dict | list))
-    return False
 
 
 def _kind(value: Any) -> str:
