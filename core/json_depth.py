@@ -13,14 +13,20 @@ from typing import Any
 
 
 def deeper_than(root: Any, limit: int) -> bool:
-    """Whether `root` nests deeper than `limit` (a scalar is 0 deep, [] and {} are 1)."""
-    stack: list[tuple[Any, int]] = [(root, 1)] if isinstance(root, dict | list) else []
-    while stack:
-        value, depth = stack.pop()
+    """Whether `root` nests deeper than `limit` (a scalar is 0 deep, [] and {} are 1). Level by
+    level, containers only: on the gateway's path it costs about what parsing the body did."""
+    level = [root] if isinstance(root, dict | list) else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        items = value.values() if isinstance(value, dict) else value
-        stack.extend((item, depth + 1) for item in items if isinstance(item, dict | list))
+        below = []
+        for value in level:
+            for item in value.values() if isinstance(value, dict) else value:
+                if isinstance(item, dict | list):
+                    below.append(item)
+        level = below
     return False
 
 
