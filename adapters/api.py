@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from adapters import selectors
@@ -14,6 +14,7 @@ from adapters.approval_checks import ApprovalOverride
 from adapters.fleet_port import fleet
 from adapters.models import Adapter, AdapterVersion, Alias, BaseModel
 from adapters.services import aliases, lifecycle, registry, releases, uploads
+from core.api.parsers import JsonObjectParser
 from core.errors import ApplicationError, NotFound
 from tenants.api_base import PlatformViewSet, TenantScopedViewSet
 from tenants.services.tenancy import adapter_grant, adapter_revoke_grants
@@ -114,7 +115,7 @@ class VersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     lookup_field = "number"
     lookup_url_kwarg = "number"
     lookup_value_regex = r"[0-9]{1,9}"
-    parser_classes = [MultiPartParser, FormParser, JSONParser]
+    parser_classes = [MultiPartParser, FormParser, JsonObjectParser]
     tenant_capabilities = {
         "list": "object",
         "retrieve": "object",

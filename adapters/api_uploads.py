@@ -14,7 +14,7 @@ import io
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from adapters import selectors
@@ -23,6 +23,7 @@ from adapters.models import DirectUpload
 from adapters.services import direct_uploads as service
 from adapters.services.uploads import IncomingFile
 from adapters.storage import CompletedPart, get_storage
+from core.api.parsers import JsonObjectParser
 from tenants.api_base import TenantScopedViewSet
 
 
@@ -32,7 +33,7 @@ class DirectUploadViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     lookup_field = "public_id"
     lookup_url_kwarg = "upload"
     lookup_value_regex = r"[0-9a-f]{32}"
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [JsonObjectParser, MultiPartParser, FormParser]
     # Rights are per adapter (upload_version), checked by the services.
     tenant_capabilities = {
         "list": "object",

@@ -20,6 +20,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier
 from django.conf import settings
 
+from core.json_depth import loads_bounded
+
 CLOSE_TOO_MANY = 4429
 # A channel layer alias CHANNEL_LAYERS does not define: a consumer with it gets no layer
 # (channels.layers.get_channel_layer answers None), so it neither makes a channel nor listens.
@@ -66,8 +68,22 @@ def session_alive(session: Any) -> bool:
     return bool(key) and session.exists(key)
 
 
+# What a client's message may nest: the sockets' messages nest 2-3 levels.
+MAX_MESSAGE_DEPTH = 32
+
+
 class PortalSocket(AsyncJsonWebsocketConsumer):
     counted_user: int | None = None
+
+    @classmethod
+    async def decode_json(cls, text_data: str) -> Any:
+        """A client's message, or None when it is not JSON or nests deeper than
+        MAX_MESSAGE_DEPTH (json.loads raised RecursionError on 100,000 `[`: the socket died with
+        a server error); each consumer refuses what is not the object it takes."""
+        try:
+            return loads_bounded(text_data, MAX_MESSAGE_DEPTH)
+        except ValueError:
+            return None
 
     async def accept(self, subprotocol: Any = None, headers: Any = None) -> None:
         """Accept unless this user holds PORTAL_MAX_SOCKETS_PER_USER open sockets here already

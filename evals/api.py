@@ -17,13 +17,14 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from adapters import selectors as registry
 from adapters.models import Adapter, AdapterVersion
 from core.api.formats import FormattedActions, JsonLinesRenderer
+from core.api.parsers import JsonObjectParser
 from core.errors import ApplicationError
 from evals import selectors
 from evals import serializers as s
@@ -85,7 +86,7 @@ class _AdapterScoped(TenantScopedViewSet):
 class PolicyViewSet(_AdapterScoped):
     schema_model = EvalPolicy
     serializer_class = s.PolicySerializer
-    parser_classes = [JSONParser]
+    parser_classes = [JsonObjectParser]
     pagination_class = None
     tenant_capabilities = {"retrieve": "object", "update": "object"}  # policy_set checks owners
 

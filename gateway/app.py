@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from core.client_ip import address_behind_proxies
 from core.errors import ApplicationError
+from core.json_depth import deeper_than
 from gateway import limits
 from gateway.address_limit import AddressLimit
 from gateway.background import stop_if_cancelled, stop_tasks
@@ -71,6 +72,9 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
 JSON_HEADERS = [(b"content-type", b"application/json")]
+# The deepest request body taken: under orjson's 254 levels for dumps (the gateway measures tool
+# and schema definitions with it, and sends the body on with it), far over any real request.
+MAX_BODY_DEPTH = 128
 
 
 def gateway_redis(client_name: str) -> aioredis.Redis:
@@ -831,6 +835,10 @@ def payload_of(body: bytes) -> dict[str, Any]:
         raise GatewayError(400, "The body is not valid JSON.", code="invalid_json") from None
     if not isinstance(payload, dict):
         raise GatewayError(400, "The body must be a JSON object.", code="invalid_json")
+    if deeper_than(payload, MAX_BODY_DEPTH):
+        raise GatewayError(
+            400, f"The body nests deeper than {MAX_BODY_DEPTH} levels of JSON.", code="invalid_json"
+        )
     return payload
 
 

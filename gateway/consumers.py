@@ -16,7 +16,6 @@ Out: first {"type": "choices", "pane": null, "choices": [{"key", "label", "statu
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import asdict
@@ -68,13 +67,6 @@ class PlaygroundConsumer(PortalSocket):
     async def disconnect(self, code: int) -> None:
         if self.answering is not None:
             self.answering.cancel()
-
-    @classmethod
-    async def decode_json(cls, text_data: str) -> Any:
-        try:
-            return json.loads(text_data)
-        except ValueError:
-            return None
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         received = time.perf_counter()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
@@ -12,11 +10,14 @@ from adapters import serializers as s
 from adapters.models import BaseModel
 from adapters.services.registry import base_model_register
 from core.errors import ApplicationError
+from core.json_depth import loads_bounded
 from core.request import PortalRequest
 from tenants.pageforms import form_data, require_platform_role
 from tenants.pagekit import access_for, page_view, post_text, render_page
 
 MAX_CONFIG_CHARS = 64 * 1024
+# A model's config.json nests 2-4 levels; 64 KiB of `[` was a RecursionError, a 500.
+MAX_CONFIG_DEPTH = 32
 
 
 def _hf_config(request: PortalRequest) -> dict:
@@ -27,7 +28,7 @@ def _hf_config(request: PortalRequest) -> dict:
             f"config.json is longer than {MAX_CONFIG_CHARS} characters.",
         )
     try:
-        parsed = json.loads(raw)
+        parsed = loads_bounded(raw, MAX_CONFIG_DEPTH)
     except ValueError as exc:
         raise ApplicationError(
             "base_model.config_invalid", f"Paste the model's config.json: {exc}."

@@ -1,24 +1,48 @@
 """The scorers, one small function per key of a case's `expect`, and the check of their specs.
 
-Each scorer answers (passed, why) for one answer. A tenant's pattern runs on RE2, whose time is
-linear in the answer, so a pattern such as `(a+)+$` cannot stall a worker; json_schema's own
-`pattern` keyword runs on RE2 too (patternProperties is refused: jsonschema would run it on
-Python's backtracking engine). RE2 and jsonschema are imported when first needed: every portal
-process loads this module (the upload API checks suites), and few of them score anything.
+Each scorer answers (passed, why) for one answer, in bounded time and without leaving the process.
+A tenant's pattern runs on RE2, whose time is linear in the answer, so a pattern such as `(a+)+$`
+cannot stall a worker; json_schema's own `pattern` keyword runs on RE2 too (patternProperties is
+refused: jsonschema would run it on Python's backtracking engine). A schema refers only inside
+itself: its validator's registry retrieves nothing (no URL, no file), and every keyword it applies
+counts against a budget of steps and a deadline, so a schema whose references multiply its work
+ends as a failure, not a stalled worker. An answer longer than MAX_ANSWER_CHARS or nested deeper
+than MAX_ANSWER_DEPTH is not scored (a failure that says so). RE2 and jsonschema are imported when
+first needed: every portal process loads this module (the upload API checks suites), and few of
+them score anything.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import math
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 MAX_PATTERN_CHARS = 1000
 MAX_STRINGS = 50
+# What one answer may cost its scorers. Answers are bounded by a case's max_tokens (256 by
+# default): 100,000 characters is far beyond any plan's answer and keeps every scorer's pass over
+# it (RE2 is linear) well under a second.
+MAX_ANSWER_CHARS = 100_000
+# An answer parsed as JSON deeper than this is refused before a schema walks it (a walk recurses).
+MAX_ANSWER_DEPTH = 64
+# A schema's keywords applied to one answer, and the wall-clock time they may take: a schema
+# whose internal references fan out ({"anyOf": [{"$ref": "#/$defs/a"}, {"$ref": ...}]} chained)
+# would otherwise take 2^n steps. An answer of a few thousand tokens takes a few thousand steps
+# (one per keyword per value it applies to); the deadline holds when the machine is slow.
+MAX_SCHEMA_STEPS = 20_000
+SCHEMA_DEADLINE_SECONDS = 1.0
+# The keywords that name another resource: a suite's schema may point only inside itself.
+REFERENCE_KEYWORDS = ("$ref", "$dynamicRef", "$id")
+# Keywords refused at upload: their work escapes the step budget (jsonschema computes what they
+# need by walking subschemas and references itself, not through the counted keywords).
+UNBOUNDED_KEYWORDS = ("patternProperties", "unevaluatedItems", "unevaluatedProperties")
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")  # fixed pattern: ours, not a tenant's
 
 
@@ -61,7 +85,7 @@ def score_regex(answer: str, spec: Any) -> Verdict:
 
 def score_json(answer: str, spec: Any) -> Verdict:
     try:
-        json.loads(answer)
+        _answer_json(answer)
     except ValueError as exc:
         return Verdict(not spec, f"not JSON: {exc}" if spec else "")
     return Verdict(bool(spec), "" if spec else "is JSON")
@@ -69,12 +93,29 @@ def score_json(answer: str, spec: Any) -> Verdict:
 
 def score_json_schema(answer: str, spec: Any) -> Verdict:
     try:
-        value = json.loads(answer)
+        value = _answer_json(answer)
     except ValueError as exc:
         return Verdict(False, f"not JSON: {exc}")
     from jsonschema.exceptions import best_match
+    from referencing.exceptions import Unresolvable
 
-    error = best_match(_schema_validator()(spec).iter_errors(value))
+    budget = _SchemaBudget()
+    token = _BUDGET.set(budget)
+    try:
+        error = best_match(_validator_for(spec).iter_errors(value))
+    except _OverBudget as exc:
+        return Verdict(False, f"not scored: {exc}; scored as a failure")
+    except Unresolvable as exc:
+        ref = getattr(exc, "ref", "")
+        return Verdict(
+            False,
+            f"the schema refers to {str(ref)[:200]!r}, which is not inside it; nothing outside "
+            "a suite is fetched: scored as a failure",
+        )
+    except RecursionError:
+        return Verdict(False, "not scored: the schema's references recurse without end")
+    finally:
+        _BUDGET.reset(token)
     return Verdict(error is None, "" if error is None else error.message[:300])
 
 
@@ -136,6 +177,15 @@ def _check_json_schema(spec: Any) -> None:
         raise ExpectError("json_schema must be an object (a JSON Schema).")
     if any(key == "patternProperties" for key in _keys(spec)):
         raise ExpectError("json_schema may not use patternProperties; use pattern on properties.")
+    unbounded = sorted({key for key in _keys(spec) if key in UNBOUNDED_KEYWORDS})
+    if unbounded:
+        raise ExpectError(f"json_schema may not use {', '.join(unbounded)}.")
+    for keyword, target in _references(spec):
+        if not target.startswith("#"):
+            raise ExpectError(
+                f"json_schema may refer only inside itself ('#...'): {keyword} {target[:200]!r} "
+                "points outside it, and nothing outside a suite is fetched."
+            )
     from jsonschema.exceptions import SchemaError
 
     try:
@@ -183,6 +233,11 @@ def check_expect(expect: dict[str, Any]) -> None:
 
 def score_answer(answer: str, expect: dict[str, Any]) -> dict[str, Verdict]:
     """Each scorer's verdict on one answer, in SCORERS' order."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        over = Verdict(
+            False, f"not scored: the answer is over {MAX_ANSWER_CHARS} characters ({len(answer)})"
+        )
+        return {name: over for name in SCORERS if name in expect}
     return {name: SCORERS[name][0](answer, expect[name]) for name in SCORERS if name in expect}
 
 
@@ -214,10 +269,146 @@ def _re2_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> It
 
 @functools.cache
 def _schema_validator() -> Any:
-    """Draft 2020-12, its `pattern` keyword on RE2."""
+    """Draft 2020-12, its `pattern` keyword on RE2, `uniqueItems` in linear time, every keyword
+    counted against the answer's budget, the keywords whose work cannot be counted refused."""
     from jsonschema import validators
 
-    return validators.extend(validators.Draft202012Validator, validators={"pattern": _re2_pattern})
+    base = validators.Draft202012Validator
+    own = {
+        **base.VALIDATORS,
+        "pattern": _re2_pattern,
+        "uniqueItems": _unique_items,
+        **{name: _not_scored(name) for name in UNBOUNDED_KEYWORDS},
+    }
+    return validators.extend(base, validators={k: _counted(f) for k, f in own.items()})
+
+
+def _validator_for(schema: dict[str, Any]) -> Any:
+    """A validator whose registry holds nothing and retrieves nothing: a reference outside the
+    schema raises Unresolvable instead of reaching a URL or a file."""
+    from referencing import Registry
+
+    registry: Any = Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
+    return _schema_validator()(schema, registry=registry)
+
+
+def _retrieve_nothing(uri: str) -> Any:
+    from referencing.exceptions import NoSuchResource
+
+    raise NoSuchResource(uri)
+
+
+class _OverBudget(Exception):
+    """The schema's steps or time for one answer ran out."""
+
+
+class _SchemaBudget:
+    __slots__ = ("deadline", "steps")
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.deadline = time.monotonic() + SCHEMA_DEADLINE_SECONDS
+
+    def spend(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_SCHEMA_STEPS:
+            raise _OverBudget(f"the schema took over {MAX_SCHEMA_STEPS} steps on this answer")
+        if time.monotonic() > self.deadline:
+            raise _OverBudget(f"the schema took over {SCHEMA_DEADLINE_SECONDS:g} s on this answer")
+
+
+# The budget of the answer being scored (one per call of score_json_schema, in this context).
+_BUDGET: contextvars.ContextVar[_SchemaBudget | None] = contextvars.ContextVar(
+    "schema_budget", default=None
+)
+
+
+def _counted(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        budget = _BUDGET.get()
+        if budget is not None:  # None: check_schema, validating a schema against the metaschema
+            budget.spend()
+        return keyword(validator, value, instance, schema)
+
+    return counted
+
+
+def _not_scored(name: str) -> Callable[..., Iterator[Any]]:
+    def refuse(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        from jsonschema import ValidationError
+
+        yield ValidationError(f"{name} is not supported by the json_schema scorer")
+
+    return refuse
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    # jsonschema compares every pair of objects (quadratic); one hashable form per item is linear.
+    from jsonschema import ValidationError
+
+    if unique and validator.is_type(instance, "array"):
+        seen: set[Any] = set()
+        for item in instance:
+            key = _hashable(item)
+            if key in seen:
+                yield ValidationError(f"{item!r} is not unique in the array"[:300])
+                return
+            seen.add(key)
+
+
+def _hashable(value: Any) -> Any:
+    """Equal as JSON Schema compares (1 == 1.0, True != 1) iff equal here; the answer's depth is
+    bounded (MAX_ANSWER_DEPTH), so the recursion is."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("array", tuple(_hashable(v) for v in value))
+    return ("other", value)  # str, None
+
+
+def _answer_json(answer: str) -> Any:
+    """The answer as JSON, or ValueError (also for nesting deeper than MAX_ANSWER_DEPTH)."""
+    try:
+        value = json.loads(answer)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_ANSWER_DEPTH} levels") from None
+    if json_depth(value) > MAX_ANSWER_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_ANSWER_DEPTH} levels")
+    return value
+
+
+def json_depth(root: Any, stop_at: int = MAX_ANSWER_DEPTH) -> int:
+    """How deep `root` nests (a scalar is 0, [] is 1), counted without recursion; stops counting
+    once past `stop_at`."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(root, 1)] if isinstance(root, dict | list) else []
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > stop_at:
+            break
+        items = value.values() if isinstance(value, dict) else value
+        stack.extend((item, depth + 1) for item in items if isinstance(item, dict | list))
+    return deepest
+
+
+def _references(node: Any) -> Iterator[tuple[str, str]]:
+    """Every ($ref | $dynamicRef | $id, its target) in a schema; conservative: a key of that name
+    anywhere (in an `enum` or `const` too) counts."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            for key, value in current.items():
+                if key in REFERENCE_KEYWORDS and isinstance(value, str):
+                    yield key, value
+                stack.append(value)
+        elif isinstance(current, list):
+            stack.extend(current)
 
 
 def _keys(node: Any) -> Iterator[str]:

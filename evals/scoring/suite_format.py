@@ -11,13 +11,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from evals.scoring.scorers import SCORERS, ExpectError, check_expect
+from evals.scoring.scorers import SCORERS, ExpectError, check_expect, json_depth
 
 CASE_KEYS = frozenset({"id", "messages", "prompt", "max_tokens", "expect", "must_pass", "tags"})
 ROLES = frozenset({"system", "user", "assistant"})
 MAX_ID_CHARS = 100
 MAX_TAGS = 20
 MAX_TAG_CHARS = 40
+# A case nests 3-4 levels, a json_schema a few more: deeper only serves to exhaust the parser's
+# or a schema walk's recursion (a line nested 100,000 deep fits the size limit).
+MAX_CASE_DEPTH = 64
 DEFAULT_MAX_TOKENS = 64
 # Errors listed in one refusal: enough to fix a file in one go, never a response the size of it.
 MAX_REPORTED = 20
@@ -136,8 +139,14 @@ def parse_case(line: str, limits: SuiteLimits) -> Case:
         obj = json.loads(line, parse_constant=_no_constant)
     except CaseError:
         raise
+    except RecursionError:
+        obj = _TOO_DEEP  # deeper than the interpreter's stack: refused as too deep, below
     except ValueError as exc:
         raise CaseError("case.not_json", f"Not JSON: {exc}.") from None
+    if obj is _TOO_DEEP or json_depth(obj, stop_at=MAX_CASE_DEPTH) > MAX_CASE_DEPTH:
+        raise CaseError(
+            "case.too_deep", f"The case nests deeper than {MAX_CASE_DEPTH} levels of JSON."
+        )
     if not isinstance(obj, dict):
         raise CaseError("case.not_object", "A case is a JSON object.")
     unknown = sorted(set(obj) - CASE_KEYS)
@@ -174,6 +183,9 @@ def parse_case(line: str, limits: SuiteLimits) -> Case:
     return Case(
         case_id, max_tokens, messages, prompt, expect, must_pass, _tags(obj.get("tags", []))
     )
+
+
+_TOO_DEEP = object()
 
 
 def _no_constant(name: str) -> None:

@@ -3,7 +3,7 @@ JSON, before any session (like /api/v1/auth/token/), errors as `{"error": {code,
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core.audit import record_event
 from core.errors import ApplicationError
+from core.json_depth import loads_bounded
 from tenants.sso.providers import configured_providers
 from tenants.sso.services.cli import cli_token_exchange
 
@@ -28,25 +29,35 @@ def cli_providers(request: HttpRequest) -> JsonResponse:
     )
 
 
+# The body nests 2 levels; deeper was a RecursionError, a 500.
+MAX_BODY_DEPTH = 8
+SHAPE = (
+    "Send a JSON object: {provider: string, id_token: string, scopes: [string], "
+    "tenant?: string, expires_in_days?: integer, name?: string}."
+)
+
+
 @csrf_exempt
 @require_POST
 def cli_token(request: HttpRequest) -> JsonResponse:
     """{provider, id_token, scopes, tenant?, expires_in_days?, name?} -> 201 {token, ...}."""
+    body: dict[str, Any] = {}
     try:
-        body = json.loads(request.body or b"{}")
-        if not isinstance(body, dict):
-            raise ValueError
+        body = loads_bounded(request.body or b"{}", MAX_BODY_DEPTH)
+        wrong = _wrong_fields(body)
+        if wrong:
+            return _error("invalid_request", wrong, 400)
         issued = cli_token_exchange(
-            provider=str(body.get("provider", "")),
-            id_token=str(body.get("id_token", "")),
+            provider=body.get("provider", ""),
+            id_token=body.get("id_token", ""),
             scopes=list(body.get("scopes") or []),
             tenant=body.get("tenant") or None,
             expires_in_days=body.get("expires_in_days", 90),
-            name=str(body.get("name", ""))[:100],
+            name=body.get("name", "")[:100],
             request_id=getattr(request, "request_id", ""),
         )
     except ValueError:
-        return _error("invalid_request", "Send a JSON object.", 400)
+        return _error("invalid_request", SHAPE, 400)
     except ApplicationError as exc:
         if exc.code.startswith("sso."):
             record_event(
@@ -71,6 +82,27 @@ def cli_token(request: HttpRequest) -> JsonResponse:
         },
         status=201,
     )
+
+
+def _wrong_fields(body: Any) -> str:
+    """What is wrong with the body's shape, in a sentence, or "" (checked before the service: a
+    number for `scopes` was a TypeError, a 500, and an object for `provider` was read as its
+    text)."""
+    if not isinstance(body, dict):
+        return SHAPE
+    strings = ("provider", "id_token", "name")
+    bad = [key for key in strings if not isinstance(body.get(key, ""), str)]
+    scopes = body.get("scopes")
+    if scopes is not None and not (
+        isinstance(scopes, list) and all(isinstance(scope, str) for scope in scopes)
+    ):
+        bad.append("scopes")
+    if not isinstance(body.get("tenant"), str | None):
+        bad.append("tenant")
+    days = body.get("expires_in_days", 90)
+    if days is not None and (isinstance(days, bool) or not isinstance(days, int)):
+        bad.append("expires_in_days")
+    return f"{', '.join(bad)}: the wrong type. {SHAPE}" if bad else ""
 
 
 def _error(code: str, message: str, status: int) -> JsonResponse:

@@ -81,3 +81,22 @@ def test_a_viewer_may_not_upload_and_another_tenant_sees_no_suite(world):
     assert (
         world.client("charlie").get("/api/v1/tenants/globex/eval-suites/").json()["results"] == []
     )
+
+
+def test_a_line_nested_too_deep_is_refused_with_its_number(world):
+    """A line nested 100,000 deep fits the size limit; it raised RecursionError, a 500."""
+    deep = '{"id": "d", "prompt": "p", "tags": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    just_over = {"id": "o", "prompt": "p", "expect": {"json_schema": {"const": [[[]]]}}}
+    for _ in range(60):
+        just_over["expect"]["json_schema"]["const"] = [just_over["expect"]["json_schema"]["const"]]
+    raw = jsonl(CASES[0]) + deep.encode() + b"\n" + jsonl(just_over)
+    response = push(world.client("bob"), "acme", "qa", raw)
+    assert response.status_code == 400, response.content[:300]
+    error = response.json()["error"]
+    assert error["code"] == "suite.invalid"
+    assert error["message"].startswith("Line 2: The case nests deeper than 64 levels")
+    assert [(e["line"], e["code"]) for e in error["details"]["errors"]] == [
+        (2, "case.too_deep"),
+        (3, "case.too_deep"),
+    ]
+    assert not EvalSuiteVersion.objects.exists()

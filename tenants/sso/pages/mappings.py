@@ -3,7 +3,6 @@ The checks and writes are the API's (tenants/sso/services/mappings.py)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -12,6 +11,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from core.errors import ApplicationError, NotFound
+from core.json_depth import loads_bounded
 from core.request import PortalRequest
 from tenants.models import PlatformRole, Tenant, TenantRole
 from tenants.pageforms import form_data, require_platform_role
@@ -20,6 +20,9 @@ from tenants.sso.api import MappingSerializer
 from tenants.sso.models import SsoMapping
 from tenants.sso.providers import configured_providers
 from tenants.sso.services.mappings import mapping_create, mapping_delete, mapping_dry_run
+
+# A provider's claims nest 2-3 levels (groups, addresses); a 100,000-deep paste was a 500.
+MAX_CLAIMS_DEPTH = 32
 
 
 def _page(
@@ -75,9 +78,10 @@ def platform_sso_dry_run(request: PortalRequest) -> HttpResponse:
     """POST {provider, claims (JSON)}: what those claims would give; nothing is saved."""
     require_platform_role(access_for(request), "is_platform_admin", "manage single sign-on")
     try:
-        claims = json.loads(request.POST.get("claims", "") or "null")
-    except ValueError:
-        return _page(request, error=ApplicationError("sso.bad_claims", "The claims are not JSON."))
+        claims = loads_bounded(request.POST.get("claims", "") or "null", MAX_CLAIMS_DEPTH)
+    except ValueError as exc:
+        refused = ApplicationError("sso.bad_claims", f"The claims are not JSON we take: {exc}.")
+        return _page(request, error=refused)
     try:
         result = mapping_dry_run(
             access=access_for(request),
