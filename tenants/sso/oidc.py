@@ -90,7 +90,12 @@ class ProviderBackend(OIDCAuthenticationBackend):
 
     def store_tokens(self, access_token: str, id_token: str) -> None:
         """Kept for the re-check at ID token expiry (session.SsoSessionRecheck). The refresh
-        token is not kept here: the identity holds it, sealed (services.signin)."""
+        token is not kept here: the identity holds it, sealed (services.signin).
+
+        A dry run's tokens are the test user's, not the admin's whose session this is: kept,
+        they would make the admin's next request re-check someone else and end the session."""
+        if getattr(self.request, "sso_dry_run", False):
+            return
         session = self.request.session
         session[SESSION_PROVIDER] = self.provider.name
         claims = jwt.decode(id_token, options={"verify_signature": False})

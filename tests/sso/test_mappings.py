@@ -144,3 +144,43 @@ def test_a_dry_run_as_a_test_user_signs_nobody_in(client, world, sso):
     assert not SsoIdentity.objects.exists()
     assert page.wsgi_request.user.username == "adam"
     assert AuditEvent.objects.filter(action="sso.dry_run").exists()
+
+
+def test_the_admin_stays_signed_in_after_a_dry_run(client, world, sso):
+    """The test user's provider and subject never reach the admin's session: the next request
+    is still the admin's, for an admin signed in with a password and for one signed in
+    through the provider alike."""
+    import httpx
+
+    from tenants.sso import oidc
+    from tests.sso.flow import authorize_at_provider, callback_path
+
+    SsoMapping.objects.create(
+        provider="testidp", claim="groups", value="ops", platform_role="operator"
+    )
+    SsoMapping.objects.create(
+        provider="testidp", claim="groups", value="admins", platform_role="platform-admin"
+    )
+    sso.user("tess", groups=["ops"])
+    sso.user("ada", groups=["admins"])
+
+    def dry_run_as_tess() -> None:
+        started = client.get("/sso/testidp/start/?dry_run=1")
+        with httpx.Client() as browser:
+            back = authorize_at_provider(started["Location"], "tess", browser)
+        assert client.get(callback_path(back)).status_code == 200
+
+    client.force_login(world.users["adam"])
+    dry_run_as_tess()
+    assert oidc.SESSION_PROVIDER not in client.session
+    after = client.get("/")
+    assert after.status_code == 200 and after.wsgi_request.user.username == "adam"
+
+    client.logout()
+    sign_in(client, "ada")
+    own = client.session[oidc.SESSION_SUBJECT]
+    dry_run_as_tess()
+    assert client.session[oidc.SESSION_SUBJECT] == own
+    after = client.get("/")
+    assert after.status_code == 200 and after.wsgi_request.user.username == "ada"
+    assert not AuditEvent.objects.filter(action="sso.session_ended").exists()
