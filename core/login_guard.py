@@ -7,7 +7,9 @@ calls `authenticate` with the request: the page login, the admin login and the t
 A flood of failed sign-ins must not become a flood of chained audit rows (each append locks the
 chain head, so every audited write in the portal would queue behind them). Failures are counted in
 Redis per (address, username); one row is written per pair and window, carrying how many failures
-it stands for, and never more than LOGIN_FAILED_AUDIT_PER_MINUTE rows a minute in all.
+it stands for, and never more than LOGIN_FAILED_AUDIT_PER_MINUTE rows a minute in all. Other
+unauthenticated edges (single sign-on's token trade and back-channel logout) audit their refusals
+the same way (`record_failure_sampled`).
 """
 
 from __future__ import annotations
@@ -71,7 +73,35 @@ def record_login_failure(*, username: str, request: HttpRequest | None) -> bool:
     Returns whether a row was written.
     """
     address = client_ip(request) if request is not None else ""
-    pair = _pair_key(address, username)
+    return record_failure_sampled(
+        action="auth.login_failed",
+        actor="anonymous",
+        object_type="auth.user",
+        object_id=username,
+        subject=username,
+        after={"client_ip": address},
+        request=request,
+    )
+
+
+def record_failure_sampled(
+    *,
+    action: str,
+    actor: str,
+    object_type: str,
+    object_id: str,
+    subject: str,
+    after: dict,
+    request: HttpRequest | None,
+) -> bool:
+    """Count one failure of an unauthenticated caller, and audit it as `action` at most once per
+    (address, subject) and LOGIN_FAILED_AUDIT_WINDOW_SECONDS, with `failures`: how many that row
+    stands for; never more than LOGIN_FAILED_AUDIT_PER_MINUTE rows of one action a minute.
+
+    Returns whether a row was written.
+    """
+    address = client_ip(request) if request is not None else ""
+    pair = _pair_key(address, subject)
     client = _redis(settings.REDIS_URL)
     window = settings.LOGIN_FAILED_AUDIT_WINDOW_SECONDS
     pipe = client.pipeline()
@@ -81,7 +111,9 @@ def record_login_failure(*, username: str, request: HttpRequest | None) -> bool:
     _, _, opened = pipe.execute()
     if not opened:
         return False
-    budget_key = f"{KEY_PREFIX}:budget:{int(time.time() // 60)}"
+    # auth.login_failed keeps its key of before; each other action has a budget of its own.
+    scope = "" if action == "auth.login_failed" else f"{action}:"
+    budget_key = f"{KEY_PREFIX}:budget:{scope}{int(time.time() // 60)}"
     pipe = client.pipeline()
     pipe.incr(budget_key)
     pipe.expire(budget_key, 120)
@@ -92,11 +124,11 @@ def record_login_failure(*, username: str, request: HttpRequest | None) -> bool:
         return False
     failures = int(client.getdel(f"{pair}:count") or 1)
     record_event(
-        action="auth.login_failed",
-        actor="anonymous",
-        object_type="auth.user",
-        object_id=username,
-        after={"client_ip": address, "failures": failures},
+        action=action,
+        actor=actor,
+        object_type=object_type,
+        object_id=object_id,
+        after={**after, "failures": failures},
         request_id=getattr(request, "request_id", "") if request is not None else "",
     )
     return True

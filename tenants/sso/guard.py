@@ -1,0 +1,47 @@
+"""The unauthenticated edges of single sign-on (the CLI's token trade, back-channel logout, the
+callback's bad state) refuse a flood cheaply: their failures count towards the sign-in lockout
+per client address (django-axes, core/login_guard.py: LOGIN_FAILURE_LIMIT failures lock the
+address out for LOGIN_LOCKOUT_SECONDS, on these edges and the password sign-ins alike), a
+locked-out address is refused before anything is parsed or verified, and the refusals are
+audited once per address, edge and window with their count, not once each."""
+
+from __future__ import annotations
+
+from axes.handlers.proxy import AxesProxyHandler
+from django.http import HttpRequest
+
+from core.client_ip import client_ip
+from core.errors import ApplicationError
+from core.login_guard import locked_out_error, record_failure_sampled
+
+# Refusals that do not count towards the lockout: a replayed logout token carries the
+# provider's valid signature (a provider retrying a delivery), and a bad state is a browser's
+# back button as often as anything else; both are still audited.
+NOT_COUNTED = {"sso.replayed", "sso.bad_state"}
+
+
+def locked_out(request: HttpRequest) -> ApplicationError | None:
+    """The 429 for an address locked out by its failures; None when it may go on."""
+    return locked_out_error() if AxesProxyHandler.is_locked(request) else None
+
+
+def record_refusal(request: HttpRequest, *, edge: str, provider: str, code: str) -> None:
+    """One refusal at `edge` (cli, backchannel-logout, callback)."""
+    if code not in NOT_COUNTED:
+        AxesProxyHandler.user_login_failed(
+            sender=__name__, credentials={"username": f"sso:{edge}"}, request=request
+        )
+    record_failure_sampled(
+        action="sso.refused",
+        actor=f"sso:{provider}" if provider else "sso",
+        object_type="sso.provider",
+        object_id=provider,
+        subject=f"sso:{edge}:{provider}",
+        after={
+            "code": code,
+            "provider": provider or None,
+            "what": edge,
+            "client_ip": client_ip(request),
+        },
+        request=request,
+    )
