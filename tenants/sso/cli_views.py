@@ -34,7 +34,7 @@ def cli_providers(request: HttpRequest) -> JsonResponse:
 def cli_token(request: HttpRequest) -> JsonResponse:
     """{provider, id_token, scopes, tenant?, expires_in_days?, name?} -> 201 {token, ...}.
     An address locked out by its failures is refused first (tenants/sso/guard.py)."""
-    refused = locked_out(request)
+    refused = locked_out(request, edge="cli")
     if refused is not None:
         return _error(refused.code, refused.message, refused.status, settings.LOGIN_LOCKOUT_SECONDS)
     body: dict = {}

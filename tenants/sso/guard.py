@@ -3,7 +3,12 @@ callback's bad state) refuse a flood cheaply: their failures count towards the s
 per client address (django-axes, core/login_guard.py: LOGIN_FAILURE_LIMIT failures lock the
 address out for LOGIN_LOCKOUT_SECONDS, on these edges and the password sign-ins alike), a
 locked-out address is refused before anything is parsed or verified, and the refusals are
-audited once per address, edge and window with their count, not once each."""
+audited once per address, edge and window with their count, not once each (the refusals of a
+locked-out address too, once per address and window).
+
+The callback's refusals while a sign-in is under way stay one audit row each: reaching them needs
+a state this browser started.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +25,22 @@ from core.login_guard import locked_out_error, record_failure_sampled
 NOT_COUNTED = {"sso.replayed", "sso.bad_state"}
 
 
-def locked_out(request: HttpRequest) -> ApplicationError | None:
-    """The 429 for an address locked out by its failures; None when it may go on."""
-    return locked_out_error() if AxesProxyHandler.is_locked(request) else None
+def locked_out(request: HttpRequest, *, edge: str) -> ApplicationError | None:
+    """The 429 for an address locked out by its failures (counted, and audited once per
+    address and window with how many were refused); None when it may go on."""
+    if not AxesProxyHandler.is_locked(request):
+        return None
+    error = locked_out_error()
+    record_failure_sampled(
+        action="sso.refused",
+        actor="sso",
+        object_type="sso.provider",
+        object_id="",
+        subject="sso:locked-out",
+        after={"code": error.code, "what": edge, "client_ip": client_ip(request)},
+        request=request,
+    )
+    return error
 
 
 def record_refusal(request: HttpRequest, *, edge: str, provider: str, code: str) -> None:
@@ -31,6 +49,9 @@ def record_refusal(request: HttpRequest, *, edge: str, provider: str, code: str)
         AxesProxyHandler.user_login_failed(
             sender=__name__, credentials={"username": f"sso:{edge}"}, request=request
         )
+        # The failure that reaches the limit keeps this edge's own answer (AxesMiddleware would
+        # swap it for its page); the next request is refused by locked_out(), in the edge's form.
+        request.axes_locked_out = False  # type: ignore[attr-defined]
     record_failure_sampled(
         action="sso.refused",
         actor=f"sso:{provider}" if provider else "sso",

@@ -109,30 +109,32 @@ class ProviderBackend(OIDCAuthenticationBackend):
         return claims
 
     def store_tokens(self, access_token: str, id_token: str) -> None:
-        """Kept for the re-check at ID token expiry (session.SsoSessionRecheck). The refresh
-        token is not kept here: the identity holds it, sealed (services.signin).
-
-        A dry run's tokens are the test user's, not the admin's whose session this is: kept,
-        they would make the admin's next request re-check someone else and end the session."""
-        if getattr(self.request, "sso_dry_run", False):
-            return
-        session = self.request.session
-        session[SESSION_PROVIDER] = self.provider.name
-        claims = jwt.decode(id_token, options={"verify_signature": False})
-        session[SESSION_SUBJECT] = str(claims["sub"])
-        session[SESSION_RECHECK_AT] = recheck_at(claims)
-        session[SESSION_SIGNED_IN_AT] = time.time()
+        """Nothing yet: the library calls this before the sign-in is decided. The session's
+        keys are written once the person is signed in (get_or_create_user): a refused sign-in
+        or a dry run (the test user's tokens, in the admin's session) leaving them there would
+        make the session's next request re-check someone else and end it."""
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
         """The ID token's claims decide (groups included); no e-mail lookup, no userinfo call."""
         if getattr(self.request, "sso_dry_run", False):
             raise DryRunClaims(payload)
-        return sso_sign_in(
+        user = sso_sign_in(
             provider=self.provider,
             claims=payload,
             refresh_token=self.token_info.get("refresh_token", ""),
             request_id=getattr(self.request, "request_id", ""),
         )
+        self._keep_in_session(payload)
+        return user
+
+    def _keep_in_session(self, claims: dict[str, Any]) -> None:
+        """For the re-check at ID token expiry (session.SsoSessionRecheck). The refresh token is
+        not kept here: the identity holds it, sealed (services.signin)."""
+        session = self.request.session
+        session[SESSION_PROVIDER] = self.provider.name
+        session[SESSION_SUBJECT] = str(claims["sub"])
+        session[SESSION_RECHECK_AT] = recheck_at(claims)
+        session[SESSION_SIGNED_IN_AT] = time.time()
 
 
 def recheck_at(claims: dict[str, Any]) -> float:

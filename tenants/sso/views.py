@@ -165,7 +165,7 @@ def backchannel_logout_view(request: HttpRequest, provider: str) -> HttpResponse
     """/sso/<provider>/backchannel-logout/: the provider ends a person's sessions (OpenID
     Connect Back-Channel Logout 1.0; a form field `logout_token`). An address locked out by
     its failures is refused first (tenants/sso/guard.py)."""
-    refused = locked_out(request)
+    refused = locked_out(request, edge="backchannel-logout")
     if refused is not None:
         return JsonResponse(
             {"error": refused.code, "message": refused.message},
