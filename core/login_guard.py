@@ -96,7 +96,9 @@ def record_failure_sampled(
 ) -> bool:
     """Count one failure of an unauthenticated caller, and audit it as `action` at most once per
     (address, subject) and LOGIN_FAILED_AUDIT_WINDOW_SECONDS, with `failures`: how many that row
-    stands for; never more than LOGIN_FAILED_AUDIT_PER_MINUTE rows of one action a minute.
+    stands for; never more than LOGIN_FAILED_AUDIT_PER_MINUTE rows of one action a minute (a
+    flood from many addresses): the next row written says how many were left out before it
+    (`unaudited_before`), so the chain keeps the flood's size.
 
     Returns whether a row was written.
     """
@@ -118,17 +120,24 @@ def record_failure_sampled(
     pipe.incr(budget_key)
     pipe.expire(budget_key, 120)
     spent, _ = pipe.execute()
+    unaudited = f"{KEY_PREFIX}:unaudited:{action}"
     if spent > settings.LOGIN_FAILED_AUDIT_PER_MINUTE:
-        # Over budget: keep counting; the pair's next failure after the budget frees is audited.
-        client.delete(f"{pair}:gate")
+        # Over budget: keep counting; the pair's next failure after the budget frees is audited,
+        # and the next row of this action says how many windows went unaudited meanwhile.
+        pipe = client.pipeline()
+        pipe.delete(f"{pair}:gate")
+        pipe.incr(unaudited)
+        pipe.expire(unaudited, 24 * 3600)
+        pipe.execute()
         return False
     failures = int(client.getdel(f"{pair}:count") or 1)
+    skipped = int(client.getdel(unaudited) or 0)
     record_event(
         action=action,
         actor=actor,
         object_type=object_type,
         object_id=object_id,
-        after={**after, "failures": failures},
+        after={**after, "failures": failures, **({"unaudited_before": skipped} if skipped else {})},
         request_id=getattr(request, "request_id", "") if request is not None else "",
     )
     return True
