@@ -73,9 +73,10 @@ class Phase:
     answers: Counter[str] = field(default_factory=Counter)
     audit_rows: int = 0
     jwks_fetches: int = 0
+    portal_cpu_s: float = 0.0  # the portal process's CPU time over the phase
 
     def q(self, p: float) -> float:
-        return gs.percentile(self.sign_ins, p) if self.sign_ins else float("nan")
+        return gs.percentile(self.sign_ins, p / 100) if self.sign_ins else float("nan")
 
 
 # --- the provider ---
@@ -412,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows_before = AuditEvent.objects.filter(action="sso.refused").count()
                     fetches_before = provider.control("counts", {})["counts"]["jwks"]
                     flood = None if phase.name == "alone" else requests
+                    cpu_before = gs.cpu_seconds(portal_proc.pid)
                     print(f"phase: {phase.name}", file=sys.stderr)
                     run_phase(
                         phase,
@@ -422,6 +424,12 @@ def main(argv: list[str] | None = None) -> int:
                         requests=flood,
                         new_address_each=phase.name.endswith("each"),
                         idp=idp,
+                    )
+                    phase.portal_cpu_s = gs.cpu_seconds(portal_proc.pid) - cpu_before
+                    print(
+                        f"  cpu {phase.portal_cpu_s:.1f} s; sign-ins {[round(x, 3) for x in phase.sign_ins]}, sent {phase.sent}"
+                        f" in {phase.seconds:.1f} s: {dict(phase.answers)}",
+                        file=sys.stderr,
                     )
                     phase.audit_rows = (
                         AuditEvent.objects.filter(action="sso.refused").count() - rows_before

@@ -93,11 +93,13 @@ def record_failure_sampled(
     subject: str,
     after: dict,
     request: HttpRequest | None,
+    count: int = 1,
 ) -> bool:
-    """Count one failure of an unauthenticated caller, and audit it as `action` at most once per
-    (address, subject) and LOGIN_FAILED_AUDIT_WINDOW_SECONDS, with `failures`: how many that row
-    stands for; never more than LOGIN_FAILED_AUDIT_PER_MINUTE rows of one action a minute (a
-    flood from many addresses): the next row written says how many were left out before it
+    """Count `count` failures of an unauthenticated caller (one, or those its process counted
+    meanwhile), and audit them as `action` at most once per (address, subject) and
+    LOGIN_FAILED_AUDIT_WINDOW_SECONDS, with `failures`: how many that row stands for; never more
+    than LOGIN_FAILED_AUDIT_PER_MINUTE rows of one action a minute (a flood from many
+    addresses): the next row written says how many were left out before it
     (`unaudited_before`), so the chain keeps the flood's size.
 
     Returns whether a row was written.
@@ -107,7 +109,7 @@ def record_failure_sampled(
     client = _redis(settings.REDIS_URL)
     window = settings.LOGIN_FAILED_AUDIT_WINDOW_SECONDS
     pipe = client.pipeline()
-    pipe.incr(f"{pair}:count")
+    pipe.incr(f"{pair}:count", count)
     pipe.expire(f"{pair}:count", 24 * 3600)
     pipe.set(f"{pair}:gate", 1, nx=True, ex=window)
     _, _, opened = pipe.execute()

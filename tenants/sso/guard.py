@@ -12,6 +12,10 @@ a state this browser started.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
+
 from axes.handlers.proxy import AxesProxyHandler
 from django.http import HttpRequest
 
@@ -25,11 +29,33 @@ from core.login_guard import locked_out_error, record_failure_sampled
 NOT_COUNTED = {"sso.replayed", "sso.bad_state"}
 
 
+# A locked-out address is remembered in the process this long, and its refusals counted here
+# meanwhile: a flood from it then costs no Redis round trip per request. The lockout itself
+# (LOGIN_LOCKOUT_SECONDS, shared by every replica) is read again when this expires, so a lockout
+# lifted by hand (core.login_guard.clear_login_counters) is lifted here within it.
+LOCKED_MEMO_SECONDS = 5.0
+_locked_until: dict[str, float] = {}
+_refused_while_locked: Counter[str] = Counter()
+_memo_lock = threading.Lock()
+
+
 def locked_out(request: HttpRequest, *, edge: str) -> ApplicationError | None:
     """The 429 for an address locked out by its failures (counted, and audited once per
     address and window with how many were refused); None when it may go on."""
+    address = client_ip(request)
+    now = time.monotonic()
+    with _memo_lock:
+        if _locked_until.get(address, 0.0) > now:
+            _refused_while_locked[address] += 1
+            return locked_out_error()
+        _locked_until.pop(address, None)
+        earlier = _refused_while_locked.pop(address, 0)
     if not AxesProxyHandler.is_locked(request):
         return None
+    with _memo_lock:
+        if len(_locked_until) > 10_000:  # a flood from very many addresses: forget the oldest
+            _locked_until.clear()
+        _locked_until[address] = now + LOCKED_MEMO_SECONDS
     error = locked_out_error()
     record_failure_sampled(
         action="sso.refused",
@@ -37,8 +63,9 @@ def locked_out(request: HttpRequest, *, edge: str) -> ApplicationError | None:
         object_type="sso.provider",
         object_id="",
         subject="sso:locked-out",
-        after={"code": error.code, "what": edge, "client_ip": client_ip(request)},
+        after={"code": error.code, "what": edge, "client_ip": address},
         request=request,
+        count=earlier + 1,
     )
     return error
 
@@ -66,3 +93,10 @@ def record_refusal(request: HttpRequest, *, edge: str, provider: str, code: str)
         },
         request=request,
     )
+
+
+def forget_lockouts() -> None:
+    """This process's memory of locked-out addresses (tests; the shared lockout stays)."""
+    with _memo_lock:
+        _locked_until.clear()
+        _refused_while_locked.clear()

@@ -14,6 +14,7 @@ from django.test import Client
 
 from core.audit_models import AuditEvent
 from core.login_guard import clear_login_counters
+from tenants.sso.guard import forget_lockouts
 from tenants.sso.models import SsoMapping
 from tests.sso.flow import sign_in
 
@@ -27,8 +28,10 @@ LOGOUT = "/sso/testidp/backchannel-logout/"
 @pytest.fixture
 def attacker():
     clear_login_counters(ATTACKER)
+    forget_lockouts()
     yield Client(REMOTE_ADDR=ATTACKER)
     clear_login_counters(ATTACKER)
+    forget_lockouts()
 
 
 def _forged(n: int, issuer: str) -> list[str]:
