@@ -278,17 +278,17 @@ def render(phases: list[Phase], command: str, rate: float, note: str) -> str:
     rows = []
     for p in phases:
         rate_cell = f"{p.sent / p.seconds:.0f}/s" if p.seconds else "-"
+        per_token = f"{1000 * p.portal_cpu_s / p.sent:.2f}" if p.sent else "-"
         answers = ", ".join(f"{code}: {n}" for code, n in sorted(p.answers.items())) or "-"
         rows.append(
             f"| {p.name} | {p.q(50):.3f} | {p.q(95):.3f} | {max(p.sign_ins, default=0):.3f} "
             f"| {len(p.sign_ins)} ({p.failed_sign_ins} failed) | {rate_cell} | {answers} "
-            f"| {p.audit_rows} | {p.jwks_fetches} |"
+            f"| {per_token} | {p.audit_rows} | {p.jwks_fetches} |"
         )
-    worst = max(p.q(95) - alone.q(95) for p in phases[1:])
-    verdict = (
-        "met"
-        if worst < GOAL_ADDED_S and all(not p.failed_sign_ins for p in phases)
-        else ("NOT met")
+    added = {p.name: p.q(95) - alone.q(95) for p in phases[1:]}
+    verdicts = ", ".join(
+        f"{name}: **{value:+.3f} s** ({'met' if value < GOAL_ADDED_S else 'NOT met'})"
+        for name, value in added.items()
     )
     return "\n".join(
         [
@@ -309,14 +309,12 @@ def render(phases: list[Phase], command: str, rate: float, note: str) -> str:
             " checked. The flood and the provider share core 0.",
             "",
             "| phase | sign-in p50 s | p95 s | max s | sign-ins | flood rate | flood answers"
-            " | `sso.refused` rows | key fetches |",
-            "|---|---|---|---|---|---|---|---|---|",
+            " | portal CPU ms per token | `sso.refused` rows | key fetches |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
-            f"Added to a sign-in's p95 by the worst flood: **{worst:+.3f} s** (goal under"
-            f" {GOAL_ADDED_S:.0f} s: **{verdict}**). Before this change every token fetched the"
-            " provider's key set (up to `SSO_HTTP_TIMEOUT`, 10 s, each), nothing was locked out,"
-            " and every refusal was an audit row.",
+            f"Added to a sign-in's p95 (goal under {GOAL_ADDED_S:.0f} s): {verdicts}."
+            " A flood's rate below the asked one is what the machine let the bench send.",
             "",
             note,
             f"<!-- {SECTION}:end -->",
@@ -427,8 +425,9 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     phase.portal_cpu_s = gs.cpu_seconds(portal_proc.pid) - cpu_before
                     print(
-                        f"  cpu {phase.portal_cpu_s:.1f} s; sign-ins {[round(x, 3) for x in phase.sign_ins]}, sent {phase.sent}"
-                        f" in {phase.seconds:.1f} s: {dict(phase.answers)}",
+                        f"  cpu {phase.portal_cpu_s:.1f} s;"
+                        f" sign-ins {[round(x, 3) for x in phase.sign_ins]},"
+                        f" sent {phase.sent} in {phase.seconds:.1f} s: {dict(phase.answers)}",
                         file=sys.stderr,
                     )
                     phase.audit_rows = (

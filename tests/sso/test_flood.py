@@ -74,13 +74,13 @@ def test_a_flood_of_bad_tokens_locks_the_address_out_and_is_audited_with_a_count
     assert locked.json()["error"]["code"] == "auth.locked_out" and locked["Retry-After"]
     logout = attacker.post(LOGOUT, {"logout_token": "e30.e30.c2ln"})
     assert logout.status_code == 429  # one lockout for the address, on every edge
-    refused = AuditEvent.objects.filter(action="sso.refused")
-    assert refused.count() == 2  # the first refusal, and the first refused while locked out
-    assert {(e.after["code"], e.after["failures"]) for e in refused} == {
+    refused = [e.after or {} for e in AuditEvent.objects.filter(action="sso.refused")]
+    assert len(refused) == 2  # the first refusal, and the first refused while locked out
+    assert {(after["code"], after["failures"]) for after in refused} == {
         ("sso.unknown_key", 1),
         ("auth.locked_out", 1),
     }
-    assert {e.after["client_ip"] for e in refused} == {ATTACKER}
+    assert {after["client_ip"] for after in refused} == {ATTACKER}
     # A person at another address signs in meanwhile.
     assert sign_in(client, "pat").status_code == 302
 
@@ -102,10 +102,10 @@ def test_the_counts_behind_a_window_reach_the_next_row(attacker, sso, settings):
     for token in tokens[:5]:
         _trade(attacker, token)
     first = AuditEvent.objects.filter(action="sso.refused").get()
-    assert first.after["failures"] == 1
+    assert (first.after or {})["failures"] == 1
     deadline = time.monotonic() + 10
     while AuditEvent.objects.filter(action="sso.refused").count() < 2:
         assert time.monotonic() < deadline, "the window never closed"
         _trade(attacker, tokens[5])
     last = AuditEvent.objects.filter(action="sso.refused").order_by("-id").first()
-    assert last is not None and last.after["failures"] >= 5
+    assert last is not None and (last.after or {})["failures"] >= 5
