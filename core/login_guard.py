@@ -7,7 +7,9 @@ calls `authenticate` with the request: the page login, the admin login and the t
 A flood of failed sign-ins must not become a flood of chained audit rows (each append locks the
 chain head, so every audited write in the portal would queue behind them). Failures are counted in
 Redis per (address, username); one row is written per pair and window, carrying how many failures
-it stands for, and never more than LOGIN_FAILED_AUDIT_PER_MINUTE rows a minute in all.
+it stands for, and never more than LOGIN_FAILED_AUDIT_PER_MINUTE rows a minute in all. Other
+unauthenticated edges (single sign-on's token trade and back-channel logout) audit their refusals
+the same way (`record_failure_sampled`).
 """
 
 from __future__ import annotations
@@ -71,32 +73,73 @@ def record_login_failure(*, username: str, request: HttpRequest | None) -> bool:
     Returns whether a row was written.
     """
     address = client_ip(request) if request is not None else ""
-    pair = _pair_key(address, username)
+    return record_failure_sampled(
+        action="auth.login_failed",
+        actor="anonymous",
+        object_type="auth.user",
+        object_id=username,
+        subject=username,
+        after={"client_ip": address},
+        request=request,
+    )
+
+
+def record_failure_sampled(
+    *,
+    action: str,
+    actor: str,
+    object_type: str,
+    object_id: str,
+    subject: str,
+    after: dict,
+    request: HttpRequest | None,
+    count: int = 1,
+) -> bool:
+    """Count `count` failures of an unauthenticated caller (one, or those its process counted
+    meanwhile), and audit them as `action` at most once per (address, subject) and
+    LOGIN_FAILED_AUDIT_WINDOW_SECONDS, with `failures`: how many that row stands for; never more
+    than LOGIN_FAILED_AUDIT_PER_MINUTE rows of one action a minute (a flood from many
+    addresses): the next row written says how many were left out before it
+    (`unaudited_before`), so the chain keeps the flood's size.
+
+    Returns whether a row was written.
+    """
+    address = client_ip(request) if request is not None else ""
+    pair = _pair_key(address, subject)
     client = _redis(settings.REDIS_URL)
     window = settings.LOGIN_FAILED_AUDIT_WINDOW_SECONDS
     pipe = client.pipeline()
-    pipe.incr(f"{pair}:count")
+    pipe.incr(f"{pair}:count", count)
     pipe.expire(f"{pair}:count", 24 * 3600)
     pipe.set(f"{pair}:gate", 1, nx=True, ex=window)
     _, _, opened = pipe.execute()
     if not opened:
         return False
-    budget_key = f"{KEY_PREFIX}:budget:{int(time.time() // 60)}"
+    # auth.login_failed keeps its key of before; each other action has a budget of its own.
+    scope = "" if action == "auth.login_failed" else f"{action}:"
+    budget_key = f"{KEY_PREFIX}:budget:{scope}{int(time.time() // 60)}"
     pipe = client.pipeline()
     pipe.incr(budget_key)
     pipe.expire(budget_key, 120)
     spent, _ = pipe.execute()
+    unaudited = f"{KEY_PREFIX}:unaudited:{action}"
     if spent > settings.LOGIN_FAILED_AUDIT_PER_MINUTE:
-        # Over budget: keep counting; the pair's next failure after the budget frees is audited.
-        client.delete(f"{pair}:gate")
+        # Over budget: keep counting; the pair's next failure after the budget frees is audited,
+        # and the next row of this action says how many windows went unaudited meanwhile.
+        pipe = client.pipeline()
+        pipe.delete(f"{pair}:gate")
+        pipe.incr(unaudited)
+        pipe.expire(unaudited, 24 * 3600)
+        pipe.execute()
         return False
     failures = int(client.getdel(f"{pair}:count") or 1)
+    skipped = int(client.getdel(unaudited) or 0)
     record_event(
-        action="auth.login_failed",
-        actor="anonymous",
-        object_type="auth.user",
-        object_id=username,
-        after={"client_ip": address, "failures": failures},
+        action=action,
+        actor=actor,
+        object_type=object_type,
+        object_id=object_id,
+        after={**after, "failures": failures, **({"unaudited_before": skipped} if skipped else {})},
         request_id=getattr(request, "request_id", "") if request is not None else "",
     )
     return True

@@ -15,9 +15,11 @@ from core.socket_base import OriginCheck  # noqa: E402
 from gateway.app import gateway_app  # noqa: E402
 from portal.body_limits import limit_request_bodies  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
+from tenants.sso.edge import sso_edges  # noqa: E402
 
-# Bodies are capped before Django spools or parses them (portal.body_limits).
-django_http_app = limit_request_bodies(django_asgi_app)
+# Bodies are capped before Django spools or parses them (portal.body_limits); the single
+# sign-on edges' floods are refused before Django's request machinery (tenants.sso.edge).
+django_http_app = limit_request_bodies(sso_edges(django_asgi_app))
 
 
 async def http_router(scope, receive, send):

@@ -675,6 +675,15 @@ SSO_HTTP_TIMEOUT = env_int(
     minimum=1,
     doc="seconds to wait for an identity provider (discovery, token and key endpoints)",
 )
+SSO_ALERT_SECONDS = env_int(
+    "SSO_ALERT_SECONDS",
+    3600,
+    minimum=60,
+    doc=(
+        "a provider that refuses the portal's client (its secret, its registration) is reported "
+        "to the platform admins (audit event and e-mail) at most once per this many seconds"
+    ),
+)
 SSO_LOCAL_PASSWORDS = env_bool(
     "SSO_LOCAL_PASSWORDS",
     True,

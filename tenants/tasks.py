@@ -14,3 +14,19 @@ def recheck_sso_token_holders() -> None:
     from tenants.sso.services.token_recheck import recheck_token_holders
 
     recheck_token_holders()
+
+
+@shared_task(
+    name="tenants.sso.mail_platform_admins",
+    autoretry_for=(OSError,),
+    retry_backoff=30,
+    max_retries=8,
+    acks_late=True,
+    ignore_result=True,
+)
+def mail_platform_admins(provider: str, detail: str) -> None:
+    """A provider refuses the portal's client: the platform admins' e-mail (SMTP errors are
+    OSErrors: retried with a doubling wait)."""
+    from tenants.sso.services.alerts import mail_platform_admins as send
+
+    send(provider=provider, detail=detail)

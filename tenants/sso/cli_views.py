@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from core.audit import record_event
 from core.errors import ApplicationError
 from core.json_depth import loads_bounded
+from tenants.sso.guard import locked_out, record_refusal
 from tenants.sso.providers import configured_providers
 from tenants.sso.services.cli import cli_token_exchange
 
@@ -40,7 +41,11 @@ SHAPE = (
 @csrf_exempt
 @require_POST
 def cli_token(request: HttpRequest) -> JsonResponse:
-    """{provider, id_token, scopes, tenant?, expires_in_days?, name?} -> 201 {token, ...}."""
+    """{provider, id_token, scopes, tenant?, expires_in_days?, name?} -> 201 {token, ...}.
+    An address locked out by its failures is refused first (tenants/sso/guard.py)."""
+    refused = locked_out(request, edge="cli")
+    if refused is not None:
+        return _error(refused.code, refused.message, refused.status, settings.LOGIN_LOCKOUT_SECONDS)
     body: dict[str, Any] = {}
     try:
         body = loads_bounded(request.body or b"{}", MAX_BODY_DEPTH)
@@ -60,16 +65,8 @@ def cli_token(request: HttpRequest) -> JsonResponse:
         return _error("invalid_request", SHAPE, 400)
     except ApplicationError as exc:
         if exc.code.startswith("sso."):
-            record_event(
-                action="sso.refused",
-                actor="sso",
-                after={
-                    "code": exc.code,
-                    "provider": str(body.get("provider", ""))[:64],
-                    "what": "cli",
-                },
-                request_id=getattr(request, "request_id", ""),
-            )
+            provider = str(body.get("provider", ""))[:64]
+            record_refusal(request, edge="cli", provider=provider, code=exc.code)
         return _error(exc.code, exc.message, exc.status)
     token = issued.token
     return JsonResponse(
@@ -105,5 +102,8 @@ def _wrong_fields(body: Any) -> str:
     return f"{', '.join(bad)}: the wrong type. {SHAPE}" if bad else ""
 
 
-def _error(code: str, message: str, status: int) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+def _error(code: str, message: str, status: int, retry_after: int | None = None) -> JsonResponse:
+    response = JsonResponse({"error": {"code": code, "message": message}}, status=status)
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response

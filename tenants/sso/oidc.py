@@ -14,13 +14,15 @@ from typing import Any
 import jwt
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
 from tenants.sso.errors import SsoRefused
+from tenants.sso.jwks import signing_key
 from tenants.sso.providers import Provider
+from tenants.sso.services.alerts import alert_provider_misconfigured
 from tenants.sso.services.signin import sso_sign_in
+from tenants.sso.token_endpoint import ProviderMisconfigured, token_request
 
 CALLBACK_URL_NAME = "sso-callback"
 # Clocks of portal and provider may differ by this much.
@@ -75,7 +77,25 @@ class ProviderBackend(OIDCAuthenticationBackend):
         return provider_settings(self.provider, attr, *args)
 
     def get_token(self, payload: dict[str, Any]) -> dict[str, Any]:
-        self.token_info = super().get_token(payload)
+        """The code exchange, with the client authentication the provider's discovery offers
+        (token_endpoint.py); a refusal of the portal's client alerts the platform admins."""
+        form = {k: str(v) for k, v in payload.items() if k not in ("client_id", "client_secret")}
+        try:
+            answer = token_request(self.provider, form)
+        except ProviderMisconfigured as exc:
+            alert_provider_misconfigured(
+                provider=self.provider.name,
+                detail=exc.message,
+                request_id=getattr(self.request, "request_id", ""),
+            )
+            raise SsoRefused(exc.code, exc.message, status=502) from None
+        if answer.refused:
+            raise SsoRefused(
+                "sso.exchange_failed",
+                "The identity provider did not accept this sign-in's code (it may have been "
+                "used before). Start again from the sign-in page.",
+            )
+        self.token_info = answer.tokens
         return self.token_info
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
@@ -89,25 +109,32 @@ class ProviderBackend(OIDCAuthenticationBackend):
         return claims
 
     def store_tokens(self, access_token: str, id_token: str) -> None:
-        """Kept for the re-check at ID token expiry (session.SsoSessionRecheck). The refresh
-        token is not kept here: the identity holds it, sealed (services.signin)."""
-        session = self.request.session
-        session[SESSION_PROVIDER] = self.provider.name
-        claims = jwt.decode(id_token, options={"verify_signature": False})
-        session[SESSION_SUBJECT] = str(claims["sub"])
-        session[SESSION_RECHECK_AT] = recheck_at(claims)
-        session[SESSION_SIGNED_IN_AT] = time.time()
+        """Nothing yet: the library calls this before the sign-in is decided. The session's
+        keys are written once the person is signed in (get_or_create_user): a refused sign-in
+        or a dry run (the test user's tokens, in the admin's session) leaving them there would
+        make the session's next request re-check someone else and end it."""
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
         """The ID token's claims decide (groups included); no e-mail lookup, no userinfo call."""
         if getattr(self.request, "sso_dry_run", False):
             raise DryRunClaims(payload)
-        return sso_sign_in(
+        user = sso_sign_in(
             provider=self.provider,
             claims=payload,
             refresh_token=self.token_info.get("refresh_token", ""),
             request_id=getattr(self.request, "request_id", ""),
         )
+        self._keep_in_session(payload)
+        return user
+
+    def _keep_in_session(self, claims: dict[str, Any]) -> None:
+        """For the re-check at ID token expiry (session.SsoSessionRecheck). The refresh token is
+        not kept here: the identity holds it, sealed (services.signin)."""
+        session = self.request.session
+        session[SESSION_PROVIDER] = self.provider.name
+        session[SESSION_SUBJECT] = str(claims["sub"])
+        session[SESSION_RECHECK_AT] = recheck_at(claims)
+        session[SESSION_SIGNED_IN_AT] = time.time()
 
 
 def recheck_at(claims: dict[str, Any]) -> float:
@@ -119,8 +146,10 @@ def verify_provider_jwt(backend: ProviderBackend, token: str, *, audience: str) 
     """A JWT from `backend.provider` (ID token or logout token): signed by a key it publishes,
     issued by it, for us, not expired. Each failure is refused with its own code."""
     provider = backend.provider
+    key = signing_key(
+        provider_name=provider.name, jwks_uri=backend.OIDC_OP_JWKS_ENDPOINT, token=token
+    )
     try:
-        key = backend.retrieve_matching_jwk(token)
         return jwt.decode(
             token,
             key,
@@ -148,7 +177,7 @@ def verify_provider_jwt(backend: ProviderBackend, token: str, *, audience: str) 
             "sso.unknown_issuer",
             f"The token was issued by an unknown issuer, not by '{provider.name}'.",
         ) from None
-    except (jwt.PyJWTError, SuspiciousOperation, KeyError) as exc:
+    except (jwt.PyJWTError, KeyError) as exc:
         raise SsoRefused(
             "sso.bad_token", f"The identity provider's token is not valid: {exc}."
         ) from None

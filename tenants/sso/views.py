@@ -23,6 +23,7 @@ from tenants.pageforms import require_platform_role
 from tenants.pagekit import render_error
 from tenants.sso import oidc
 from tenants.sso.errors import SsoRefused
+from tenants.sso.guard import locked_out, record_refusal
 from tenants.sso.pages.mappings import dry_run_page
 from tenants.sso.providers import Provider, configured_providers, provider_named
 from tenants.sso.services.logout import backchannel_logout
@@ -137,12 +138,19 @@ def refusal_page(
     """A clear page, and the refusal in the audit log (nothing else was written)."""
     if request.user.is_authenticated and refused.code != "sso.bad_state":
         logout(request)
+    if refused.code == "sso.bad_state":  # anyone can send one: audited with a count
+        record_refusal(request, edge="callback", provider="", code=refused.code)
+        return _refusal(request, refused)
     record_event(
         action="sso.refused",
         actor=f"sso:{provider.name}" if provider else "sso",
         after={"code": refused.code, "provider": provider.name if provider else None},
         request_id=getattr(request, "request_id", ""),
     )
+    return _refusal(request, refused)
+
+
+def _refusal(request: HttpRequest, refused: SsoRefused) -> HttpResponse:
     return render(
         request,
         "tenants/sso_refused.html",
@@ -155,7 +163,15 @@ def refusal_page(
 @require_POST
 def backchannel_logout_view(request: HttpRequest, provider: str) -> HttpResponse:
     """/sso/<provider>/backchannel-logout/: the provider ends a person's sessions (OpenID
-    Connect Back-Channel Logout 1.0; a form field `logout_token`)."""
+    Connect Back-Channel Logout 1.0; a form field `logout_token`). An address locked out by
+    its failures is refused first (tenants/sso/guard.py)."""
+    refused = locked_out(request, edge="backchannel-logout")
+    if refused is not None:
+        return JsonResponse(
+            {"error": refused.code, "message": refused.message},
+            status=refused.status,
+            headers={"Retry-After": str(settings.LOGIN_LOCKOUT_SECONDS)},
+        )
     try:
         found = provider_named(provider)
         backchannel_logout(
@@ -164,12 +180,7 @@ def backchannel_logout_view(request: HttpRequest, provider: str) -> HttpResponse
             request_id=getattr(request, "request_id", ""),
         )
     except ApplicationError as exc:
-        record_event(
-            action="sso.refused",
-            actor=f"sso:{provider[:64]}",
-            after={"code": exc.code, "provider": provider[:64], "what": "backchannel-logout"},
-            request_id=getattr(request, "request_id", ""),
-        )
+        record_refusal(request, edge="backchannel-logout", provider=provider[:64], code=exc.code)
         return JsonResponse({"error": exc.code, "message": exc.message}, status=400)
     return HttpResponse(status=200, headers={"Cache-Control": "no-store"})
 

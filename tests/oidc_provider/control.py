@@ -1,5 +1,5 @@
-"""The test's hands on the provider: users and their groups, clients, tampering, logout tokens,
-pending device codes.
+"""The test's hands on the provider: users and their groups, clients, tampering, switches,
+logout tokens, pending device codes.
 
 Every call carries the secret the fixture started the provider with (OIDC_PROVIDER_CONTROL_KEY).
 """
@@ -19,7 +19,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import Application
 
-from tests.oidc_provider import device, tamper
+from tests.oidc_provider import device, switches, tamper
 
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 
@@ -47,6 +47,7 @@ def users(body: dict[str, Any]) -> dict[str, Any]:
     user.save()
     if "groups" in body:
         user.groups.set([Group.objects.get_or_create(name=name)[0] for name in body["groups"]])
+    switches.set_email_verified(user.username, body.get("email_verified", True))
     return {"sub": str(user.pk)}
 
 
@@ -76,6 +77,23 @@ def tamper_next(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @_guarded
+def switch(body: dict[str, Any]) -> dict[str, Any]:
+    """Every switch of tests/oidc_provider/switches.py as the body says (left out: off); the
+    answer holds them and what the portal fetched so far (`counts`)."""
+    return {**switches.set_all(body), "counts": _counts()}
+
+
+@_guarded
+def counts(body: dict[str, Any]) -> dict[str, Any]:
+    """What the portal fetched so far: its key set (`jwks`), refreshes (`refresh`)."""
+    return {"counts": _counts()}
+
+
+def _counts() -> dict[str, int]:
+    return {what: switches.counted(what) for what in ("jwks", "refresh")}
+
+
+@_guarded
 def logout_token(body: dict[str, Any]) -> dict[str, Any]:
     """An OpenID Connect back-channel logout token for the user, signed with this provider's key
     (the test delivers it, as the provider would: DOT itself sends none)."""
@@ -92,7 +110,8 @@ def logout_token(body: dict[str, Any]) -> dict[str, Any]:
         "events": {BACKCHANNEL_EVENT: {}},
     }
     pem = tamper.foreign_key_pem() if body.get("forge") else key.export_to_pem(True, None)
-    token = jwt.encode(claims, pem, algorithm="RS256", headers={"kid": key.thumbprint()})
+    headers = None if switches.on("no_kid") else {"kid": key.thumbprint()}
+    token = jwt.encode(claims, pem, algorithm="RS256", headers=headers)
     return {"logout_token": token}
 
 

@@ -2,8 +2,9 @@
 Keycloak, Entra ID and Okta offer it; on only when started with `--device-grant`.
 
 django-oauth-toolkit has the grant's endpoints and pages but leaves three things out, added here:
-its discovery document does not advertise the grant, oauthlib's device grant is plain OAuth
-(no ID token), and its token endpoint never answers `slow_down` nor notices that a code expired.
+its discovery document does not advertise the grant (tests/oidc_provider/switches.py adds it),
+oauthlib's device grant is plain OAuth (no ID token), and its token endpoint never answers
+`slow_down` nor notices that a code expired.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from oauth2_provider.models import get_device_grant_model
-from oauth2_provider.views import ConnectDiscoveryInfoView, DeviceAuthorizationView, TokenView
+from oauth2_provider.views import DeviceAuthorizationView, TokenView
 from oauthlib.oauth2.rfc8628.grant_types import DeviceCodeGrant
 from oauthlib.openid import Server
 
@@ -89,19 +90,6 @@ class DeviceGrantServer(Server):
         super().__init__(request_validator, *args, **kwargs)
         self.device_code_grant = OpenIDDeviceCodeGrant(request_validator, **kwargs)
         self._grant_types[DEVICE_GRANT] = self.device_code_grant
-
-
-class DiscoveryView(ConnectDiscoveryInfoView):
-    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        response = super().get(request, *args, **kwargs)
-        data = json.loads(response.content)
-        data["device_authorization_endpoint"] = request.build_absolute_uri(
-            "/o/device-authorization/"
-        )
-        data["grant_types_supported"] = ["authorization_code", "refresh_token", DEVICE_GRANT]
-        answer = JsonResponse(data)
-        answer["Access-Control-Allow-Origin"] = "*"
-        return answer
 
 
 class DeviceStartView(DeviceAuthorizationView):

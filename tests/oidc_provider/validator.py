@@ -1,6 +1,7 @@
 """The test provider's claims (groups, e-mail, name), disabled users refused a refresh (as
-Keycloak, Entra ID and Okta refuse them), the tampering the bad-input tests ask for, and the
-device grant's polls (tests/oidc_provider/device.py)."""
+Keycloak, Entra ID and Okta refuse them), the tampering the bad-input tests ask for, the
+switches of other providers' ways (tests/oidc_provider/switches.py), and the device grant's
+polls (tests/oidc_provider/device.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 import jwt
 from oauth2_provider.oauth2_validators import OAuth2Validator
 
-from tests.oidc_provider import device, tamper
+from tests.oidc_provider import device, switches, tamper
 
 
 class TestProviderValidator(OAuth2Validator):
@@ -20,7 +21,7 @@ class TestProviderValidator(OAuth2Validator):
         user = request.user
         return {
             "email": user.email,
-            "email_verified": bool(user.email),
+            "email_verified": bool(user.email) and switches.email_verified(user.username),
             "preferred_username": user.username,
             "name": user.get_full_name() or user.username,
             "groups": sorted(user.groups.values_list("name", flat=True)),
@@ -29,6 +30,12 @@ class TestProviderValidator(OAuth2Validator):
     def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
         valid = super().validate_refresh_token(refresh_token, client, request, *args, **kwargs)
         return valid and request.user.is_active
+
+    def _authenticate_request_body(self, request):
+        # A provider that offers client_secret_basic alone refuses a secret in the form body.
+        if switches.on("basic_only"):
+            return False
+        return super()._authenticate_request_body(request)
 
     def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
         # A public client may also use the device grant where it is on (one client for both
@@ -42,8 +49,9 @@ class TestProviderValidator(OAuth2Validator):
 
     def finalize_id_token(self, id_token, token, token_handler, request):
         signed = super().finalize_id_token(id_token, token, token_handler, request)
-        how = tamper.take()
-        if how is None:
+        how = tamper.take() or ""
+        no_kid = switches.on("no_kid")
+        if not how and not no_kid:
             return signed
         header = jwt.get_unverified_header(signed)
         claims = jwt.decode(signed, options={"verify_signature": False})
@@ -58,4 +66,5 @@ class TestProviderValidator(OAuth2Validator):
             claims["nonce"] = how.removeprefix("nonce:")
         elif how == "foreign-key":
             key = tamper.foreign_key_pem()
-        return jwt.encode(claims, key, algorithm="RS256", headers={"kid": header["kid"]})
+        headers = None if no_kid else {"kid": header["kid"]}
+        return jwt.encode(claims, key, algorithm="RS256", headers=headers)

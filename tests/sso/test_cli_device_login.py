@@ -198,7 +198,13 @@ def test_the_portal_checks_a_device_grant_id_token_as_any_other(login, sso_devic
     assert out["error"]["code"] == "sso.wrong_audience"
     _nothing_created()
     refused = AuditEvent.objects.get(action="sso.refused")
-    assert refused.after == {"code": "sso.wrong_audience", "provider": "testidp", "what": "cli"}
+    assert refused.after == {
+        "code": "sso.wrong_audience",
+        "provider": "testidp",
+        "what": "cli",
+        "client_ip": "127.0.0.1",
+        "failures": 1,
+    }
 
 
 def test_a_provider_without_the_device_endpoint_gets_the_loopback_redirect(login, sso, world):

@@ -144,3 +144,100 @@ def test_a_dry_run_as_a_test_user_signs_nobody_in(client, world, sso):
     assert not SsoIdentity.objects.exists()
     assert page.wsgi_request.user.username == "adam"
     assert AuditEvent.objects.filter(action="sso.dry_run").exists()
+
+
+def test_the_admin_stays_signed_in_after_a_dry_run(client, world, sso):
+    """The test user's provider and subject never reach the admin's session: the next request
+    is still the admin's, for an admin signed in with a password and for one signed in
+    through the provider alike."""
+    import httpx
+
+    from tenants.sso import oidc
+    from tests.sso.flow import authorize_at_provider, callback_path
+
+    SsoMapping.objects.create(
+        provider="testidp", claim="groups", value="ops", platform_role="operator"
+    )
+    SsoMapping.objects.create(
+        provider="testidp", claim="groups", value="admins", platform_role="platform-admin"
+    )
+    sso.user("tess", groups=["ops"])
+    sso.user("ada", groups=["admins"])
+
+    def dry_run_as_tess() -> None:
+        started = client.get("/sso/testidp/start/?dry_run=1")
+        with httpx.Client() as browser:
+            back = authorize_at_provider(started["Location"], "tess", browser)
+        assert client.get(callback_path(back)).status_code == 200
+
+    client.force_login(world.users["adam"])
+    dry_run_as_tess()
+    assert oidc.SESSION_PROVIDER not in client.session
+    after = client.get("/")
+    assert after.status_code == 200 and after.wsgi_request.user.username == "adam"
+
+    client.logout()
+    sign_in(client, "ada")
+    own = client.session[oidc.SESSION_SUBJECT]
+    dry_run_as_tess()
+    assert client.session[oidc.SESSION_SUBJECT] == own
+    after = client.get("/")
+    assert after.status_code == 200 and after.wsgi_request.user.username == "ada"
+    assert not AuditEvent.objects.filter(action="sso.session_ended").exists()
+
+
+def test_a_mapping_on_email_applies_only_when_the_provider_verified_it(client, world, sso):
+    """At some providers a person types any address into their own profile: a mapping on
+    `email` gives its role only when the provider marks the address verified."""
+    SsoMapping.objects.create(
+        provider="testidp", claim="email", value="ceo@acme.test", tenant=world.acme, role="owner"
+    )
+    sso.user("eve", groups=[], email="ceo@acme.test", email_verified=False)
+    refused = sign_in(client, "eve")
+    assert refused.status_code == 403 and refused.context["code"] == "sso.maps_nowhere"
+    assert not Membership.objects.filter(tenant=world.acme, user__username="eve").exists()
+    client.force_login(world.users["adam"])
+    dry = client.post(
+        DRY_RUN,
+        {"claims": {"email": "ceo@acme.test", "email_verified": False}},
+        content_type="application/json",
+    ).json()
+    assert dry["maps_nowhere"] is True and dry["unverified"] == ["email=ceo@acme.test"]
+    page = client.post(
+        "/platform/sso/dry-run/",
+        {"provider": "testidp", "claims": '{"email": "ceo@acme.test", "email_verified": "true"}'},
+    )
+    assert b"did not mark them verified: email=ceo@acme.test" in page.content
+    client.logout()
+    sso.user("eve", groups=[], email="ceo@acme.test", email_verified=True)
+    assert sign_in(client, "eve").status_code == 302
+    assert Membership.objects.filter(tenant=world.acme, user__username="eve", role="owner").exists()
+
+
+def test_claims_a_person_sets_and_nobody_verifies_cannot_be_mapped(client, world, sso):
+    client.force_login(world.users["adam"])
+    for claim in ("preferred_username", "name", "nickname"):
+        refused = client.post(
+            MAPPINGS,
+            {"claim": claim, "value": "boss", "tenant": "acme", "role": "owner"},
+            content_type="application/json",
+        )
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == "sso.unverifiable_claim"
+    assert not SsoMapping.objects.exists()
+    # A row made before the rule (or by hand) gives nothing either.
+    SsoMapping.objects.create(
+        provider="testidp",
+        claim="preferred_username",
+        value="boss",
+        tenant=world.acme,
+        role="owner",
+    )
+    sso.user("boss", groups=[])
+    client.logout()
+    assert sign_in(client, "boss").status_code == 403
+    shown = client.get("/login/")
+    assert shown.status_code == 200
+    client.force_login(world.users["adam"])
+    page = client.get("/platform/sso/")
+    assert b"applies only when the provider marks the value verified" in page.content

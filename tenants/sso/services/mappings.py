@@ -12,7 +12,7 @@ from core.errors import ApplicationError, Conflict, NotFound
 from tenants.models import PlatformRole, Tenant, TenantRole
 from tenants.sso.models import SsoIdentity, SsoMapping
 from tenants.sso.providers import provider_named
-from tenants.sso.resolution import resolve_claims
+from tenants.sso.resolution import UNVERIFIABLE, resolve_claims
 from tenants.sso.services.sync import plan_sync
 
 MAX_CLAIMS_BYTES = 64 * 1024
@@ -44,6 +44,14 @@ def mapping_create(
     if not claim or not value or len(claim) > 100 or len(value) > 255:
         raise ApplicationError(
             "sso.bad_mapping", "Give a claim (up to 100 characters) and a value (up to 255)."
+        )
+    if claim in UNVERIFIABLE:
+        raise ApplicationError(
+            "sso.unverifiable_claim",
+            f"A person can set '{claim}' for themselves at some providers, and no provider says "
+            "it checked it: a mapping on it would give its role to whoever types the value. "
+            "Map a group (`groups`), or `email` (which applies only when the provider marks it "
+            "verified).",
         )
     if bool(tenant) == bool(platform_role) or bool(tenant) != bool(role):
         raise ApplicationError(
@@ -122,6 +130,8 @@ def mapping_dry_run(
     result = {
         **resolution.as_dict(),
         "maps_nowhere": resolution.is_empty,
+        # Mappings the claims would meet but their provider did not verify: not applied.
+        "unverified": list(resolution.unverified),
         "user": user.get_username() if user is not None else None,
         "changes": [change.as_dict() for change in changes],
     }

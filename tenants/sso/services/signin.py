@@ -14,7 +14,7 @@ from core.audit import record_event
 from tenants.sso.errors import SsoRefused
 from tenants.sso.models import SsoIdentity
 from tenants.sso.providers import Provider
-from tenants.sso.resolution import resolve_claims
+from tenants.sso.resolution import resolve_claims, verified_email
 from tenants.sso.sealing import seal
 from tenants.sso.services.sync import apply_sync
 
@@ -47,7 +47,7 @@ def sso_sign_in(
         elif not identity.user.is_active:
             raise SsoRefused("sso.user_disabled", "Your portal account is disabled.", status=403)
         changes = apply_sync(identity=identity, resolution=resolution, request_id=request_id)
-        identity.verified_email = _verified_email(claims)
+        identity.verified_email = verified_email(claims)
         identity.last_sign_in_at = timezone.now()
         identity.id_token_expires_at = datetime.fromtimestamp(float(claims["exp"]), tz=UTC)
         fields = ["verified_email", "last_sign_in_at", "id_token_expires_at"]
@@ -81,7 +81,7 @@ def sso_sign_in(
 
 def _create_identity(provider: Provider, claims: dict[str, Any], *, request_id: str) -> SsoIdentity:
     username = _free_username(claims)
-    user = User(username=username, email=_verified_email(claims))
+    user = User(username=username, email=verified_email(claims))
     user.set_unusable_password()  # this person signs in through the provider only
     user.save()
     identity = SsoIdentity.objects.create(
@@ -96,13 +96,6 @@ def _create_identity(provider: Provider, claims: dict[str, Any], *, request_id: 
         request_id=request_id,
     )
     return identity
-
-
-def _verified_email(claims: dict[str, Any]) -> str:
-    email = claims.get("email")
-    if isinstance(email, str) and claims.get("email_verified") is True:
-        return email[:254]
-    return ""
 
 
 def _free_username(claims: dict[str, Any]) -> str:

@@ -28,9 +28,10 @@ from tenants.sso.services.recheck import recheck_session
 
 logger = logging.getLogger(__name__)
 
-# Outcomes that say nothing about the person (the provider is down, or answered nonsense): the
-# tokens stay, and the next run asks again.
-INCONCLUSIVE = {"sso.provider_unreachable", "sso.bad_token"}
+# Outcomes that say nothing about the person (the provider is down, answered nonsense, or
+# refused the portal's own client: the platform admins are alerted): the tokens stay, and the
+# next run asks again.
+INCONCLUSIVE = {"sso.provider_unreachable", "sso.bad_token", "sso.provider_misconfigured"}
 
 
 @dataclass
