@@ -27,6 +27,7 @@ SECRETS_DIR = K8S / "secrets"
 SECRET_SUFFIX = "-secrets"
 ENGINE_SECRET_EXAMPLE = "engine-node"
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+ENGINE_LABEL = "lora-portal.io/engine"
 
 
 def kubectl() -> str:
@@ -217,7 +218,11 @@ def entrypoint_env_names() -> frozenset[str]:
 
 
 def own_secret(workload: dict[str, Any]) -> str:
-    """The name of a workload's own Secret."""
+    """The name of a workload's own Secret: an engine node's two pods (the engine, its worker)
+    share their node's, `engine-<name>-secrets`."""
+    engine = pod_template(workload).get("metadata", {}).get("labels", {}).get(ENGINE_LABEL)
+    if engine is not None:
+        return f"engine-{engine}{SECRET_SUFFIX}"
     return f"{workload['metadata']['name']}{SECRET_SUFFIX}"
 
 

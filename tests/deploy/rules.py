@@ -18,6 +18,7 @@ from typing import Any
 
 from tests.deploy.manifests import (
     ENGINE_IMAGE,
+    ENGINE_LABEL,
     PORTAL_IMAGE,
     REPO,
     Container,
@@ -34,9 +35,9 @@ from tests.deploy.manifests import (
 
 Objects = list[dict[str, Any]]
 COMPONENT = "app.kubernetes.io/component"
-ENGINE_LABEL = "lora-portal.io/engine"
+ENGINE_WORKER = "engine-worker"
 # Who may call an engine (README: workers and the gateway; web is the same ASGI app and probes
-# engines for /healthz): components, plus the engine's own pod (its worker).
+# engines for /healthz): components, plus the engine's own worker (its own pod on that node).
 ENGINE_CLIENTS = {"gateway", "web", "worker"}
 # Placeholders for the Secrets' values, which are not in the manifests: shaped like real ones,
 # with the password and TLS that production requires of PostgreSQL and Redis (docs/deploy.md 1).
@@ -378,10 +379,17 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     return True
 
 
+def _is_worker_of(pod_labels: dict[str, str], engine_labels: dict[str, str]) -> bool:
+    """Whether a pod with these labels is the engine worker of the engine with those."""
+    return pod_labels.get(COMPONENT) == ENGINE_WORKER and pod_labels.get(
+        ENGINE_LABEL
+    ) == engine_labels.get(ENGINE_LABEL)
+
+
 def check_engine_ports_policed(objects: Objects) -> list[str]:
     """Each engine port is reachable only from the gateway, web, the shared workers and the
-    engine's own pod, through NetworkPolicies that select the engine's pod, and the gateway and
-    the engine's own worker can reach it."""
+    engine's own worker's pod, through NetworkPolicies that select the engine's pod, and the
+    gateway and the engine's own worker can reach it."""
     policies = [obj for obj in objects if obj.get("kind") == "NetworkPolicy"]
     pods = [
         (w["metadata"]["name"], pod_template(w)["metadata"].get("labels", {}))
@@ -428,15 +436,15 @@ def check_engine_ports_policed(objects: Objects) -> list[str]:
                         if not _selects(peer["podSelector"], pod_labels):
                             continue
                         component = pod_labels.get(COMPONENT, "")
-                        if name == c.workload["metadata"]["name"]:
-                            reaches.add("itself")
+                        if _is_worker_of(pod_labels, labels):
+                            reaches.add("its worker")
                         elif component in ENGINE_CLIENTS:
                             reaches.add(component)
                         else:
                             problems.append(
                                 f"{c.where()}: {np['metadata']['name']} admits {name} ({component})"
                             )
-        for needed in ("gateway", "itself"):
+        for needed in ("gateway", "its worker"):
             if needed not in reaches:
                 problems.append(f"{c.where()}: the NetworkPolicies keep out {needed}")
     return problems
@@ -494,10 +502,73 @@ def check_resource_requests(objects: Objects) -> list[str]:
     return problems
 
 
+def _engine_workers(objects: Objects, engine: Container) -> list[Container]:
+    """The engine workers of an engine: `engine-worker` containers with its engine label."""
+    name = engine.labels.get(ENGINE_LABEL)
+    return [
+        c
+        for c in containers(objects, init=False)
+        if c.role == ENGINE_WORKER and c.labels.get(ENGINE_LABEL) == name
+    ]
+
+
+def _volume_source(objects: Objects, c: Container, volume: str) -> tuple[str, str] | None:
+    """Where a pod's volume lives on a node, as ("local", PV name) or ("hostPath", path); None
+    for anything else (an emptyDir is the pod's own; a network volume is on no one node)."""
+    spec = next((v for v in c.pod.get("volumes") or [] if v["name"] == volume), None)
+    if spec is None:
+        return None
+    if "hostPath" in spec:
+        return ("hostPath", spec["hostPath"]["path"].rstrip("/"))
+    claim_name = (spec.get("persistentVolumeClaim") or {}).get("claimName")
+    claim = next(
+        (
+            o
+            for o in objects
+            if o.get("kind") == "PersistentVolumeClaim" and o["metadata"]["name"] == claim_name
+        ),
+        None,
+    )
+    pv_name = (claim or {}).get("spec", {}).get("volumeName")
+    pv = next(
+        (
+            o
+            for o in objects
+            if o.get("kind") == "PersistentVolume" and o["metadata"]["name"] == pv_name
+        ),
+        None,
+    )
+    if pv is not None and "local" in pv["spec"]:
+        return ("local", pv_name or "")
+    return None
+
+
+def _volume_read_only(c: Container, volume: str) -> bool:
+    spec: dict[str, Any] = next((v for v in c.pod.get("volumes") or [] if v["name"] == volume), {})
+    mount: dict[str, Any] = next(
+        (m for m in c.spec.get("volumeMounts") or [] if m["name"] == volume), {}
+    )
+    return bool(mount.get("readOnly") or (spec.get("persistentVolumeClaim") or {}).get("readOnly"))
+
+
+def _beside(worker: Container, engine: Container) -> bool:
+    """Whether the worker's pod is required on its engine's node: a required pod affinity, per
+    node, to the engine's pod."""
+    terms = ((worker.pod.get("affinity") or {}).get("podAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    return any(
+        term.get("topologyKey") == "kubernetes.io/hostname"
+        and _selects(term.get("labelSelector") or {}, engine.labels)
+        for term in terms
+    )
+
+
 def check_engine_nodes_wired(objects: Objects) -> list[str]:
-    """Each engine pod: its worker consumes that engine's queue, the key is ENGINE_KEY of the
-    node's own Secret (for the plugin and vLLM), both containers share the adapter volume at
-    the path the plugin is told (the engine read-only), and no other writable one (/tmp)."""
+    """Each engine: one worker, in a pod of its own on the engine's node, consumes that engine's
+    queue; the key is ENGINE_KEY of the node's own Secret (for the plugin and vLLM); both pods
+    mount the same node-local adapters volume (a local PersistentVolume or a hostPath) at the path
+    the plugin is told, the engine read-only, and share no other writable one (/tmp)."""
     problems = []
     for c in containers(objects, init=False):
         if c.image_name != ENGINE_IMAGE:
@@ -513,41 +584,54 @@ def check_engine_nodes_wired(objects: Objects) -> list[str]:
             problems.append(f"{c.where()}: VLLM_PLUGINS does not load the portal plugin")
         root = env.get("PORTAL_ADAPTER_ROOT", {}).get("value")
         mounts = {m["mountPath"]: m["name"] for m in c.spec.get("volumeMounts") or []}
-        workers = [
-            w for w in c.pod["containers"] if w.get("args") and w["args"][0] == "engine-worker"
-        ]
+        in_pod = [w for w in c.pod["containers"] if (w.get("args") or [None])[0] == ENGINE_WORKER]
+        if in_pod:
+            problems.append(f"{c.where()}: its worker shares the engine's pod (and its network)")
+        workers = [w for w in _engine_workers(objects, c) if w.workload is not c.workload]
         if len(workers) != 1:
-            problems.append(f"{c.where()}: {len(workers)} engine workers beside the engine")
+            problems.append(f"{c.where()}: {len(workers)} engine workers of its own")
             continue
         worker = workers[0]
-        worker_env = {item["name"]: item.get("value") for item in worker.get("env") or []}
+        worker_env = {item["name"]: item.get("value") for item in worker.spec.get("env") or []}
         if worker_env.get("ENGINE_NAME") != name:
             problems.append(
                 f"{c.where()}: its worker consumes the queue of {worker_env.get('ENGINE_NAME')}"
             )
-        worker_mounts = {m["mountPath"]: m["name"] for m in worker.get("volumeMounts") or []}
-        if root is None or root not in mounts or worker_mounts.get(root) != mounts[root]:
-            problems.append(f"{c.where()}: engine and worker do not share {root}")
-        problems += _shared_writable(c, worker, adapters=mounts.get(root or ""))
+        if not _beside(worker, c):
+            problems.append(f"{c.where()}: its worker is not required on the engine's node")
+        worker_mounts = {m["mountPath"]: m["name"] for m in worker.spec.get("volumeMounts") or []}
+        ours = _volume_source(objects, c, mounts.get(root or "", ""))
+        theirs = _volume_source(objects, worker, worker_mounts.get(root or "", ""))
+        if root is None or ours is None or ours != theirs:
+            problems.append(
+                f"{c.where()}: engine and worker do not share a node-local volume at {root}"
+            )
+        problems += _shared_writable(objects, c, worker, adapters=ours)
     return problems
 
 
-def _shared_writable(engine: Container, worker: dict[str, Any], adapters: str | None) -> list[str]:
-    """The volumes both containers of an engine pod mount with one of them writing, but the
+def _shared_writable(
+    objects: Objects, engine: Container, worker: Container, adapters: tuple[str, str] | None
+) -> list[str]:
+    """The node's storage both pods of an engine node mount with one of them writing, but the
     adapters, which only the worker writes and the engine reads: through any other, either could
     plant files the other reads or runs."""
-    ours = {m["name"]: m for m in engine.spec.get("volumeMounts") or []}
-    theirs = {m["name"]: m for m in worker.get("volumeMounts") or []}
+    ours = {
+        _volume_source(objects, engine, m["name"]): m for m in engine.spec.get("volumeMounts") or []
+    }
+    theirs = {
+        _volume_source(objects, worker, m["name"]): m for m in worker.spec.get("volumeMounts") or []
+    }
     problems = []
-    for name in sorted(ours.keys() & theirs.keys()):
-        engine_writes = not ours[name].get("readOnly")
-        worker_writes = not theirs[name].get("readOnly")
-        if name == adapters and not engine_writes:
+    for source in sorted((ours.keys() & theirs.keys()) - {None}):  # type: ignore[type-var]
+        engine_writes = not _volume_read_only(engine, ours[source]["name"])
+        worker_writes = not _volume_read_only(worker, theirs[source]["name"])
+        if source == adapters and not engine_writes:
             continue
         if engine_writes or worker_writes:
             problems.append(
-                f"{engine.where()}: engine and worker share the writable volume {name} "
-                f"({ours[name]['mountPath']})"
+                f"{engine.where()}: engine and worker share the writable volume "
+                f"{ours[source]['name']} ({ours[source]['mountPath']})"
             )
     return problems
 
@@ -757,57 +841,107 @@ def check_data_services_policed(objects: Objects) -> list[str]:
     return problems
 
 
+def _egress_peers(
+    objects: Objects, c: Container
+) -> tuple[list[str], list[tuple[str, Any, set[Any]]]]:
+    """The egress peers the NetworkPolicies selecting a container's pod allow, as (where, peer,
+    ports; peer None for a rule without destinations); a problem if none selects the pod."""
+    policies = _policies(objects, c.labels, "Egress")
+    if not policies:
+        return [f"{c.where()}: no egress NetworkPolicy: the pod may connect anywhere"], []
+    peers: list[tuple[str, Any, set[Any]]] = []
+    for np in policies:
+        where = f"{c.where()}: {np['metadata']['name']}"
+        for rule in np["spec"].get("egress") or []:
+            rule_ports = {p.get("port") for p in rule.get("ports") or []}
+            for peer in rule.get("to") or [None]:
+                peers.append((where, peer, rule_ports))
+    return [], peers
+
+
 def check_engine_egress(objects: Objects) -> list[str]:
-    """An engine node's pod connects only to the cluster's DNS, the object store, the data
-    services its worker uses, and itself (its engine, through its Service)."""
+    """An engine's pod connects only to the cluster's DNS; its worker's pod only to DNS, the object
+    store, the data services it uses and its own engine's port."""
     problems: list[str] = []
     pods = {
         w["metadata"]["name"]: pod_template(w)["metadata"].get("labels", {})
         for w in workloads(objects)
     }
     for c in containers(objects, init=False):
+        if c.image_name != ENGINE_IMAGE and c.role != ENGINE_WORKER:
+            continue
+        missing, peers = _egress_peers(objects, c)
+        problems += missing
+        if missing:
+            continue
+        used = {
+            service for service, (key, _) in DATA_SERVICES.items() if key in secrets_given(c)[0]
+        }
+        engines = [e for e in containers(objects, init=False) if e.image_name == ENGINE_IMAGE]
+        own_engine = next(
+            (e for e in engines if c.role and _is_worker_of(c.labels, e.labels)), None
+        )
+        engine_ports = {
+            p["containerPort"] for p in (own_engine.spec.get("ports") or [] if own_engine else [])
+        }
+        allowed = {"dns"} | ({OBJECT_STORE, *used, "its engine"} if c.role else set())
+        reaches: set[str] = set()
+        for where, peer, rule_ports in peers:
+            if peer is None:
+                problems.append(f"{where} lets the pod connect anywhere")
+                continue
+            service = (peer.get("podSelector") or {}).get("matchLabels", {}).get(SERVICE_LABEL)
+            selected = {n for n, lb in pods.items() if _selects(peer.get("podSelector") or {}, lb)}
+            if peer == DNS_PEER and rule_ports == {53}:
+                reached = "dns"
+            elif set(peer) == {"podSelector"} and service in {OBJECT_STORE, *DATA_SERVICES}:
+                reached = service
+            elif (
+                own_engine is not None
+                and set(peer) == {"podSelector"}
+                and selected == {own_engine.workload["metadata"]["name"]}
+                and rule_ports
+                and rule_ports <= engine_ports
+            ):
+                reached = "its engine"
+            else:
+                reached = json.dumps(peer)
+            if reached in allowed:
+                reaches.add(reached)
+            else:
+                problems.append(f"{where} lets the pod connect to {reached}")
+        needed = {"dns"} | ({OBJECT_STORE, *used, "its engine"} if c.role else set())
+        for name in sorted(needed - reaches):
+            problems.append(f"{c.where()}: its egress keeps out {name}, which it needs")
+    return problems
+
+
+def check_engine_egress_excludes_data_services(objects: Objects) -> list[str]:
+    """No engine can open a connection to Redis or PostgreSQL: it shares its pod (whose network a
+    NetworkPolicy governs as one) with no container that uses them, and the egress policies of
+    its pod allow no peer that may be one of them (their pods, an address range, another
+    namespace) on their ports."""
+    problems: list[str] = []
+    for c in containers(objects, init=False):
         if c.image_name != ENGINE_IMAGE:
             continue
-        name = c.workload["metadata"]["name"]
-        policies = _policies(objects, c.labels, "Egress")
-        if not policies:
-            problems.append(f"{c.where()}: no egress NetworkPolicy: the pod may connect anywhere")
-            continue
-        ports = {p["containerPort"] for p in c.spec.get("ports") or []}
-        used = {
-            service
-            for w in c.pod["containers"]
-            for service, (key, _) in DATA_SERVICES.items()
-            if key in secrets_given(Container(c.workload, c.pod, w))[0]
-        }
-        reaches: set[str] = set()
-        for np in policies:
-            where = f"{c.where()}: {np['metadata']['name']}"
-            for rule in np["spec"].get("egress") or []:
-                rule_ports = {p.get("port") for p in rule.get("ports") or []}
-                if not rule.get("to"):
-                    problems.append(f"{where} lets the pod connect anywhere")
-                    continue
-                for peer in rule["to"]:
-                    service = (
-                        (peer.get("podSelector") or {}).get("matchLabels", {}).get(SERVICE_LABEL)
+        for other in c.pod["containers"]:
+            given = secrets_given(Container(c.workload, c.pod, other))[0]
+            for service, (key, _) in sorted(DATA_SERVICES.items()):
+                if key in given:
+                    problems.append(
+                        f"{c.where()}: shares its pod with {other['name']}, which uses {service}"
                     )
-                    if peer == DNS_PEER and rule_ports == {53}:
-                        reaches.add("dns")
-                    elif set(peer) == {"podSelector"} and service in {OBJECT_STORE, *used}:
-                        reaches.add(service)
-                    elif (
-                        set(peer) == {"podSelector"}
-                        and {n for n, lb in pods.items() if _selects(peer["podSelector"], lb)}
-                        == {name}
-                        and rule_ports
-                        and rule_ports <= ports
-                    ):
-                        reaches.add("itself")
-                    else:
-                        problems.append(f"{where} lets the pod connect to {json.dumps(peer)}")
-        for needed in sorted({"dns", OBJECT_STORE, *used} - reaches):
-            problems.append(f"{c.where()}: its egress keeps out {needed}, which it needs")
+        missing, peers = _egress_peers(objects, c)
+        problems += [f"{m}, Redis and PostgreSQL included" for m in missing]
+        for where, peer, rule_ports in peers:
+            for service, (_, port) in sorted(DATA_SERVICES.items()):
+                if rule_ports and port not in rule_ports:
+                    continue
+                if peer is None or set(peer) - {"podSelector"}:
+                    problems.append(f"{where} lets the engine reach {service} (any address)")
+                elif _selects(peer["podSelector"], {SERVICE_LABEL: service}):
+                    problems.append(f"{where} lets the engine reach {service}")
     return problems
 
 
@@ -824,4 +958,5 @@ RULES: dict[str, Callable[[Objects], list[str]]] = {
     "secrets by need": check_secrets_by_need,
     "data services policed": check_data_services_policed,
     "engine egress": check_engine_egress,
+    "engine egress excludes data services": check_engine_egress_excludes_data_services,
 }

@@ -68,8 +68,16 @@ def _engine_pod(objects: Objects) -> dict[str, Any]:
     return next(
         o
         for o in objects
-        if o["kind"] == "Deployment" and o["metadata"]["name"].startswith("engine-")
+        if o["kind"] == "Deployment"
+        and o["metadata"]["name"].startswith("engine-")
+        and not o["metadata"]["name"].startswith("engine-worker-")
     )
+
+
+def _worker_pod(objects: Objects) -> dict[str, Any]:
+    """The engine worker's Deployment of the engine _engine_pod() finds."""
+    engine = _engine_pod(objects)["metadata"]["name"].removeprefix("engine-")
+    return _workload(objects, f"engine-worker-{engine}")
 
 
 def _named(objects: Objects, kind: str, name: str) -> dict[str, Any]:
@@ -109,7 +117,7 @@ def policy_admits_live(objects: Objects) -> None:
 
 def policy_keeps_out_gateway(objects: Objects) -> None:
     for o in objects:
-        if o["kind"] == "NetworkPolicy":
+        if o["kind"] == "NetworkPolicy" and o["spec"].get("ingress"):
             o["spec"]["ingress"][0]["from"] = o["spec"]["ingress"][0]["from"][1:]
 
 
@@ -139,17 +147,17 @@ def engine_without_gpu(objects: Objects) -> None:
 
 
 def worker_on_another_queue(objects: Objects) -> None:
-    worker = _engine_pod(objects)["spec"]["template"]["spec"]["containers"][1]
+    worker = _worker_pod(objects)["spec"]["template"]["spec"]["containers"][0]
     worker["env"][0]["value"] = "someone-else"
 
 
 def _engine_container(objects: Objects, name: str) -> dict[str, Any]:
-    pod = _engine_pod(objects)["spec"]["template"]["spec"]
+    pod = (_worker_pod if name == "worker" else _engine_pod)(objects)["spec"]["template"]["spec"]
     return next(c for c in pod["containers"] if c["name"] == name)
 
 
 def _from_own_secret(objects: Objects, container: str, key: str) -> None:
-    """The engine pod's `container` also gets `key` from the node's own Secret."""
+    """The engine node's `container` also gets `key` from the node's own Secret."""
     secret = f"{_engine_pod(objects)['metadata']['name']}-secrets"
     ref = {"secretKeyRef": {"name": secret, "key": key}}
     _engine_container(objects, container)["env"].append({"name": key, "valueFrom": ref})
@@ -189,9 +197,14 @@ def migrate_reaches_redis(objects: Objects) -> None:
     labels["lora-portal.io/redis-client"] = "true"
 
 
-def engine_kept_from_postgresql(objects: Objects) -> None:
-    labels = _engine_pod(objects)["spec"]["template"]["metadata"]["labels"]
+def engine_worker_kept_from_postgresql(objects: Objects) -> None:
+    labels = _worker_pod(objects)["spec"]["template"]["metadata"]["labels"]
     labels.pop("lora-portal.io/postgresql-client")
+
+
+def engine_labelled_a_redis_client(objects: Objects) -> None:
+    labels = _engine_pod(objects)["spec"]["template"]["metadata"]["labels"]
+    labels["lora-portal.io/redis-client"] = "true"
 
 
 def postgresql_open_to_an_address_range(objects: Objects) -> None:
@@ -220,22 +233,59 @@ def engine_reaches_anywhere(objects: Objects) -> None:
     _engine_policy(objects)["spec"]["egress"].append({"ports": [{"protocol": "TCP", "port": 443}]})
 
 
-def engine_without_dns(objects: Objects) -> None:
-    egress = _engine_policy(objects)["spec"]["egress"]
+def engine_worker_without_dns(objects: Objects) -> None:
+    name = _worker_pod(objects)["metadata"]["name"]
+    egress = _named(objects, "NetworkPolicy", name)["spec"]["egress"]
     egress[:] = [rule for rule in egress if "namespaceSelector" not in rule["to"][0]]
 
 
+def engine_reaches_redis(objects: Objects) -> None:
+    _engine_policy(objects)["spec"]["egress"].append(
+        {
+            "to": [{"podSelector": {"matchLabels": {"lora-portal.io/service": "redis"}}}],
+            "ports": [{"protocol": "TCP", "port": 6379}],
+        }
+    )
+
+
+def engine_reaches_an_address_range(objects: Objects) -> None:
+    _engine_policy(objects)["spec"]["egress"].append({"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]})
+
+
+def worker_back_in_the_engine_pod(objects: Objects) -> None:
+    """As the engine node was: the worker a second container of the engine's pod."""
+    worker = _worker_pod(objects)
+    objects.remove(worker)
+    engine = _engine_pod(objects)["spec"]["template"]["spec"]
+    engine["containers"].append(worker["spec"]["template"]["spec"]["containers"][0])
+    engine["volumes"].append({"name": "worker-tmp", "emptyDir": {}})
+
+
+def worker_off_the_engine_node(objects: Objects) -> None:
+    _worker_pod(objects)["spec"]["template"]["spec"].pop("affinity")
+
+
+def adapters_in_the_worker_pod_only(objects: Objects) -> None:
+    volumes = _worker_pod(objects)["spec"]["template"]["spec"]["volumes"]
+    next(v for v in volumes if v["name"] == "adapters").pop("persistentVolumeClaim")
+    next(v for v in volumes if v["name"] == "adapters")["emptyDir"] = {}
+
+
 def engine_and_worker_share_tmp(objects: Objects) -> None:
-    """As the engine pod was: one writable /tmp for both containers."""
-    pod = _engine_pod(objects)["spec"]["template"]["spec"]
-    worker = next(c for c in pod["containers"] if c.get("args") == ["engine-worker"])
-    engine_tmp = next(m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == "/tmp")
-    next(m for m in worker["volumeMounts"] if m["mountPath"] == "/tmp")["name"] = engine_tmp["name"]
+    """One writable /tmp for both pods, on the node's disk."""
+    for pod in (_engine_pod(objects), _worker_pod(objects)):
+        for volume in pod["spec"]["template"]["spec"]["volumes"]:
+            if volume["name"].endswith("-tmp"):
+                volume.pop("emptyDir")
+                volume["hostPath"] = {"path": "/var/tmp/lora-portal"}
 
 
 def engine_writes_the_adapters(objects: Objects) -> None:
-    engine = _engine_pod(objects)["spec"]["template"]["spec"]["containers"][0]
-    next(m for m in engine["volumeMounts"] if m["name"] == "adapters").pop("readOnly")
+    pod = _engine_pod(objects)["spec"]["template"]["spec"]
+    next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "adapters").pop("readOnly")
+    next(v for v in pod["volumes"] if v["name"] == "adapters")["persistentVolumeClaim"].pop(
+        "readOnly"
+    )
 
 
 def key_of_another_engine(objects: Objects) -> None:
@@ -304,6 +354,9 @@ BREAKS: list[tuple[str, Callable[[Objects], None], str]] = [
     ("engine nodes wired", key_of_another_engine, "VLLM_API_KEY is not ENGINE_KEY of"),
     ("engine nodes wired", engine_and_worker_share_tmp, "share the writable volume engine-tmp"),
     ("engine nodes wired", engine_writes_the_adapters, "share the writable volume adapters"),
+    ("engine nodes wired", worker_back_in_the_engine_pod, "its worker shares the engine's pod"),
+    ("engine nodes wired", worker_off_the_engine_node, "not required on the engine's node"),
+    ("engine nodes wired", adapters_in_the_worker_pod_only, "do not share a node-local volume"),
     ("ingress caps", gateway_cap_too_small, "Ingress gateway: body cap 1m"),
     ("ingress caps", upload_cap_far_above, "Ingress portal-uploads: body cap 50g"),
     ("no secret values", secret_in_manifests, "Secret web-secrets carries values"),
@@ -329,12 +382,34 @@ BREAKS: list[tuple[str, Callable[[Objects], None], str]] = [
     ("secrets by need", no_secrets_for_web, "web:web: lacks SECRET_KEY, which it uses"),
     ("data services policed", redis_open, "redis: no NetworkPolicy selects it"),
     ("data services policed", migrate_reaches_redis, "redis: admits migrate, which does not use"),
-    ("data services policed", engine_kept_from_postgresql, "postgresql: keeps out engine-gpu-a"),
+    (
+        "data services policed",
+        engine_worker_kept_from_postgresql,
+        "postgresql: keeps out engine-worker-gpu-a",
+    ),
+    ("data services policed", engine_labelled_a_redis_client, "redis: admits engine-gpu-a, which"),
     ("data services policed", postgresql_open_to_an_address_range, "admits sources beyond"),
     ("engine egress", engine_egress_removed, "no egress NetworkPolicy"),
     ("engine egress", engine_reaches_the_internet, 'connect to {"ipBlock": {"cidr": "0.0.0.0/0"}}'),
     ("engine egress", engine_reaches_anywhere, "lets the pod connect anywhere"),
-    ("engine egress", engine_without_dns, "its egress keeps out dns"),
+    ("engine egress", engine_worker_without_dns, "worker: its egress keeps out dns"),
+    ("engine egress", engine_reaches_redis, "lets the pod connect to redis"),
+    (
+        "engine egress excludes data services",
+        worker_back_in_the_engine_pod,
+        "shares its pod with worker, which uses redis",
+    ),
+    ("engine egress excludes data services", engine_reaches_redis, "lets the engine reach redis"),
+    (
+        "engine egress excludes data services",
+        engine_reaches_an_address_range,
+        "lets the engine reach postgresql (any address)",
+    ),
+    (
+        "engine egress excludes data services",
+        engine_egress_removed,
+        "no egress NetworkPolicy: the pod may connect anywhere, Redis and PostgreSQL included",
+    ),
 ]
 
 
