@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 
 from gateway import class_policy
 from gateway.budgets import BudgetClaim, BudgetSettler, budgets_unavailable
-from gateway.errors import held_for_live, too_many, unavailable
+from gateway.errors import GatewayError, held_for_live, too_many, unavailable
 from gateway.routes import Target
 from gateway.script_link import ScriptLink
 from workers.redis_contract import scripts as lua
@@ -44,6 +44,10 @@ from workers.redis_contract.keys import (
 log = logging.getLogger(__name__)
 
 ADMIT_WAIT_S = 60.0
+# Hash: per service class, requests shed (`shed:<class>`), and requests that waited for their
+# class's share then went in (`held:<class>`) with their seconds (`held_s:<class>`), every
+# replica's (gateway.metrics: service_class_*).
+CLASSES_KEY = "lp:gwm:classes"
 HELD_NOTE_S = 2.0  # how often a request held at the pin guard tells the controller again
 SKIP = -1  # an ARGV value: this part of the script does not apply to the request
 
@@ -299,9 +303,16 @@ class Admission:
                 now = time.monotonic()
                 class_started = now if class_started is None else class_started
                 self.class_wait_s = now - class_started
-                self._shed_or_wait(result, entry, argv, self.class_wait_s)
+                try:
+                    self._shed_or_wait(result, entry, argv, self.class_wait_s)
+                except GatewayError:
+                    await self._count_class("shed", 1)
+                    raise
                 await asyncio.sleep(min(0.1, 0.01 * (1 + self.class_wait_s / 0.1)))
                 continue
+            if class_started is not None and status == 0:
+                class_started = None
+                await self._count_class("held", self.class_wait_s)
             self._refuse(status, result, entry)
             self.counted = True
             argv[0] = argv[1] = argv[2] = SKIP  # counted once; only the engine part again
@@ -325,6 +336,21 @@ class Admission:
             pause = min(0.1, 0.01 * (1 + waited / 0.1))
             await asyncio.sleep(pause)
             waited += pause
+
+    async def _count_class(self, what: str, seconds: float) -> None:
+        """Count a shed request, or one that waited for its class's share (and how long), for
+        the metrics; only these requests pay the round trip, and a lost count loses no request."""
+        name = self.service_class
+        try:
+            pipe = self.scripts.redis.pipeline(transaction=False)
+            if what == "shed":
+                pipe.hincrby(CLASSES_KEY, f"shed:{name}", 1)
+            else:
+                pipe.hincrby(CLASSES_KEY, f"held:{name}", 1)
+                pipe.hincrbyfloat(CLASSES_KEY, f"held_s:{name}", seconds)
+            await pipe.execute()
+        except RedisError:
+            log.warning("gateway: a service class count was lost (Redis)", exc_info=True)
 
     def _shed_or_wait(
         self, result: list[Any], entry: _Entry, argv: list[str | int], waited_s: float

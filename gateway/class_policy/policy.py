@@ -6,8 +6,8 @@ engine each class with requests is entitled to a weighted max-min fair share of 
 filling: a class that wants less than its weight's part leaves the rest to the others, in
 proportion to their weights). A class under its share may take the next slot; a class at it
 waits; a class that holds nothing may always put one request in, so no class starves whatever
-the weights. The slot that frees goes to the waiting class that holds the least per unit of
-weight (ties: the heavier class).
+the weights. Where requests queue (one replica's), the slot that frees goes to the classes by
+weighted fair queueing (ClassTurns).
 
 A request held back is shed at once when its expected wait (its class's excess over its share,
 drained at its share of the engine's drain rate) passes its class's bound, if its class may be
@@ -99,18 +99,35 @@ def may_take(
     return held + weight <= shares(capacity, demand, plans)[name] + EPSILON
 
 
-def next_class(
-    waiting: Iterable[str], held: Mapping[str, int], plans: Mapping[str, ClassPlan]
-) -> str | None:
-    """Which waiting class the free slot goes to: the one holding the least per unit of weight,
-    the heavier one on a tie (None: nobody waits)."""
-    best: tuple[float, int, str] | None = None
-    for name in waiting:
-        w = _weight(plans, name)
-        key = (held.get(name, 0) / w, -w, name)
-        if best is None or key < best:
-            best = key
-    return best[2] if best is not None else None
+class ClassTurns:
+    """Which waiting class the next free slot goes to: weighted fair queueing (start-time fair
+    queueing over classes). Each class has a virtual time, the service it had per unit of its
+    weight; the slot goes to the waiting class with the least (ties: the heavier class), and a
+    class that starts waiting joins at the current virtual time, so an idle class saves no credit
+    and a busy one cannot be starved: over any stretch in which classes wait, each gets slots in
+    proportion to its weight."""
+
+    def __init__(self) -> None:
+        self.vtime: dict[str, float] = {}
+        self.now = 0.0
+
+    def join(self, name: str) -> None:
+        """`name` starts waiting (it had no waiter)."""
+        self.vtime[name] = max(self.vtime.get(name, 0.0), self.now)
+
+    def pick(self, waiting: Iterable[str], plans: Mapping[str, ClassPlan]) -> str | None:
+        best: tuple[float, int, str] | None = None
+        for name in waiting:
+            key = (max(self.vtime.get(name, 0.0), self.now), -_weight(plans, name), name)
+            if best is None or key < best:
+                best = key
+        return best[2] if best is not None else None
+
+    def served(self, name: str, slots: int, plans: Mapping[str, ClassPlan]) -> None:
+        """`name` was given `slots` slots."""
+        start = max(self.vtime.get(name, 0.0), self.now)
+        self.now = start
+        self.vtime[name] = start + slots / _weight(plans, name)
 
 
 def lower_class_holds(name: str, load: Mapping[str, int], plans: Mapping[str, ClassPlan]) -> bool:
@@ -158,6 +175,16 @@ def retry_after_s(wait_s: float | None) -> int:
     if wait_s is None or not math.isfinite(wait_s):
         return 1
     return max(1, math.ceil(wait_s))
+
+
+def engine_priority(name: str, plans: Iterable[ClassPlan], background: bool = False) -> int:
+    """The `priority` a request is sent to the engine with (vLLM's --scheduling-policy priority
+    runs the lowest value first): 0 for the heaviest class, 1 for the next, ...; a background
+    request and a request of no known class after them all."""
+    order = [p.name for p in sorted(plans, key=lambda p: (-p.weight, p.name))]
+    if background or name not in order:
+        return len(order)
+    return order.index(name)
 
 
 class DrainMeter:

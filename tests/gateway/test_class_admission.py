@@ -182,3 +182,46 @@ async def test_the_admission_script_decides_as_the_pure_policy_does(
         went_in = False
     assert went_in == expected
     await admission.release()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_metrics_count_shed_and_waiting_requests_and_each_class_slots(
+    scripts, replica_b, engine, world
+):
+    """service_class_shed, service_class_queue_seconds and service_class_slots (gateway.metrics),
+    from what every replica wrote to Redis."""
+    from asgiref.sync import sync_to_async
+
+    from gateway.metrics import class_families
+    from tests.gateway.recording import engine_row
+
+    shared_state.client().delete(limits.CLASSES_KEY)
+    await sync_to_async(engine_row)(world, engine, "shared")
+    bronze_now = (PLANS[0], PLANS[1], class_policy.ClassPlan("bronze", 1, 0.0, True))
+    patient = (PLANS[0], PLANS[1], class_policy.ClassPlan("bronze", 1, 60.0, False))
+    bronze, gold = _tenant(), _tenant()
+    burst = [await _admit(_admission(replica_b, bronze, "bronze"), engine, 2) for _ in range(2)]
+    golds = [await _admit(_admission(scripts, gold, "gold"), engine, 2)]
+    with pytest.raises(GatewayError):
+        await _admit(_admission(replica_b, bronze, "bronze", bronze_now), engine, 2)
+    waiting = asyncio.create_task(_admit(_admission(scripts, bronze, "bronze", patient), engine, 2))
+    await asyncio.sleep(0.05)
+    for admission in burst:
+        await admission.release()
+    held = await asyncio.wait_for(waiting, 10)
+    families = {f.name: f for f in await sync_to_async(lambda: list(class_families()))()}
+    shed = {s.labels["class"]: s.value for s in families["service_class_shed"].samples}
+    assert shed == {"bronze": 1}
+    queued = {
+        (s.name, s.labels["class"]): s.value
+        for s in families["service_class_queue_seconds"].samples
+    }
+    assert queued[("service_class_queue_seconds_count", "bronze")] == 1
+    assert queued[("service_class_queue_seconds_sum", "bronze")] > 0
+    slots = {
+        (s.labels["engine"], s.labels["class"]): s.value
+        for s in families["service_class_slots"].samples
+    }
+    assert slots == {(engine, "gold"): 1, (engine, "bronze"): 1}
+    for admission in [*golds, held]:
+        await admission.release()

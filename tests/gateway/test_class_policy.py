@@ -9,11 +9,11 @@ import pytest
 from gateway.class_policy import (
     DEFAULT_PLANS,
     ClassPlan,
+    ClassTurns,
     DrainMeter,
     expected_wait_s,
     lower_class_holds,
     may_take,
-    next_class,
     plans_by_name,
     retry_after_s,
     shares,
@@ -49,18 +49,31 @@ def test_no_class_starves_a_class_holding_nothing_always_gets_one_in():
     assert not may_take(10, {**load, "bronze": 1}, "bronze", 1, PLANS)
 
 
-def test_the_free_slot_goes_to_the_class_holding_least_per_weight():
-    assert next_class(["gold", "bronze"], {"gold": 6, "bronze": 0}, PLANS) == "bronze"
-    assert next_class(["gold", "bronze"], {"gold": 5, "bronze": 1}, PLANS) == "gold"
-    assert next_class(["gold", "silver"], {}, PLANS) == "gold"  # a tie: the heavier
-    assert next_class([], {}, PLANS) is None
-
-
-def test_served_slots_follow_the_weights_when_every_class_always_waits():
-    held = {"gold": 0, "silver": 0, "bronze": 0}
+def test_slots_go_to_waiting_classes_in_proportion_to_their_weights():
+    turns = ClassTurns()
+    given = {"gold": 0, "silver": 0, "bronze": 0}
+    for name in given:
+        turns.join(name)
     for _ in range(100):
-        held[next_class(held, held, PLANS) or ""] += 1
-    assert held == {"gold": 60, "silver": 30, "bronze": 10}
+        chosen = turns.pick(given, PLANS) or ""
+        turns.served(chosen, 1, PLANS)
+        given[chosen] += 1
+    assert given == {"gold": 60, "silver": 30, "bronze": 10}
+
+
+def test_a_class_that_starts_waiting_saves_no_credit_from_its_idle_time():
+    turns = ClassTurns()
+    turns.join("gold")
+    for _ in range(60):
+        turns.served("gold", 1, PLANS)
+    turns.join("bronze")  # bronze arrives late: it gets its share from now, not 60 slots
+    picks = []
+    for _ in range(14):
+        chosen = turns.pick(["gold", "bronze"], PLANS) or ""
+        turns.served(chosen, 1, PLANS)
+        picks.append(chosen)
+    assert picks.count("bronze") == 2 and picks[0] == "bronze"
+    assert turns.pick([], PLANS) is None
 
 
 def test_expected_wait_is_the_excess_drained_at_the_class_share():
