@@ -68,16 +68,19 @@ def token_class_set(
             f"service_class must be one of {', '.join(SloClass.values)}, or empty for the "
             "tenant's own class.",
         )
-    if service_class and token.tenant is None:
+    tenant = token.tenant
+    if service_class and tenant is None:
         raise ApplicationError(
             "token.service_class_needs_tenant",
             "Only a token bound to a tenant can be given a service class; bind it to one.",
         )
-    if service_class and class_rank(service_class) < class_rank(token.tenant.slo_class):
+    if service_class and tenant is not None and class_rank(service_class) < class_rank(
+        tenant.slo_class
+    ):
         raise ApplicationError(
             "token.service_class_above_tenant",
-            f"A token may not have a higher class than its tenant's ({token.tenant.slo_class}); "
-            f"choose {token.tenant.slo_class} or lower.",
+            f"A token may not have a higher class than its tenant's ({tenant.slo_class}); "
+            f"choose {tenant.slo_class} or lower.",
         )
     with transaction.atomic():
         locked = ApiToken.objects.select_for_update().get(pk=token.pk)
