@@ -204,7 +204,27 @@ def table(result: dict[str, object], mix: tuple[float, ...]) -> list[str]:
             f"| {int(sum(s[c]['errors'] for c in CLASSES))} | {good:,.0f} |"
         )
     gold_part = mix[0] / sum(mix)
+    on: dict[str, dict[str, float]] = result["2.0x on"]  # type: ignore[assignment]
+    off: dict[str, dict[str, float]] = result["2.0x off"]  # type: ignore[assignment]
+    served_on = sum(on[c]["tokens"] for c in CLASSES) or 1
+    good_on = sum(on[c]["good_tokens"] for c in CLASSES)
+    good_off = sum(off[c]["good_tokens"] for c in CLASSES) or 1
+    verdicts = [
+        (
+            "gold TTFT p99 at 2.0x within 1.25x of alone",
+            on["gold"]["ttft_p99_s"] <= 1.25 * alone_p99,
+        ),
+        ("gold 0 shed, 0 errors at 2.0x", on["gold"]["shed"] + on["gold"]["errors"] == 0),
+        (
+            "bronze at least 10% of served tokens at 2.0x",
+            on["bronze"]["tokens"] / served_on >= 0.10,
+        ),
+        ("goodput at 2.0x at least 0.95x of classes off", good_on >= 0.95 * good_off),
+    ]
+    goals = "; ".join(f"{what}: {'met' if ok else 'NOT met'}" for what, ok in verdicts)
     return [
+        f"Goals (issue 46) at this mix: {goals}.",
+        "",
         f"Offered load split gold : silver : bronze = {':'.join(f'{m:g}' for m in mix)}; gold alone "
         f"(its {gold_part:.0%} of the 1.0x trace, no other tenant): TTFT p99 "
         f"{alone_p99 * 1000:.0f} ms.",
