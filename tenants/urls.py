@@ -68,6 +68,7 @@ urlpatterns = [
     path("platform/", platform.platform_tenants, name="platform-home"),
     path("platform/tenants/<slug:tenant>/", platform.platform_tenant, name="platform-tenant"),
     path("platform/users/", platform.platform_users, name="platform-users"),
+    path("platform/classes/", platform.platform_classes, name="platform-classes"),
     path(
         "platform/users/<str:username>/roles/",
         platform.platform_user_roles,

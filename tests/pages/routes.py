@@ -640,6 +640,14 @@ PAGE_ROUTES: list[PageRoute] = [
         expect={"alice": 403, "olga": 403, "adam": 302},
     ),
     PageRoute("platform-users", _none, expect={"alice": 403, "olga": 403, "adam": 200}),
+    PageRoute("platform-classes", _none, expect={"alice": 403, "olga": 403, "adam": 200}),
+    PageRoute(
+        "platform-classes",
+        _none,
+        "post",
+        data={"name": "bronze", "weight": "2", "max_queue_wait_ms": "1500", "sheddable": "true"},
+        expect={"alice": 403, "olga": 403, "adam": 302},
+    ),
     PageRoute(
         "platform-users",
         _none,
