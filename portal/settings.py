@@ -503,6 +503,7 @@ SPECTACULAR_SETTINGS = {
         "ResidencyStateEnum": "workers.models.ResidencyState",
         "EvalRunStatusEnum": "evals.models.RunStatus",
         "VersionStatusEnum": "adapters.models.VersionStatus",
+        "SloClassEnum": "tenants.models.SloClass",
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
