@@ -180,6 +180,8 @@ class Terms:
     # live request of a class at its share of a saturated engine, gateway.class_policy).
     service_class: str = ""
     class_plans: tuple[class_policy.ClassPlan, ...] = ()
+    # The longest a request of a class that may not be shed waits for its share (503 after).
+    class_wait_cap_s: float = ADMIT_WAIT_S
 
 
 def plans_spec(plans: tuple[class_policy.ClassPlan, ...]) -> str:
@@ -305,8 +307,17 @@ class Admission:
                 self.class_wait_s = now - class_started
                 try:
                     self._shed_or_wait(result, entry, argv, self.class_wait_s)
-                except GatewayError:
-                    await self._count_class("shed", 1)
+                    if self.class_wait_s >= self.terms.class_wait_cap_s:
+                        raise unavailable(
+                            f"Engine '{entry.engine}' stayed saturated for "
+                            f"{self.class_wait_s:.0f} s while class {self.service_class} was at "
+                            "its share; try again shortly.",
+                            code="engine_busy",
+                            retry_after=1,
+                        )
+                except GatewayError as refused:
+                    if refused.code == "shed_for_capacity":
+                        await self._count_class("shed", 1)
                     raise
                 await asyncio.sleep(min(0.1, 0.01 * (1 + self.class_wait_s / 0.1)))
                 continue

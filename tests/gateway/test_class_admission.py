@@ -149,6 +149,29 @@ async def test_a_shed_request_is_told_when_to_come_back_from_the_drain_rate(
         await admission.release()
 
 
+async def test_a_class_that_may_not_be_shed_still_waits_a_bounded_time(scripts, engine):
+    """Gold over its share on an engine that never drains is answered 503 engine_busy once its
+    wait reaches the cap, holding nothing."""
+    shared_state.client().hset(load_key(engine), mapping={"live": 4, "class:gold": 4})
+    admission = limits.Admission(
+        scripts,
+        limits.Terms(
+            tenant_id=_tenant(),
+            rpm_limit=1000,
+            target=None,
+            requested="base",
+            service_class="gold",
+            class_plans=PLANS,
+            class_wait_cap_s=0.05,
+        ),
+    )
+    with pytest.raises(GatewayError) as busy:
+        await admission.admit(engine, max_loras=2, capacity=4)
+    assert busy.value.status == 503 and busy.value.code == "engine_busy"
+    assert _load(engine) == {"live": 4, "class:gold": 4}
+    await admission.release()
+
+
 @pytest.mark.parametrize(
     ("capacity", "load", "klass"),
     [
