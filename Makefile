@@ -6,7 +6,7 @@ TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
 
-.PHONY: redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: bench-classes redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -137,6 +137,10 @@ bench-gateway-routing: venv services engine-venv tiny-model
 # Noisy neighbours: tenant B's steady streams while tenant A floods, holds unread streams, runs
 # past the time budget and sends its largest requests (two engines, ~8 min), then the
 # alone and overtime phases again with both tenants straight at the engines (the reference).
+# Service classes on saturated engines, simulated with the gateway's policy code (seconds).
+bench-classes: venv
+	@$(PY) -m bench.classes --seconds 600 --write-docs
+
 bench-neighbours: venv services engine-venv tiny-model
 	@$(PY) -m bench.neighbours --phase-seconds 40 --b-rate 4 --write-docs
 

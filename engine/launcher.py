@@ -118,6 +118,8 @@ class EngineConfig:
             "--max-num-batched-tokens", str(self.max_model_len),
             "--dtype", "float32",
             "--worker-extension-cls", WORKER_EXTENSION,
+            # The gateway sets each request's priority from its service class (docs/classes.md).
+            "--scheduling-policy", "priority",
         ]  # fmt: skip
         if self.max_cpu_loras is not None:
             cmd += ["--max-cpu-loras", str(self.max_cpu_loras)]

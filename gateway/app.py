@@ -31,6 +31,7 @@ from gateway import limits
 from gateway.address_limit import AddressLimit
 from gateway.background import stop_if_cancelled, stop_tasks
 from gateway.budgets import Spans, claim_for, with_headers
+from gateway.class_policy import engine_priority
 from gateway.conversations import NO_TURN, turn_of
 from gateway.errors import (
     GatewayError,
@@ -447,6 +448,10 @@ class Gateway:
             weight=checked.weight,
             background=request.background,
             live_headroom=settings.GATEWAY_LIVE_HEADROOM,
+            service_class=table.service_class(tenant_id, request.token_id)
+            if settings.GATEWAY_SERVICE_CLASSES
+            else "",
+            class_plans=table.class_plans,
         )
         request.admission = limits.Admission(self.scripts, terms, claim)
 
@@ -634,6 +639,10 @@ class Gateway:
         max_tokens = forwarded_max_tokens(checked, engine.max_model_len)
         if max_tokens is not None:
             payload["max_tokens"] = max_tokens
+        if settings.GATEWAY_SERVICE_CLASSES:  # the engine schedules by class (docs/classes.md)
+            payload["priority"] = engine_priority(
+                request.admission.service_class, request.table.class_plans, request.background
+            )
         capacity = engine_slots(engine)
         # Queued requests count in flight for the controller too: no eviction under them.
         # Every request counts in the engine's load by its lane, where a background one
@@ -643,7 +652,14 @@ class Gateway:
         )
         # The wait for a slot is spent from the request's time budget.
         wait_s = settings.GATEWAY_REQUEST_TIMEOUT_SECONDS - (time.perf_counter() - request.started)
-        ask = Ask(request.tenant_id, checked.weight, max(0.0, wait_s), request.background)
+        ask = Ask(
+            request.tenant_id,
+            checked.weight,
+            max(0.0, wait_s),
+            request.background,
+            request.admission.service_class,
+            request.table.class_plans,
+        )
         try:
             async with self.fair.slot(engine.name, capacity, ask):
                 return await self.exchange(engine, request)

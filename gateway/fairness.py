@@ -26,6 +26,11 @@ their tenant's queue a live request goes before every background one, and a back
 never takes a free slot while its tenant has a live request waiting.
 A wait for a slot is bounded (`wait_s`, the rest of the request's time budget): past it,
 `NoSlot`, which the gateway answers as a capacity refusal.
+With service classes (docs/classes.md) the slot that frees goes first to a class, by weighted
+fair queueing over the slots each class was given here (gateway.class_policy.ClassTurns), then, within
+that class, to the tenants in their round-robin turn. Across replicas the admission script keeps
+each class within its share of the engine (gateway.limits); this queue orders what one replica
+holds back.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+
+from gateway.class_policy import ClassPlan, ClassTurns, plans_by_name
 
 SHARED_WINDOW_S = 60.0
 USAGE_HALF_LIFE_S = 10.0  # how fast a tenant's recent work on an engine is forgotten
@@ -51,6 +58,8 @@ class Ask:
     weight: int = 1
     wait_s: float | None = None
     background: bool = False
+    service_class: str = ""  # '' : no class (classes off)
+    plans: tuple[ClassPlan, ...] = ()
 
 
 class NoSlot(Exception):
@@ -78,19 +87,24 @@ def _decayed(entry: tuple[float, float] | None, now: float) -> float:
 class _EngineSlots:
     capacity: int
     active: int = 0
-    # tenant -> its waiters (future, weight, background), live ones before background ones
-    queues: dict[int, deque[tuple[asyncio.Future[None], int, bool]]] = field(default_factory=dict)
+    # tenant -> its waiters (future, weight, background, class), live ones before background
+    queues: dict[int, deque[tuple[asyncio.Future[None], int, bool, str]]] = field(
+        default_factory=dict
+    )
     turn: deque[int] = field(default_factory=deque)  # tenants with waiters, in admission order
     held: dict[int, int] = field(default_factory=dict)  # tenant -> slots it holds
     window_s: float = SHARED_WINDOW_S  # another tenant asked within it: the engine is shared
     # tenant -> (sequences it asked for, decayed with USAGE_HALF_LIFE_S; when it last asked)
     usage: dict[int, tuple[float, float]] = field(default_factory=dict)
+    class_held: dict[str, int] = field(default_factory=dict)  # class -> slots it holds here
+    plans: dict[str, ClassPlan] = field(default_factory=dict)
+    turns: ClassTurns = field(default_factory=ClassTurns)
 
     def waiting(self) -> int:
         return sum(len(q) for q in self.queues.values())
 
     def live_waiting(self, tenant: int) -> bool:
-        return any(not background for _, _, background in self.queues.get(tenant, ()))
+        return any(not background for _, _, background, _ in self.queues.get(tenant, ()))
 
     def note(self, tenant: int, weight: int) -> None:
         now = time.monotonic()
@@ -144,12 +158,17 @@ class _EngineSlots:
         share = self.tenant_share(tenant)
         return share < self.capacity and self.held.get(tenant, 0) + weight > share
 
-    def take(self, weight: int, tenant: int) -> None:
+    def take(self, weight: int, tenant: int, klass: str = "") -> None:
         self.active += weight
         self.held[tenant] = self.held.get(tenant, 0) + weight
+        if klass:
+            self.class_held[klass] = self.class_held.get(klass, 0) + weight
+            self.turns.served(klass, weight, self.plans)
 
-    def give_back(self, weight: int, tenant: int) -> None:
+    def give_back(self, weight: int, tenant: int, klass: str = "") -> None:
         self.active -= weight
+        if klass:
+            self.class_held[klass] = max(0, self.class_held.get(klass, 0) - weight)
         left = self.held.get(tenant, 0) - weight
         if left > 0:
             self.held[tenant] = left
@@ -187,7 +206,7 @@ class FairSlots:
         slots = self._engines.get(engine)
         if slots is None:
             return 0
-        return slots.active + sum(w for queue in slots.queues.values() for _, w, _ in queue)
+        return slots.active + sum(w for queue in slots.queues.values() for _, w, _, _ in queue)
 
     @asynccontextmanager
     async def slot(self, engine: str, capacity: int, ask: Ask) -> AsyncIterator[None]:
@@ -195,20 +214,22 @@ class FairSlots:
         `ask.wait_s` for them (NoSlot after it). A background request waits behind its tenant's
         live ones."""
         slots = self._slots(engine, capacity)
-        tenant, weight = ask.tenant, ask.weight
+        tenant, weight, klass = ask.tenant, ask.weight, ask.service_class
+        if ask.plans:
+            slots.plans = plans_by_name(ask.plans)
         slots.note(tenant, weight)
         share = slots.tenant_share(tenant)
         if share < slots.capacity and weight > share:
             raise NoSlot(weight, share, slots.capacity)  # could not run while others use it
         jumps_live = ask.background and slots.live_waiting(tenant)
         if slots.fits(weight, tenant) and not slots.waiter_first() and not jumps_live:
-            slots.take(weight, tenant)
+            slots.take(weight, tenant, klass)
         else:
             await self._queue(slots, ask)
         try:
             yield
         finally:
-            self._release(slots, weight, tenant)
+            self._release(slots, weight, tenant, klass)
 
     async def _queue(self, slots: _EngineSlots, ask: Ask) -> None:
         """Wait in the tenant's queue (live before background) until let in, at most
@@ -218,7 +239,11 @@ class FairSlots:
         queue = slots.queues.setdefault(tenant, deque())
         if not queue:
             slots.turn.append(tenant)
-        entry = (future, weight, ask.background)
+        entry = (future, weight, ask.background, ask.service_class)
+        if ask.service_class and not any(
+            e[3] == ask.service_class for q in slots.queues.values() for e in q
+        ):
+            slots.turns.join(ask.service_class)  # its class starts waiting
         first_background = next((i for i, e in enumerate(queue) if e[2]), None)
         if ask.background or first_background is None:
             queue.append(entry)
@@ -234,7 +259,7 @@ class FairSlots:
             # let in just as the wait ran out: go on
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
-                self._release(slots, weight, tenant)  # let in as we went away
+                self._release(slots, weight, tenant, ask.service_class)  # let in as we went away
             else:
                 future.cancel()
                 self._forget(slots, tenant, future)
@@ -272,33 +297,51 @@ class FairSlots:
                 if tenant in slots.turn:
                     slots.turn.remove(tenant)
 
-    def _release(self, slots: _EngineSlots, weight: int, tenant: int) -> None:
+    def _release(self, slots: _EngineSlots, weight: int, tenant: int, klass: str = "") -> None:
         """Give the slots back, then let waiters in, tenant by tenant in turn, while they fit.
         A tenant at its share is passed over (it keeps its turn); one that needs more room
         than is free stops the round: nobody jumps it."""
-        slots.give_back(weight, tenant)
+        slots.give_back(weight, tenant, klass)
         self._admit_waiters(slots)
+
+    @staticmethod
+    def _next_turn(slots: _EngineSlots) -> int:
+        """Where in the tenants' turn the next waiter is: the first tenant (round-robin), or with
+        classes the first tenant whose next request is of the class the slot goes to."""
+        heads: list[str] = []
+        for tenant in slots.turn:
+            head = next((e for e in slots.queues[tenant] if not e[0].done()), None)
+            heads.append(head[3] if head is not None else "")
+        classes = {c for c in heads if c}
+        if not classes:
+            return 0
+        chosen = slots.turns.pick(classes, slots.plans)
+        return heads.index(chosen) if chosen in heads else 0
 
     def _admit_waiters(self, slots: _EngineSlots) -> None:
         for _ in range(len(slots.turn)):
-            waiter = slots.turn[0]
+            if not slots.turn:
+                return
+            index = self._next_turn(slots)
+            waiter = slots.turn[index]
             queue = slots.queues[waiter]
             while queue and queue[0][0].done():  # cancelled while waiting
                 queue.popleft()
             if not queue:
-                slots.turn.popleft()
+                del slots.turn[index]
                 del slots.queues[waiter]
                 continue
-            future, need, _ = queue[0]
+            future, need, _, klass = queue[0]
             if not slots.fits(need, waiter):
                 if slots.at_share(waiter, need):
-                    slots.turn.rotate(-1)  # at its share: the next tenant's turn
+                    del slots.turn[index]  # at its share: the next tenant's turn
+                    slots.turn.append(waiter)
                     continue
                 return
             queue.popleft()
-            slots.take(need, waiter)
+            slots.take(need, waiter, klass)
             future.set_result(None)
-            slots.turn.popleft()
+            del slots.turn[index]
             if queue:
                 slots.turn.append(waiter)  # its next request waits for everyone else's turn
             else:

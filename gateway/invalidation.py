@@ -60,7 +60,7 @@ def user_changed(update_fields: Any = None, **_: Any) -> None:
 def connect() -> None:
     from adapters.models import Adapter, AdapterVersion, Alias, AliasTarget, BaseModel
     from budgets.models import Budget, BudgetRaiseRequest, PriceCard
-    from tenants.models import ApiToken, Membership, Tenant
+    from tenants.models import ApiToken, Membership, ServiceClass, Tenant
     from workers.models import Engine, Residency
 
     for model in (
@@ -72,6 +72,7 @@ def connect() -> None:
         ApiToken,
         Membership,
         Tenant,
+        ServiceClass,  # the classes' plans (gateway.class_policy)
         Engine,
         Budget,
         BudgetRaiseRequest,  # an approved raise for the rest of a window

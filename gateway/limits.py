@@ -25,8 +25,9 @@ from typing import Any, Protocol
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
+from gateway import class_policy
 from gateway.budgets import BudgetClaim, BudgetSettler, budgets_unavailable
-from gateway.errors import held_for_live, too_many, unavailable
+from gateway.errors import GatewayError, held_for_live, too_many, unavailable
 from gateway.routes import Target
 from gateway.script_link import ScriptLink
 from workers.redis_contract import scripts as lua
@@ -43,6 +44,10 @@ from workers.redis_contract.keys import (
 log = logging.getLogger(__name__)
 
 ADMIT_WAIT_S = 60.0
+# Hash: per service class, requests shed (`shed:<class>`), and requests that waited for their
+# class's share then went in (`held:<class>`) with their seconds (`held_s:<class>`), every
+# replica's (gateway.metrics: service_class_*).
+CLASSES_KEY = "lp:gwm:classes"
 HELD_NOTE_S = 2.0  # how often a request held at the pin guard tells the controller again
 SKIP = -1  # an ARGV value: this part of the script does not apply to the request
 
@@ -98,8 +103,17 @@ class Scripts:
         self.enter = self.link.script(lua.ENTER)
         self.leave = self.link.script(lua.LEAVE)
         self.pending: list[tuple[list[str], list[str | int]]] = []
+        # The engines' drain rates as held requests saw them, and requests shed, by class.
+        self.drains: dict[str, class_policy.DrainMeter] = {}
+        self.shed: dict[str, int] = {}
         # Budgets' settles, persisted then sent (gateway.budgets); run by the gateway's loop.
         self.budgets = BudgetSettler(self.link.script(lua.BUDGET_SETTLE))
+
+    def drain(self, engine: str) -> class_policy.DrainMeter:
+        meter = self.drains.get(engine)
+        if meter is None:
+            meter = self.drains[engine] = class_policy.DrainMeter()
+        return meter
 
     async def give_back(
         self, keys: list[str], args: list[str | int], *, redis_answers: bool = True
@@ -139,6 +153,10 @@ class _Entry:
     now: float
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def new_replica_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -158,6 +176,17 @@ class Terms:
     # while the engine keeps `live_headroom` slots free for live requests.
     background: bool = False
     live_headroom: int = 0
+    # Its service class ('' none: classes off) and every class's plan (admission.lua holds a
+    # live request of a class at its share of a saturated engine, gateway.class_policy).
+    service_class: str = ""
+    class_plans: tuple[class_policy.ClassPlan, ...] = ()
+    # The longest a request of a class that may not be shed waits for its share (503 after).
+    class_wait_cap_s: float = ADMIT_WAIT_S
+
+
+def plans_spec(plans: tuple[class_policy.ClassPlan, ...]) -> str:
+    """The classes' weights as admission.lua reads them: `gold=6,silver=3,bronze=1`."""
+    return ",".join(f"{p.name}={max(1, p.weight)}" for p in plans)
 
 
 class Admission:
@@ -173,6 +202,11 @@ class Admission:
         self.scripts = scripts
         self.terms = terms
         self.lane = "background" if terms.background else "live"
+        self.service_class = terms.service_class if not terms.background else ""
+        self.class_field = f"class:{self.service_class}" if self.service_class else ""
+        self._plans = class_policy.plans_by_name(terms.class_plans)
+        self._spec = plans_spec(terms.class_plans)
+        self.class_wait_s = 0.0  # how long it waited for its class's share (recorded)
         self.live_headroom = max(0, terms.live_headroom)
         self.budget = budget  # reserved with the first count, settled at release
         self.tenant_id = terms.tenant_id
@@ -247,7 +281,9 @@ class Admission:
             argv += self.budget.script_args()
         else:
             argv += [0, 0]  # no budget: budget_reserve.lua's n and worst case
-        # The lane, last of ARGV; the engine's load hash just before the ledger (admission.lua).
+        # The classes' weights and the request's class, then the lane, last of ARGV; the
+        # engine's load hash just before the ledger (admission.lua).
+        argv += [self._spec, self.service_class]
         argv += [
             self.lane if entry.on_engine and capacity > 0 else "",
             capacity,
@@ -261,9 +297,33 @@ class Admission:
         """Run the script until the request is in (or refused): a request held at the engine's
         pin guard tries again, with growing pauses, for at most ADMIT_WAIT_S."""
         waited, noted_at = 0.0, -HELD_NOTE_S
+        class_started: float | None = None
         while True:
             result = await self.scripts.enter(keys=keys, args=argv)
             status = result[0]
+            if status == 8:  # held for its class's share: nothing counted by this try
+                now = time.monotonic()
+                class_started = now if class_started is None else class_started
+                self.class_wait_s = now - class_started
+                try:
+                    self._shed_or_wait(result, entry, argv, self.class_wait_s)
+                    if self.class_wait_s >= self.terms.class_wait_cap_s:
+                        raise unavailable(
+                            f"Engine '{entry.engine}' stayed saturated for "
+                            f"{self.class_wait_s:.0f} s while class {self.service_class} was at "
+                            "its share; try again shortly.",
+                            code="engine_busy",
+                            retry_after=1,
+                        )
+                except GatewayError as refused:
+                    if refused.code == "shed_for_capacity":
+                        await self._count_class("shed", 1)
+                    raise
+                await asyncio.sleep(min(0.1, 0.01 * (1 + self.class_wait_s / 0.1)))
+                continue
+            if class_started is not None and status == 0:
+                class_started = None
+                await self._count_class("held", self.class_wait_s)
             self._refuse(status, result, entry)
             self.counted = True
             argv[0] = argv[1] = argv[2] = SKIP  # counted once; only the engine part again
@@ -287,6 +347,44 @@ class Admission:
             pause = min(0.1, 0.01 * (1 + waited / 0.1))
             await asyncio.sleep(pause)
             waited += pause
+
+    async def _count_class(self, what: str, seconds: float) -> None:
+        """Count a shed request, or one that waited for its class's share (and how long), for
+        the metrics; only these requests pay the round trip, and a lost count loses no request."""
+        name = self.service_class
+        try:
+            pipe = self.scripts.redis.pipeline(transaction=False)
+            if what == "shed":
+                pipe.hincrby(CLASSES_KEY, f"shed:{name}", 1)
+            else:
+                pipe.hincrby(CLASSES_KEY, f"held:{name}", 1)
+                pipe.hincrbyfloat(CLASSES_KEY, f"held_s:{name}", seconds)
+            await pipe.execute()
+        except RedisError:
+            log.warning("gateway: a service class count was lost (Redis)", exc_info=True)
+
+    def _shed_or_wait(
+        self, result: list[Any], entry: _Entry, argv: list[str | int], waited_s: float
+    ) -> None:
+        """A request held at its class's share: shed it at once (503 `shed_for_capacity`) when
+        its expected wait passes its class's bound (gateway.class_policy.should_shed), else
+        return and let it ask again."""
+        load = {_text(result[i]): int(result[i + 1]) for i in range(2, len(result) - 1, 2)}
+        name = self.service_class
+        plan = self._plans.get(name) or class_policy.ClassPlan(name, 1, 0.0, True)
+        capacity = int(argv[-2])
+        drain = self.scripts.drain(entry.engine or "").observe(int(result[1]), time.monotonic())
+        wait_s = class_policy.expected_wait_s(capacity, load, name, self.weight, self._plans, drain)
+        lower = class_policy.lower_class_holds(name, load, self._plans)
+        if class_policy.should_shed(plan, wait_s, waited_s, lower):
+            self.scripts.shed[name] = self.scripts.shed.get(name, 0) + 1
+            raise unavailable(
+                f"Engine '{entry.engine}' is saturated and class {name} would wait "
+                f"{'longer than' if wait_s is None else f'about {wait_s:.1f} s, over'} its "
+                f"bound of {plan.max_wait_s:g} s; retry after Retry-After seconds.",
+                code="shed_for_capacity",
+                retry_after=class_policy.retry_after_s(wait_s),
+            )
 
     def _refuse(self, status: int, result: list[Any], entry: _Entry) -> None:
         """Raise the refusal the script's status means (0: in; 3: held at the pin guard)."""
@@ -338,7 +436,7 @@ class Admission:
                     load_key(self.engine),
                     self.ledger,
                 ],
-                [0, 0, served, self.lane, self.weight],
+                [0, 0, served, self.lane, self.weight, self.class_field],
                 redis_answers=not self.stalled,
             )
         self.engine = None
@@ -366,6 +464,7 @@ class Admission:
                     target.served_name if on_engine and target is not None else "",
                     self.lane if engine else "",
                     self.weight,
+                    self.class_field if engine else "",
                 ],
                 redis_answers=not self.stalled,
             )

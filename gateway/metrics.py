@@ -28,8 +28,10 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from gateway.limits import CLASSES_KEY
 from gateway.recorder import TTFT_BUCKETS_MS
 from workers import shared_state
+from workers.redis_contract.keys import load_key
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +198,49 @@ def gateway_families(snapshot: GatewaySnapshot) -> Iterator[Metric]:
     yield from (requests, errors, cold, hits, ratio, tokens, load, ttft, e2e)
 
 
+def class_families(client: redis.Redis | None = None) -> Iterator[Metric]:
+    """Per service class (docs/classes.md), every replica's: requests shed, requests that waited
+    for their class's share and how long, and the slots each class holds on each engine now."""
+    from workers.models import Engine
+
+    client = client or shared_state.client()
+    engines = sorted(Engine.objects.values_list("name", flat=True))
+    pipe = client.pipeline(transaction=False)
+    pipe.hgetall(CLASSES_KEY)
+    for name in engines:
+        pipe.hgetall(load_key(name))
+    counts, *loads = pipe.execute()
+    shed = CounterMetricFamily(
+        "service_class_shed",
+        "Requests answered 503 shed_for_capacity, per service class",
+        labels=["class"],
+    )
+    waited = SummaryMetricFamily(
+        "service_class_queue_seconds",
+        "Requests that waited for their class's share of a saturated engine before going in, "
+        "and their seconds waiting, per service class",
+        labels=["class"],
+    )
+    slots = GaugeMetricFamily(
+        "service_class_slots",
+        "Slots (sequences) each service class holds on each engine now, every replica's",
+        labels=["engine", "class"],
+    )
+    fields = {k.decode(): _number(v) for k, v in counts.items()}
+    classes = sorted({f.split(":", 1)[1] for f in fields})
+    for name in classes:
+        shed.add_metric([name], fields.get(f"shed:{name}", 0))
+        waited.add_metric(
+            [name], int(fields.get(f"held:{name}", 0)), fields.get(f"held_s:{name}", 0)
+        )
+    for engine, load in zip(engines, loads, strict=True):
+        for field_name, value in sorted(load.items()):
+            key = field_name.decode()
+            if key.startswith("class:"):
+                slots.add_metric([engine, key.split(":", 1)[1]], _number(value))
+    yield from (shed, waited, slots)
+
+
 class GatewayCollector(Collector):
     """Register on a per-scrape registry (workers.metrics.fleet_registry). A Redis outage costs
     these families, not the fleet's: the scrape still answers, with `..._up 0`."""
@@ -215,3 +260,7 @@ class GatewayCollector(Collector):
         up.add_metric([], 1)
         yield up
         yield from gateway_families(snapshot)
+        try:
+            yield from class_families()
+        except redis.RedisError as exc:
+            log.warning("service class metrics unavailable: %s", exc)

@@ -20,8 +20,9 @@ from adapters.access import AccessContext
 from adapters.models import AdapterVersion, Alias, BaseModel, VersionStatus
 from adapters.selectors import pool_of
 from budgets.rules import BudgetRules, load_rules
+from gateway.class_policy import DEFAULT_PLANS, ClassPlan
 from gateway.request_schema import Plan
-from tenants.models import ApiToken, Membership, Tenant, TokenScope
+from tenants.models import ApiToken, Membership, ServiceClass, Tenant, TokenScope
 from tenants.services.tokens import TOKEN_PREFIX
 from workers.cache_policy import Tier
 from workers.models import Engine, EngineState, Residency, ResidencyState
@@ -149,6 +150,22 @@ class RouteTable:
     residency: dict[str, dict[str, Tier]] = field(default_factory=dict)
     budgets: BudgetRules = field(default_factory=BudgetRules)
     built_at: float = 0.0
+    # Service classes (docs/classes.md): tenant -> its class, token id -> the lower class it was
+    # given, and every class's plan.
+    classes: dict[int, str] = field(default_factory=dict)
+    token_classes: dict[int, str] = field(default_factory=dict)
+    class_plans: tuple[ClassPlan, ...] = DEFAULT_PLANS
+
+    def service_class(self, tenant_id: int, token_id: int | None) -> str:
+        """The class a request runs in: its tenant's, or its token's when that is lower."""
+        tenant_class = self.classes.get(tenant_id, "")
+        token_class = self.token_classes.get(token_id) if token_id is not None else None
+        if not token_class or not tenant_class:
+            return tenant_class
+        order = [p.name for p in sorted(self.class_plans, key=lambda p: -p.weight)]
+        if token_class in order and tenant_class in order:
+            return max(tenant_class, token_class, key=order.index)
+        return tenant_class
 
     def route_for(self, tenant_id: int, name: str) -> Route | None:
         return self.routes.get(tenant_id, {}).get(name) or self.base_routes.get(name)
@@ -340,6 +357,7 @@ def build_table(generation: int) -> RouteTable:
             "quota_requests_per_minute",
             "pool",
             "max_in_flight_requests",
+            "slo_class",
             *PLAN_FIELDS,
         )
     )
@@ -367,4 +385,15 @@ def build_table(generation: int) -> RouteTable:
         residency=residency,
         budgets=load_rules(),
         built_at=timezone.now().timestamp(),
+        classes={row["id"]: row["slo_class"] for row in tenant_rows},
+        token_classes=dict(
+            ApiToken.objects.filter(revoked_at__isnull=True)
+            .exclude(service_class="")
+            .values_list("id", "service_class")
+        ),
+        class_plans=tuple(
+            ClassPlan(c.name, c.weight, c.max_queue_wait_ms / 1000, c.sheddable)
+            for c in ServiceClass.objects.all()
+        )
+        or DEFAULT_PLANS,
     )

@@ -509,6 +509,7 @@ SPECTACULAR_SETTINGS = {
         "ResidencyStateEnum": "workers.models.ResidencyState",
         "EvalRunStatusEnum": "evals.models.RunStatus",
         "VersionStatusEnum": "adapters.models.VersionStatus",
+        "SloClassEnum": "tenants.models.SloClass",
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -1118,6 +1119,18 @@ GATEWAY_ENGINE_SLOTS_FACTOR = env_float(
         "fair per-tenant queues (a request takes as many slots as sequences it runs)"
     ),
     shown="`1.0`",
+)
+# Service classes at the gateway (docs/classes.md): weighted fair shares of a saturated engine
+# by class across replicas, shedding, and each request's engine priority from its class.
+GATEWAY_SERVICE_CLASSES = env_bool(
+    "GATEWAY_SERVICE_CLASSES",
+    True,
+    doc=(
+        "service classes decide who waits and who is shed on a saturated engine (weighted fair "
+        "shares across replicas) and set each request's engine priority; off: fair sharing "
+        "between tenants only, engines' first come first served"
+    ),
+    shown="`1`",
 )
 # Slots of each engine that background requests (eval runs) leave free for live ones, counted
 # across every replica in the admission script (docs/decisions/0011-live-headroom.md).

@@ -17,8 +17,9 @@ from core.login_guard import locked_out_error
 from tenants import serializers as s
 from tenants.access_port import access_for_user
 from tenants.api_base import PlatformViewSet, TenantScopedViewSet
-from tenants.models import ApiToken, Membership, Tenant
+from tenants.models import ApiToken, Membership, ServiceClass, Tenant
 from tenants.selectors import tenant_tokens, whoami
+from tenants.services.service_classes import service_class_update, token_class_set
 from tenants.services.tenancy import (
     membership_remove,
     membership_set,
@@ -231,7 +232,13 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
     schema_model = ApiToken
     serializer_class = s.ApiTokenSerializer
     lookup_field = "prefix"
-    tenant_capabilities = {"list": "view", "retrieve": "view", "create": "view", "destroy": "view"}
+    tenant_capabilities = {
+        "list": "view",
+        "retrieve": "view",
+        "create": "view",
+        "destroy": "view",
+        "partial_update": "view",
+    }
 
     def get_queryset(self):
         return tenant_tokens(access=self.access, tenant=self.tenant)
@@ -252,6 +259,51 @@ class TenantTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
             status=status.HTTP_201_CREATED,
         )
 
+    @extend_schema(request=s.TokenClassSerializer, responses={200: s.ApiTokenSerializer})
+    def partial_update(self, request, tenant=None, prefix=None):
+        """Give the token a lower service class than its tenant's (or '' for the tenant's)."""
+        data = s.TokenClassSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        token = token_class_set(
+            access=self.access,
+            token=self.get_object(),
+            service_class=data.validated_data["service_class"],
+            request_id=self.request_id,
+        )
+        return Response(s.ApiTokenSerializer(token).data)
+
     def destroy(self, request, tenant=None, prefix=None):
         token_revoke(access=self.access, token=self.get_object(), request_id=self.request_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ServiceClassViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PlatformViewSet):
+    """Service classes as plans: every signed-in caller reads them, platform admins edit them."""
+
+    schema_model = ServiceClass
+    serializer_class = s.ServiceClassSerializer
+    lookup_field = "name"
+    platform_roles = {
+        "list": (),
+        "retrieve": (),
+        "partial_update": ("is_platform_admin",),
+    }
+    action_scopes = {"partial_update": "admin"}
+
+    def get_queryset(self):
+        return ServiceClass.objects.all()
+
+    @extend_schema(
+        request=s.ServiceClassUpdateSerializer, responses={200: s.ServiceClassSerializer}
+    )
+    def partial_update(self, request, name=None):
+        obj = self.get_object()
+        data = s.ServiceClassUpdateSerializer(obj, data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        obj = service_class_update(
+            access=self.access,
+            service_class=obj,
+            request_id=self.request_id,
+            **data.validated_data,
+        )
+        return Response(s.ServiceClassSerializer(obj).data)

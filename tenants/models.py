@@ -25,6 +25,24 @@ class SloClass(models.TextChoices):
     BRONZE = "bronze"
 
 
+class ServiceClass(models.Model):
+    """A service class as a plan (docs/classes.md): its weight (share of a saturated engine
+    against the other classes that want it), the longest its requests wait for a slot, and
+    whether they may be shed. Platform admins edit them (tenants.services.service_classes)."""
+
+    name = models.CharField(max_length=10, choices=SloClass.choices, unique=True)
+    weight = models.PositiveIntegerField(validators=plan.AT_LEAST_ONE)
+    max_queue_wait_ms = models.PositiveIntegerField(validators=plan.AT_LEAST_ONE)
+    sheddable = models.BooleanField()
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-weight", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Tenant(models.Model):
     slug = models.CharField(max_length=40, unique=True, validators=[SLUG_VALIDATOR])
     name = models.CharField(max_length=200)
@@ -138,6 +156,11 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # A lower service class than its tenant's for this token's requests (a batch pipeline);
+    # blank: its tenant's class (tenants.services.service_classes.token_class_set).
+    service_class = models.CharField(
+        max_length=10, choices=SloClass.choices, blank=True, default=""
+    )
     # The token that minted this one, if any: revoking it revokes this one too.
     parent = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"

@@ -3,7 +3,15 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from tenants.models import ApiToken, Membership, PlatformRole, Tenant, TenantRole, TokenScope
+from tenants.models import (
+    ApiToken,
+    Membership,
+    PlatformRole,
+    ServiceClass,
+    Tenant,
+    TenantRole,
+    TokenScope,
+)
 from tenants.services.tenancy import TENANT_FIELDS
 
 User = get_user_model()
@@ -50,7 +58,9 @@ class ApiTokenSerializer(serializers.ModelSerializer):
             "last_used_at",
             "revoked_at",
             "active",
+            "service_class",
         ]
+        read_only_fields = ["service_class"]
 
     def get_active(self, token: ApiToken) -> bool:
         return token.is_active()
@@ -136,3 +146,24 @@ class UserUpdateSerializer(serializers.Serializer):
     platform_roles = serializers.ListField(
         child=serializers.ChoiceField(choices=PlatformRole.values), required=False
     )
+
+
+class TokenClassSerializer(serializers.Serializer):
+    service_class = serializers.CharField(
+        allow_blank=True,
+        max_length=10,
+        help_text="gold, silver or bronze, not above the tenant's class; empty: the tenant's own",
+    )
+
+
+class ServiceClassSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ServiceClass
+        fields = ["name", "weight", "max_queue_wait_ms", "sheddable", "updated_at"]
+        read_only_fields = ["name", "updated_at"]
+
+
+class ServiceClassUpdateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ServiceClass
+        fields = ["weight", "max_queue_wait_ms", "sheddable"]

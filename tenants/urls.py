@@ -30,6 +30,7 @@ urlpatterns = [
     ),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke_page, name="token-revoke"),
+    path("tokens/<int:token_id>/class/", tokens.token_class_page, name="token-class"),
     path(TENANT + "keys/", keys.keys, name="tenant-keys"),
     path(TENANT + "keys/<slug:key>/revoke/", keys.key_revoke, name="signing-key-revoke"),
     path(TENANT + "signature-policy/", keys.signature_policy, name="signature-policy-set"),
@@ -68,6 +69,7 @@ urlpatterns = [
     path("platform/", platform.platform_tenants, name="platform-home"),
     path("platform/tenants/<slug:tenant>/", platform.platform_tenant, name="platform-tenant"),
     path("platform/users/", platform.platform_users, name="platform-users"),
+    path("platform/classes/", platform.platform_classes, name="platform-classes"),
     path(
         "platform/users/<str:username>/roles/",
         platform.platform_user_roles,

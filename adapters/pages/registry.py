@@ -19,7 +19,7 @@ from adapters.services.direct_uploads import pending_uploads
 from adapters.services.lifecycle import version_disable, version_release
 from core.errors import ApplicationError
 from core.request import PortalRequest
-from tenants.models import SloClass
+from tenants.models import ServiceClass, SloClass
 from tenants.pagekit import page_view, post_text, render_page
 
 RELEASABLE = (VersionStatus.STAGED,)
@@ -51,6 +51,9 @@ def tenant_page(
             "adapters": adapters,
             "role": scope.access.tenant_role(scope.tenant),
             "summary": tenant_summary(tenant=scope.tenant, adapters=adapters) if details else None,
+            "service_class": ServiceClass.objects.filter(name=scope.tenant.slo_class).first()
+            if details
+            else None,
             "can_create": scope.access.tenant_can(scope.tenant, "create_adapter"),
             "base_models": BaseModel.objects.order_by("name"),
             "warmup_policies": WarmupPolicy.choices,

@@ -20,6 +20,7 @@ from portal.api.audit import AuditViewSet
 from portal.api.records import AuditExportViewSet, EvidenceKeyViewSet, EvidenceViewSet
 from tenants.api import (
     MemberViewSet,
+    ServiceClassViewSet,
     TenantTokenViewSet,
     TenantViewSet,
     TokenObtainView,
@@ -38,6 +39,7 @@ root = DefaultRouter(trailing_slash=True)
 root.include_root_view = False
 root.register("users", UserViewSet, basename="user")
 root.register("tenants", TenantViewSet, basename="tenant")
+root.register("service-classes", ServiceClassViewSet, basename="service-class")
 root.register("base-models", BaseModelViewSet, basename="base-model")
 root.register("engines", EngineViewSet, basename="engine")
 root.register("versions", VersionQueueViewSet, basename="version-queue")

@@ -15,9 +15,10 @@ from django.views.decorators.http import require_POST
 from core.errors import ApplicationError, NotFound
 from core.request import PortalRequest
 from tenants import serializers as s
-from tenants.models import PlatformRole, SloClass, Tenant
+from tenants.models import PlatformRole, ServiceClass, SloClass, Tenant
 from tenants.pageforms import form_data, require_platform_role
 from tenants.pagekit import access_for, page_view, render_page
+from tenants.services.service_classes import service_class_update
 from tenants.services.tenancy import (
     TENANT_FIELDS,
     tenant_create,
@@ -198,3 +199,39 @@ def platform_user_active(request: PortalRequest, username: str) -> HttpResponse:
         return _users_page(request, exc)
     messages.success(request, f"'{username}' {'may log in again' if active else 'is deactivated'}.")
     return redirect("platform-users")
+
+
+@page_view
+def platform_classes(request: PortalRequest) -> HttpResponse:
+    """GET: the service classes' plans (docs/classes.md); POST {name, weight, max_queue_wait_ms,
+    sheddable}: change one (service_class_update, audited)."""
+    _require_admin(request, "manage service classes")
+    error = None
+    if request.method == "POST":
+        found = ServiceClass.objects.filter(name=request.POST.get("name", "")).first()
+        if found is None:
+            raise NotFound("service_class.not_found", "No such service class.")
+        try:
+            data = form_data(
+                s.ServiceClassUpdateSerializer,
+                request.POST,
+                code="service_class.invalid",
+                instance=found,
+            )
+            service_class_update(
+                access=access_for(request),
+                service_class=found,
+                request_id=request.request_id,
+                **data,
+            )
+        except ApplicationError as exc:
+            error = exc
+        else:
+            messages.success(request, f"Class '{found.name}' saved.")
+            return redirect("platform-classes")
+    return render_page(
+        request,
+        "tenants/platform_classes.html",
+        {"classes": ServiceClass.objects.all()},
+        error=error,
+    )

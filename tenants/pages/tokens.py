@@ -8,9 +8,10 @@ from django.views.decorators.http import require_POST
 
 from core.errors import ApplicationError
 from core.request import PortalRequest
-from tenants.models import TokenScope
+from tenants.models import SloClass, TokenScope
 from tenants.pagekit import access_for, page_view, post_int, post_text, render_page
 from tenants.selectors import token_get, tokens_of
+from tenants.services.service_classes import token_class_set
 from tenants.services.tokens import MAX_EXPIRY_DAYS, token_issue, token_revoke
 
 
@@ -20,6 +21,7 @@ def _tokens_context(request: PortalRequest, **extra: object) -> dict[str, object
         "scopes": TokenScope.values,
         "tenants": access_for(request).visible_tenants(),
         "max_expiry_days": MAX_EXPIRY_DAYS,
+        "service_classes": SloClass.values,
         **extra,
     }
 
@@ -49,6 +51,24 @@ def tokens(request: PortalRequest) -> HttpResponse:
     response = render_page(request, "tenants/tokens.html", _tokens_context(request, issued=issued))
     response["Cache-Control"] = "no-store"
     return response
+
+
+@page_view
+@require_POST
+def token_class_page(request: PortalRequest, token_id: int) -> HttpResponse:
+    """POST {service_class}: a lower service class for a tenant's token (docs/classes.md)."""
+    access = access_for(request)
+    token = token_get(access=access, token_id=token_id)
+    try:
+        token_class_set(
+            access=access,
+            token=token,
+            service_class=post_text(request, "service_class"),
+            request_id=request.request_id,
+        )
+    except ApplicationError as exc:
+        return render_page(request, "tenants/tokens.html", _tokens_context(request), error=exc)
+    return redirect("tokens")
 
 
 @page_view

@@ -386,6 +386,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     # needs the admin scope (adapters/access.py require_token_revoke); bob revokes his own.
     E("DELETE", "tenants/{tenant}/tokens/{prefix}/", 204, "admin", "alice", OWN_TOKEN,
       audit="token.revoke", then=_token_revoked),
+    # a lower service class for the token (acme is silver): who may revoke it may lower it
+    E("PATCH", "tenants/{tenant}/tokens/{prefix}/", 200, "admin", "alice", OWN_TOKEN,
+      body={"service_class": "bronze"}, audit="token.service_class",
+      then=_exists("tenants.ApiToken", tenant__slug="acme", service_class="bronze")),
+    # service classes as plans: everyone reads them, platform admins edit them
+    E("GET", "service-classes/", 200, "read", "alice", EVERYONE),
+    E("GET", "service-classes/{name}/", 200, "read", "alice", EVERYONE, params={"name": "gold"}),
+    E("PATCH", "service-classes/{name}/", 200, "admin", "adam", PLATFORM_ADMIN,
+      params={"name": "bronze"}, body={"weight": 2}, audit="service_class.update",
+      then=_exists("tenants.ServiceClass", name="bronze", weight=2)),
     # adapters and per-adapter grants
     E("GET", "tenants/{tenant}/adapters/", 200, "read", "alice",
       "401 ok   ok   ok   ok   ok   404t 404t ok   -    404t 404t"),

@@ -263,3 +263,33 @@ async def test_an_eval_request_waits_behind_its_tenants_live_ones():
     gate.set()
     await asyncio.gather(first, *evals, *live)
     assert order == ["live0", "live1", "live2", "eval0", "eval1", "eval2"]
+
+
+async def test_a_saturated_engine_goes_to_the_classes_by_weight_and_none_starves():
+    """Service classes (issue 46): three tenants, gold, silver and bronze, each with a burst
+    queued on a one-slot engine; the slots go 6:3:1 while all wait, bronze's included."""
+    from gateway.class_policy import DEFAULT_PLANS
+
+    slots = FairSlots()
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    async def request(tenant: int, klass: str) -> None:
+        async with slots.slot("e", 1, Ask(tenant, service_class=klass, plans=DEFAULT_PLANS)):
+            order.append(klass)
+            await gate.wait()
+
+    first = asyncio.create_task(request(9, "bronze"))  # holds the slot while the bursts queue
+    await asyncio.sleep(0)
+    bursts = [
+        asyncio.create_task(request(tenant, klass))
+        for tenant, klass in ((1, "gold"), (2, "silver"), (3, "bronze"))
+        for _ in range(20)
+    ]
+    await asyncio.sleep(0)
+    assert order == ["bronze"] and slots.waiting("e") == 60
+    gate.set()
+    await asyncio.gather(first, *bursts)
+    served = order[:30]  # the first thirty slots (the first bronze's included): 6:3:1
+    assert (served.count("gold"), served.count("silver"), served.count("bronze")) == (18, 9, 3)
+    assert len(order) == 61 and slots.waiting("e") == 0

@@ -86,6 +86,18 @@ def _acme_token(pw: PagesWorld) -> dict[str, Any]:
     return {"tenant": "acme", "prefix": issued.token.prefix}
 
 
+def _alices_acme_token(pw: PagesWorld) -> dict[str, Any]:
+    """A token alice holds, bound to acme (silver): she may lower its class."""
+    from tenants.services.tokens import token_issue
+
+    issued = token_issue(
+        access=AccessContext.for_user(pw.world.users["alice"]),
+        scopes=["read"],
+        tenant=pw.world.acme,
+    )
+    return {"token_id": issued.token.pk}
+
+
 def _acme_key(pw: PagesWorld) -> dict[str, Any]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -187,6 +199,13 @@ PAGE_ROUTES: list[PageRoute] = [
         "token-revoke",
         lambda pw: {"token_id": pw.token.token.pk},
         "post",
+        expect={"bob": 404, "charlie": 404, "alice": 302},
+    ),
+    PageRoute(
+        "token-class",
+        _alices_acme_token,
+        "post",
+        data={"service_class": "bronze"},
         expect={"bob": 404, "charlie": 404, "alice": 302},
     ),
     PageRoute(
@@ -640,6 +659,14 @@ PAGE_ROUTES: list[PageRoute] = [
         expect={"alice": 403, "olga": 403, "adam": 302},
     ),
     PageRoute("platform-users", _none, expect={"alice": 403, "olga": 403, "adam": 200}),
+    PageRoute("platform-classes", _none, expect={"alice": 403, "olga": 403, "adam": 200}),
+    PageRoute(
+        "platform-classes",
+        _none,
+        "post",
+        data={"name": "bronze", "weight": "2", "max_queue_wait_ms": "1500", "sheddable": "true"},
+        expect={"alice": 403, "olga": 403, "adam": 302},
+    ),
     PageRoute(
         "platform-users",
         _none,

@@ -496,3 +496,23 @@ def test_placements_of_many_versions_equal_version_placement(
         got = placements_of(versions)
     assert got == {v.pk: version_placement(v) for v in versions}
     assert [p["engine"] for p in got[big.pk]] == [FLEET_ENGINE, "pages-dedicated"]
+
+
+def test_the_engine_page_shows_the_slots_each_service_class_holds(pages, engine):
+    """Service classes (docs/classes.md): the slots each class's requests hold on the engine,
+    every replica's, from the admission's load hash, beside each class's plan."""
+    from workers import shared_state
+    from workers.redis_contract.keys import load_key
+
+    shared_state.client().hset(
+        load_key(FLEET_ENGINE), mapping={"live": 5, "class:gold": 4, "class:bronze": 1}
+    )
+    html = pages.client("olga").get(engine_url()).content.decode()
+    rows = {
+        name: re.sub(r"<[^>]+>", "|", row)
+        for name, row in re.findall(r'data-testid="class-(\w+)">(.*?)</tr>', html, flags=re.S)
+    }
+    assert [c for c in rows] == ["gold", "silver", "bronze"]
+    assert "|4||6||10000 ms||no|" in rows["gold"]
+    assert "|0||3|" in rows["silver"]
+    assert "|1||1||2000 ms||yes|" in rows["bronze"]

@@ -161,3 +161,32 @@ def test_the_advisor_page_shows_every_engines_flags(pages, engine):
     section = page[page.index(f'data-testid="advice-{FLEET_ENGINE}"') :]
     advised = engine_advice(engine)["advised"]["max_loras"]
     assert f"<code>--max-loras</code></td><td>{engine.max_loras}</td><td>{advised}</td>" in section
+
+
+def test_a_platform_admin_edits_a_service_class_on_its_page(pages):
+    from tenants.models import ServiceClass
+
+    client = pages.client("adam")
+    page = client.get(reverse("platform-classes")).content.decode()
+    assert 'data-testid="class-gold"' in page and 'data-testid="class-bronze"' in page
+    response = client.post(
+        reverse("platform-classes"),
+        {"name": "silver", "weight": "4", "max_queue_wait_ms": "3000", "sheddable": "false"},
+    )
+    assert response.status_code == 302
+    silver = ServiceClass.objects.get(name="silver")
+    assert (silver.weight, silver.max_queue_wait_ms, silver.sheddable) == (4, 3000, False)
+    assert AuditEvent.objects.get(action="service_class.update").actor.username == "adam"
+
+
+def test_a_zero_weight_is_refused_on_the_page_and_nothing_changes(pages):
+    from tenants.models import ServiceClass
+
+    response = pages.client("adam").post(
+        reverse("platform-classes"),
+        {"name": "gold", "weight": "0", "max_queue_wait_ms": "10000", "sheddable": "false"},
+    )
+    assert response.status_code == 400
+    assert "weight" in response.content.decode()
+    assert ServiceClass.objects.get(name="gold").weight == 6
+    assert not AuditEvent.objects.filter(action="service_class.update").exists()

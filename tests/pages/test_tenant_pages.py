@@ -113,3 +113,10 @@ def test_owner_sees_actions_where_they_apply(pages):
     assert _url("version-release", version) in page
     assert _url("version-disable", pages.active) in page
     assert _url("version-release", pages.active) not in page
+
+
+def test_the_tenant_page_says_what_its_service_class_means(pages):
+    """Service classes (docs/classes.md): the tenant's class with its plan, in words."""
+    page = pages.client("alice").get(reverse("tenant-adapters", args=["acme"])).content.decode()
+    meaning = page.split('data-testid="class-meaning">', 1)[1].split("</span>", 1)[0]
+    assert meaning == "weight 3 of a saturated engine, waits up to 5000 ms, may be shed"

@@ -89,3 +89,22 @@ def test_revoking_twice_says_so(pages):
     response = client.post(reverse("token-revoke", args=[pages.token.token.pk]))
     assert response.status_code == 409
     assert b"token.already_revoked" in response.content
+
+
+def test_a_token_is_given_a_lower_class_on_the_tokens_page_never_a_higher(pages):
+    """Service classes (docs/classes.md): acme is silver; bronze is taken, gold refused."""
+    token = token_issue(
+        access=AccessContext.for_user(pages.world.users["alice"]),
+        scopes=["inference"],
+        tenant=pages.world.acme,
+    ).token
+    client = pages.client("alice")
+    url = reverse("token-class", args=[token.pk])
+    assert 'data-testid="token-class"' in client.get(reverse("tokens")).content.decode()
+    refused = client.post(url, {"service_class": "gold"})
+    assert refused.status_code == 400
+    assert "higher class than its tenant" in refused.content.decode()
+    assert ApiToken.objects.get(pk=token.pk).service_class == ""
+    assert client.post(url, {"service_class": "bronze"}).status_code == 302
+    assert ApiToken.objects.get(pk=token.pk).service_class == "bronze"
+    assert AuditEvent.objects.filter(action="token.service_class").count() == 1

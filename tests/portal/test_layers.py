@@ -17,7 +17,7 @@ SITE = "portal"
 BASE = "core"
 APPS = ("tenants", "adapters", "workers", "budgets", "gateway", "evals")
 ORDER = (BASE, *APPS, SITE)  # lowest first
-PURE = ("adapters.validation", "workers.cache_policy", "evals.scoring")
+PURE = ("adapters.validation", "workers.cache_policy", "evals.scoring", "gateway.class_policy")
 # What "no Django" means for a pure package: the framework and what runs on it.
 FRAMEWORK = (
     "django",

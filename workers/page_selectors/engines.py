@@ -13,15 +13,19 @@ from typing import Any
 from django.db.models import Count, Q
 from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
+from redis.exceptions import RedisError
 
 from adapters.access import AccessContext
 from adapters.models import Adapter, AdapterVersion, VersionStatus
 from adapters.selectors import pool_of
 from tenants.access_port import Access
+from tenants.models import ServiceClass
+from workers import shared_state
 from workers.advisor import Advice, launch_flags
 from workers.advisor_selectors import lora_modules
 from workers.alarms import open_alarms
 from workers.models import Engine, FleetAction, Residency, ResidencyState
+from workers.redis_contract.keys import load_key
 from workers.schedule_rules import pool_expression
 from workers.schedules import TASK_NAME as WARMUP_TASK
 from workers.selectors import (
@@ -324,3 +328,33 @@ def dashboard_fleet(*, user: Any) -> dict[str, Any]:
         {"version": v, "label": version_label(v), "placement": placements[v.pk]} for v in versions
     ]
     return context
+
+
+@dataclass(frozen=True)
+class ClassLoad:
+    """One service class on an engine now: the slots its requests hold there (every gateway
+    replica's, from the admission's load hash) against its plan's weight."""
+
+    name: str
+    slots: int
+    weight: int
+    max_queue_wait_ms: int
+    sheddable: bool
+
+
+def class_loads(engine: Engine) -> list[ClassLoad]:
+    """The engine's slots by service class (docs/classes.md), heaviest class first; a Redis that
+    does not answer shows none."""
+    try:
+        raw = shared_state.client().hgetall(load_key(engine.name))
+    except RedisError:
+        raw = {}
+    held: dict[str, int] = {}
+    for key, value in raw.items():
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        if name.startswith("class:"):
+            held[name.split(":", 1)[1]] = int(value)
+    return [
+        ClassLoad(c.name, held.get(c.name, 0), c.weight, c.max_queue_wait_ms, c.sheddable)
+        for c in ServiceClass.objects.all()
+    ]

@@ -53,6 +53,7 @@ def _engine_context(engine: Engine) -> dict[str, Any]:
         "alarms": list(open_alarms(engine)),
         "actions": fleet.recent_actions(engine),
         "warmups": fleet.warmup_entries(engine),
+        "class_loads": fleet.class_loads(engine),
         **fleet.engine_advice_and_launch(engine),
     }
 

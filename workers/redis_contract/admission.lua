@@ -10,7 +10,8 @@
 -- than a cap still runs when it is alone (nothing else counted), or it could never run.
 -- Returns {0 admitted | 1 over the rate | 2 over concurrency | 3 counted, engine busy |
 -- 4 over the tenant's in-flight cap | 7 background, held for live traffic (nothing counted by
--- this call), count}.
+-- this call), count} or {8 held for its service class's share (nothing counted by this call),
+-- drained, class, load, class, load, ...}.
 local weight = tonumber(ARGV[4])
 local rpm = tonumber(ARGV[1])
 if rpm >= 0 then
@@ -52,9 +53,9 @@ if max_loras == -2 then return {0, 0} end
 -- counted given back: the caller waits and asks again. max_loras -3: a base-model request (no
 -- adapter to admit, its lane counted only).
 local lane, load = lane_of(ARGV), KEYS[#KEYS - 1]
+local lanes = redis.call('HMGET', load, 'live', 'background')
+local busy = tonumber(lanes[1] or '0') + tonumber(lanes[2] or '0')
 if lane == 'background' then
-  local busy = 0
-  for _, n in ipairs(redis.call('HVALS', load)) do busy = busy + tonumber(n) end
   if busy > 0 and busy + weight > tonumber(ARGV[#ARGV - 1]) - tonumber(ARGV[#ARGV]) then
     if rpm >= 0 then redis.call('DECRBY', KEYS[1], weight) end
     if tenant_cap >= 0 then redis.call('DECRBY', KEYS[2], weight) end
@@ -62,9 +63,72 @@ if lane == 'background' then
     return {7, busy}
   end
 end
+-- Service classes (gateway.class_policy.may_take, mirrored here so that the shares hold across
+-- replicas): a live request of a class goes onto a saturated engine only while its class's
+-- load there (field `class:<name>`, every replica's) stays within its weighted max-min fair
+-- share, or its class holds nothing; else {8, the engine's drained count, then each class and
+-- its load}, with what this call counted given back: the caller waits and asks again, or is shed.
+local class = lane == 'live' and class_of(ARGV) or ''
+if class ~= '' then
+  local weights, demand, names = {}, {}, {}
+  for name, w in string.gmatch(ARGV[#ARGV - 4], '([%w_-]+)=(%d+)') do
+    weights[name] = math.max(1, tonumber(w))
+    demand[name] = tonumber(redis.call('HGET', load, 'class:' .. name) or '0')
+    names[#names + 1] = name
+  end
+  if not weights[class] then
+    weights[class] = 1
+    demand[class] = tonumber(redis.call('HGET', load, 'class:' .. class) or '0')
+    names[#names + 1] = class
+  end
+  local mine = demand[class]
+  local capacity = tonumber(ARGV[#ARGV - 1])
+  if busy + weight > capacity and mine > 0 then
+    -- Water filling: who wants less than its weight's part keeps what it wants; the rest of
+    -- the slots go round again by weight.
+    demand[class] = mine + weight
+    local share, wanting, left = {}, {}, capacity
+    for _, name in ipairs(names) do
+      share[name] = 0
+      if demand[name] > 0 then wanting[name] = true end
+    end
+    while next(wanting) ~= nil and left > 1e-9 do
+      local total = 0
+      for name in pairs(wanting) do total = total + weights[name] end
+      local done = {}
+      for name in pairs(wanting) do
+        if demand[name] - share[name] <= left * weights[name] / total + 1e-9 then
+          done[#done + 1] = name
+        end
+      end
+      if #done == 0 then
+        for name in pairs(wanting) do share[name] = share[name] + left * weights[name] / total end
+        left = 0
+      else
+        for _, name in ipairs(done) do
+          left = left - (demand[name] - share[name])
+          share[name] = demand[name]
+          wanting[name] = nil
+        end
+      end
+    end
+    if mine + weight > share[class] + 1e-9 then
+      if rpm >= 0 then redis.call('DECRBY', KEYS[1], weight) end
+      if tenant_cap >= 0 then redis.call('DECRBY', KEYS[2], weight) end
+      if cap >= 0 then redis.call('DECRBY', KEYS[3], weight) end
+      local out = {8, tonumber(redis.call('HGET', load, 'drained') or '0')}
+      for _, name in ipairs(names) do
+        out[#out + 1] = name
+        out[#out + 1] = name == class and mine or demand[name]
+      end
+      return out
+    end
+  end
+end
 if max_loras ~= -3 and not admit(KEYS[4], KEYS[5], ARGV[5], max_loras) then return {3, 0} end
 if lane ~= '' then
   redis.call('HINCRBY', load, lane, weight)
+  if class ~= '' then redis.call('HINCRBY', load, 'class:' .. class, weight) end
   redis.call('EXPIRE', load, CONCURRENCY_TTL)
 end
 return {0, 0}

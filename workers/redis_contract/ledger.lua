@@ -7,3 +7,10 @@ local function lane_of(argv)
   if lane == 'live' or lane == 'background' then return lane end
   return ''
 end
+-- The request's service class ('' none) and the classes' weights ('gold=6,silver=3,bronze=1'),
+-- the two ARGV entries before the lane's three (admission.lua).
+local function class_of(argv)
+  local class = argv[#argv - 3]
+  if type(class) == 'string' and string.match(class, '^[%w_-]+$') then return class end
+  return ''
+end

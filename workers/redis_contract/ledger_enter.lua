@@ -14,6 +14,8 @@ local tenant0, conc0 = count(KEYS[2]), count(KEYS[3])
 local engine0 = count(KEYS[4], ARGV[5])
 local lane = lane_of(ARGV)  -- and the engine's load hash, KEYS[#KEYS - 1]
 local load0 = lane ~= '' and count(KEYS[#KEYS - 1], lane) or 0
+local class = lane == 'live' and class_of(ARGV) or ''
+local class0 = class ~= '' and count(KEYS[#KEYS - 1], 'class:' .. class) or 0
 local result = enter()
 local held = {
   {KEYS[2], count(KEYS[2]) - tenant0},
@@ -22,6 +24,10 @@ local held = {
 }
 if lane ~= '' then
   held[#held + 1] = {KEYS[#KEYS - 1] .. '\n' .. lane, count(KEYS[#KEYS - 1], lane) - load0}
+end
+if class ~= '' then
+  local field = 'class:' .. class
+  held[#held + 1] = {KEYS[#KEYS - 1] .. '\n' .. field, count(KEYS[#KEYS - 1], field) - class0}
 end
 for _, entry in ipairs(held) do
   if entry[2] > 0 then redis.call('HINCRBY', ledger, request .. '\n' .. entry[1], entry[2]) end

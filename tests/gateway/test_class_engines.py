@@ -1,0 +1,100 @@
+"""Service classes through a real gateway process and a real CPU engine, beside a second
+replica (issue 46, parts 2 and 3): the second replica here is this test's own admission scripts,
+holding bronze requests on the engine through the shared Redis admission, as another gateway
+would. The gateway process lets a gold request through to the engine (which takes its
+`priority`), and answers a bronze one `503 shed_for_capacity` at once while bronze is over its
+share, then serves bronze again once the other replica's requests end."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from django.conf import settings
+from redis import asyncio as aioredis
+
+from adapters.access import AccessContext
+from gateway import class_policy, limits
+from tenants.models import ServiceClass
+from tenants.services.tokens import token_issue
+from workers import shared_state
+from workers.redis_contract.keys import load_key
+
+pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
+PROMPT = [{"role": "user", "content": "hi"}]
+
+
+def _ask(base: str, token: str, model: str) -> httpx.Response:
+    return httpx.post(
+        f"{base}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {token}"},
+        json={"model": model, "messages": PROMPT, "max_tokens": 2},
+        timeout=60,
+    )
+
+
+def test_the_shares_hold_across_replicas_through_a_real_gateway(worker_fleet, gateway_server):
+    world = worker_fleet.world
+    worker_fleet.b.state = "down"
+    worker_fleet.b.save()  # one engine: every request meets there
+    world.acme.slo_class = "gold"
+    world.acme.save()
+    bronze_plan = ServiceClass.objects.get(name="bronze")
+    bronze_plan.max_queue_wait_ms = 1  # shed as soon as it is held
+    bronze_plan.save()
+    engine = worker_fleet.a
+    model = world.base.name
+    gold_token = token_issue(
+        access=AccessContext.for_user(world.users["alice"]), scopes=["inference"], tenant=world.acme
+    ).plaintext
+    bronze_token = token_issue(
+        access=AccessContext.for_user(world.users["charlie"]),
+        scopes=["inference"],
+        tenant=world.globex,
+    ).plaintext
+    assert _ask(gateway_server, bronze_token, model).status_code == 200  # tables are fresh
+    capacity = max(1, int(engine.max_num_seqs * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
+
+    async def other_replica_holds(n: int) -> tuple[aioredis.Redis, list[limits.Admission]]:
+        client = aioredis.Redis.from_url(settings.REDIS_URL)
+        scripts = limits.Scripts(client)
+        held = []
+        for _ in range(n):
+            admission = limits.Admission(
+                scripts,
+                limits.Terms(
+                    tenant_id=world.globex.pk,
+                    rpm_limit=0,
+                    target=None,
+                    requested=model,
+                    service_class="bronze",
+                    class_plans=class_policy.DEFAULT_PLANS,
+                ),
+            )
+            await admission.admit(engine.name, max_loras=engine.max_loras, capacity=capacity)
+            held.append(admission)
+        return client, held
+
+    loop = asyncio.new_event_loop()
+    try:
+        client, held = loop.run_until_complete(other_replica_holds(capacity))
+        load = shared_state.client().hgetall(load_key(engine.name))
+        assert int(load[b"class:bronze"]) == capacity  # the engine is full of bronze
+        gold = _ask(gateway_server, gold_token, model)
+        assert gold.status_code == 200, gold.text  # gold holds nothing there: in it goes
+        shed = _ask(gateway_server, bronze_token, model)
+        assert shed.status_code == 503, shed.text
+        assert shed.json()["error"]["code"] == "shed_for_capacity"
+        assert int(shed.headers["retry-after"]) >= 1
+
+        async def release() -> None:
+            for admission in held:
+                await admission.release()
+            await client.aclose()
+
+        loop.run_until_complete(release())
+    finally:
+        loop.close()
+    again = _ask(gateway_server, bronze_token, model)
+    assert again.status_code == 200, again.text
