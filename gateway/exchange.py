@@ -32,7 +32,7 @@ import orjson
 from gateway.errors import GatewayError
 from gateway.request_schema import Checked
 from gateway.routes import EngineInfo
-from gateway.upstream import EnginePool, StreamWatch, relay, usage_of
+from gateway.upstream import EnginePool, StreamWatch, relay, response_id_of, usage_of
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 SENT, FAILED, STALE, GONE = "sent", "failed", "stale", "gone"
@@ -52,6 +52,7 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     first_token_at: float | None = None
+    response_id: str = ""  # the engine's completion id (gen_ai.response.id)
 
 
 class SlowReader(Exception):
@@ -112,7 +113,13 @@ class Exchange:
             budget.reschedule(asyncio.get_running_loop().time())  # ends the wait at once
 
     async def run(
-        self, engine: EngineInfo, path: str, body: bytes, checked: Checked, adapter_request: bool
+        self,
+        engine: EngineInfo,
+        path: str,
+        body: bytes,
+        checked: Checked,
+        adapter_request: bool,
+        headers: dict[str, str] | None = None,
     ) -> Outcome:
         """Send `body` to `path` on `engine` and pass its reply to the caller (`checked` says
         whether it streams and whether its caller asked for the usage chunk); for an
@@ -123,7 +130,7 @@ class Exchange:
         try:
             async with budget:
                 self._budget = budget
-                response = await self._post(engine, path, body)
+                response = await self._post(engine, path, body, headers)
                 if response is None:
                     return Outcome(FAILED)
                 try:
@@ -159,15 +166,15 @@ class Exchange:
         return outcome
 
     async def _post(
-        self, engine: EngineInfo, path: str, body: bytes
+        self, engine: EngineInfo, path: str, body: bytes, headers: dict[str, str] | None = None
     ) -> aiohttp.ClientResponse | None:
         try:
-            return await self.engines.session(engine).post(path, data=body)
+            return await self.engines.session(engine).post(path, data=body, headers=headers)
         except CONNECTION_ERRORS as exc:
             pooled = exc
         # Once more on a fresh connection: a pooled one may have outlived an engine restart.
         try:
-            return await self.engines.fresh_post(engine, path, body)
+            return await self.engines.fresh_post(engine, path, body, headers)
         except CONNECTION_ERRORS as exc:
             # The engine is then kept out for its cooldown: say why (a load test's lone 503
             # engine_unavailable could not be traced without it).
@@ -207,6 +214,7 @@ class Exchange:
                 if ok:
                     watch.first_token_at = time.perf_counter()
                     watch.prompt_tokens, watch.completion_tokens = usage_of(data)
+                    watch.response_id = response_id_of(data)
                 await self._deliver({"type": "http.response.body", "body": data, "more_body": True})
         except STREAM_ERRORS:
             if stream and not self.begun:
@@ -222,6 +230,7 @@ class Exchange:
             await self._deliver(_error_event("The engine went away during the reply."))
         await self._deliver({"type": "http.response.body", "body": b"", "more_body": False})
         outcome.first_token_at = watch.first_token_at
+        outcome.response_id = watch.response_id
         return self._billed(outcome)
 
     async def _relay(
