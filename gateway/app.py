@@ -687,13 +687,9 @@ class Gateway:
         waiting.add(exchange)
         try:
             with tracing.engine_call(request, engine):
+                exchange.headers = tracing.engine_headers(request)
                 outcome = await exchange.run(
-                    engine,
-                    path,
-                    body,
-                    request.checked,
-                    target is not None,
-                    tracing.engine_headers(request),
+                    engine, path, body, request.checked, target is not None
                 )
                 tracing.answered(request, outcome)
         finally:

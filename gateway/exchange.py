@@ -32,7 +32,7 @@ import orjson
 from gateway.errors import GatewayError
 from gateway.request_schema import Checked
 from gateway.routes import EngineInfo
-from gateway.upstream import EnginePool, StreamWatch, relay, response_id_of, usage_of
+from gateway.upstream import EnginePool, StreamWatch, relay
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 SENT, FAILED, STALE, GONE = "sent", "failed", "stale", "gone"
@@ -101,6 +101,7 @@ class Exchange:
         self.gone = False  # the prober marked the engine down while this waited on it
         self.watch: StreamWatch | None = None
         self._budget: asyncio.Timeout | None = None  # set while the budget runs
+        self.headers: dict[str, str] | None = None  # the request's traceparent (gateway.tracing)
 
     def engine_gone(self) -> None:
         """The tables show this request's engine down: stop waiting on it (see the module's
@@ -113,13 +114,7 @@ class Exchange:
             budget.reschedule(asyncio.get_running_loop().time())  # ends the wait at once
 
     async def run(
-        self,
-        engine: EngineInfo,
-        path: str,
-        body: bytes,
-        checked: Checked,
-        adapter_request: bool,
-        headers: dict[str, str] | None = None,
+        self, engine: EngineInfo, path: str, body: bytes, checked: Checked, adapter_request: bool
     ) -> Outcome:
         """Send `body` to `path` on `engine` and pass its reply to the caller (`checked` says
         whether it streams and whether its caller asked for the usage chunk); for an
@@ -130,7 +125,7 @@ class Exchange:
         try:
             async with budget:
                 self._budget = budget
-                response = await self._post(engine, path, body, headers)
+                response = await self._post(engine, path, body)
                 if response is None:
                     return Outcome(FAILED)
                 try:
@@ -166,8 +161,9 @@ class Exchange:
         return outcome
 
     async def _post(
-        self, engine: EngineInfo, path: str, body: bytes, headers: dict[str, str] | None = None
+        self, engine: EngineInfo, path: str, body: bytes
     ) -> aiohttp.ClientResponse | None:
+        headers = self.headers
         try:
             return await self.engines.session(engine).post(path, data=body, headers=headers)
         except CONNECTION_ERRORS as exc:
@@ -212,9 +208,7 @@ class Exchange:
                 await self._begin(head)
                 data = await response.read()
                 if ok:
-                    watch.first_token_at = time.perf_counter()
-                    watch.prompt_tokens, watch.completion_tokens = usage_of(data)
-                    watch.response_id = response_id_of(data)
+                    watch.whole(data)
                 await self._deliver({"type": "http.response.body", "body": data, "more_body": True})
         except STREAM_ERRORS:
             if stream and not self.begun:

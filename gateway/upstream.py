@@ -97,6 +97,12 @@ class StreamWatch:
                 out.append(event + b"\n\n")
         return b"".join(out)
 
+    def whole(self, body: bytes) -> None:
+        """A whole answer (not streamed): its first token is now; its usage and id."""
+        self.first_token_at = time.perf_counter()
+        self.prompt_tokens, self.completion_tokens = usage_of(body)
+        self.response_id = response_id_of(body)
+
     def flush(self) -> bytes:
         rest, self._buffer = self._buffer, b""
         return rest

@@ -168,6 +168,8 @@ def test_an_unsampled_request_sends_its_engine_an_unsampled_traceparent(
     untraced = stream_chat(client_for(world, "alice", world.acme, gateway_server), base_model)
 
     spans = otlp_receiver.wait_for(lambda spans: engine_span(spans, untraced))
-    assert engine_span(spans, untraced)["parent_span_id"] == ""  # tracing off: no traceparent
+    untraced_span = engine_span(spans, untraced)
+    assert untraced_span is not None
+    assert untraced_span["parent_span_id"] == ""  # tracing off: the engine was sent none
     assert engine_span(spans, dropped) is None  # exported before the later request's span
     assert not [s for s in spans if CALLER_TRACE in (s["trace_id"], *map(str, s["links"]))]
