@@ -738,6 +738,7 @@ class Gateway:
                 turn=turn_of(request.payload.get("messages"), tenant_id, target.served_name)
                 if request.kind == "chat" and target is not None
                 else NO_TURN,
+                trace_id=tracing.sampled_trace_id(request),
             )
         )
 

@@ -224,3 +224,12 @@ def end(span: Any) -> None:
     """End a span from `start`; ending it again (or None) does nothing."""
     if span is not None and span.is_recording():
         span.end()
+
+
+def sampled_trace_id(request: GatewayRequest) -> str:
+    """The request's trace id (32 hex digits) when its span is recorded, else '': the exemplar
+    its TTFT and load-wait buckets carry (gateway.recorder)."""
+    span = request.span
+    if span is None or not span.is_recording():
+        return ""
+    return format(span.get_span_context().trace_id, "032x")

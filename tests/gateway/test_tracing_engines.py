@@ -11,6 +11,7 @@ import pytest
 
 from adapters.access import AccessContext
 from adapters.models import Alias, AliasTarget
+from gateway.metrics import gateway_snapshot
 from tenants.services.tokens import token_issue
 from tests.fixtures.gateway import running_gateway
 from tests.workers.fleet import servable_version
@@ -135,6 +136,12 @@ def test_a_chat_is_one_trace_from_the_gateway_to_the_engines_span(
     assert load["lora_portal.single_flight_leader"] is True
     choice = steps["lora_portal.engine_choice"]["attributes"]
     assert choice == {"lora_portal.engine": engine_name, "lora_portal.cache_tier": "cold"}
+
+    # The metrics point at it: its TTFT and load-wait buckets carry its trace as the exemplar.
+    snapshot = gateway_snapshot()
+    for exemplars in (snapshot.ttft_exemplars, snapshot.load_exemplars):
+        traces = {e.labels["trace_id"] for e in exemplars[("acme", "support")].values()}
+        assert root["trace_id"] in traces
 
     # The caller's content is in no span; another tenant's trace names only that tenant.
     assert SECRET not in str(spans)
