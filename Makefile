@@ -5,8 +5,9 @@ ENGINE_PY := .venv-engine/bin/python
 TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
+TRACES_PORT ?= 6006
 
-.PHONY: redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: trace-store redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -21,6 +22,10 @@ tiny-model: engine-venv
 
 services:
 	@scripts/ensure_services.sh postgres redis
+
+# The trace store `make run` starts (Arize Phoenix from PyPI, its own venv): docs/observability.md.
+trace-store:
+	@scripts/ensure_trace_store.sh
 
 redis:
 	@scripts/ensure_services.sh redis
@@ -48,13 +53,18 @@ image:
 IDP_PORT ?= 8300
 run: export OIDC_PROVIDERS ?= [{"name": "demo-idp", "label": "Demo IdP", "issuer": "http://127.0.0.1:$(IDP_PORT)/o", "client_id": "lora-portal", "client_secret_env": "DEMO_IDP_CLIENT_SECRET", "cli_client_id": "lora-portal-cli"}]
 run: export DEMO_IDP_CLIENT_SECRET ?= demo-idp-client-secret
+# Every process traces to the demo's trace store (the Procfile's `traces` line), the engine too
+# (engine.launcher reads the same variable); the version page links a version's trace there.
+run: export OTEL_EXPORTER_OTLP_ENDPOINT ?= http://127.0.0.1:$(TRACES_PORT)
+run: export TRACE_URL_TEMPLATE ?= http://127.0.0.1:$(TRACES_PORT)/projects/UHJvamVjdDox/traces/{trace_id}
 
-run: deps redis
+run: deps redis trace-store
 	@DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
 	@DJANGO_DEBUG=1 ENGINE_URL=http://127.0.0.1:$(ENGINE_PORT) $(PY) manage.py seed_demo --tiny-dir $(TINY)
 	@echo "LoRA Portal: http://127.0.0.1:$(PORT)/  (log in as alice, bob, rita, olga, aude or admin; password above)"
+	@echo "Traces: http://127.0.0.1:$(TRACES_PORT)/  (Phoenix: every request, task and version's lifecycle)"
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
-	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) IDP_PORT=$(IDP_PORT) .venv/bin/honcho -f Procfile start
+	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) IDP_PORT=$(IDP_PORT) TRACES_PORT=$(TRACES_PORT) .venv/bin/honcho -f Procfile start
 
 # Debian's tools the tests use (Chromium, promtool, kubectl), in one apt transaction.
 debian-tools:
