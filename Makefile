@@ -7,7 +7,7 @@ PORT ?= 8000
 ENGINE_PORT ?= 8100
 TRACES_PORT ?= 6006
 
-.PHONY: trace-store redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: trace-store redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-tracing bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
 
 deps: venv engine-venv tiny-model
 
@@ -136,10 +136,15 @@ litellm-venv:
 
 # The gateway on real CPU engines: what it adds per request against the engine and LiteLLM's
 # proxy (one engine, ~8 min; 1000 requests a kind: a p50 of 300 moved by 1-2 ms between runs), and its engine choice against round-robin (two engines, ~15 min).
-bench-gateway: bench-gateway-overhead bench-gateway-routing
+bench-gateway: bench-gateway-overhead bench-gateway-tracing bench-gateway-routing
 
 bench-gateway-overhead: venv services engine-venv tiny-model litellm-venv
 	@$(PY) -m bench.gateway_overhead --requests 1000 --load-requests 1000 --stub-requests 5000 --concurrency 16 --engine-cpus 0 --profile --write-docs
+
+# Tracing off, at 1 % and at 100 %: three gateways side by side on one engine and a stub, and the
+# share of traced requests whose engine span joins the gateway's (docs/observability.md; ~6 min).
+bench-gateway-tracing: venv services engine-venv tiny-model
+	@$(PY) -m bench.gateway_overhead --tracing --requests 300 --warmup 30 --load-requests 500 --stub-requests 3000 --concurrency 16 --engine-cpus 0 --write-docs
 
 bench-gateway-routing: venv services engine-venv tiny-model
 	@$(PY) -m bench.gateway_routing --requests 300 --rates 1.5,4 --adapters 16 --zipf 1.1 --seed 1 --write-docs
