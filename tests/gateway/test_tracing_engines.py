@@ -79,7 +79,12 @@ def test_a_chat_is_one_trace_from_the_gateway_to_the_engines_span(
             acme, "support-bot", extra_headers={"traceparent": CALLER_TRACEPARENT}
         )
         globex = client_for(world, "charlie", world.globex, base)
-        other_id = stream_chat(globex, worker_fleet.handle_a.served_model_name)
+        junk = {"traceparent": "00-not-a-trace"}  # a malformed one is ignored, not an error
+        other_id = stream_chat(globex, worker_fleet.handle_a.served_model_name, extra_headers=junk)
+        with pytest.raises(openai.BadRequestError):  # refused at admission: a span all the same
+            acme.chat.completions.create(
+                model="support-bot", messages=[{"role": "user", "content": SECRET}], max_tokens=-1
+            )
 
     spans = otlp_receiver.wait_for(
         lambda spans: engine_span(spans, response_id) and engine_span(spans, other_id)
@@ -150,6 +155,11 @@ def test_a_chat_is_one_trace_from_the_gateway_to_the_engines_span(
     other_trace = [s for s in spans if s["trace_id"] == other["trace_id"]]
     other_root = next(s for s in other_trace if s["parent_span_id"] == "")
     assert other_root["attributes"]["lora_portal.tenant"] == "globex"
+    assert other_root["links"] == []
+    refused = next(s for s in spans if "error.type" in s["attributes"])
+    assert refused["attributes"]["error.type"] == "invalid_request"
+    assert refused["attributes"]["http.response.status_code"] == 400
+    assert refused["attributes"]["lora_portal.tenant"] == "acme"
     gateway_side = [s for s in other_trace if s["service"] == "lora-portal-gateway"]
     assert "acme" not in str(gateway_side) and "support" not in str(gateway_side)
 
