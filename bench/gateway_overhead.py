@@ -403,7 +403,12 @@ def send_order(names: list[str]) -> list[str]:
 
 
 async def measure_latency(
-    targets: dict[str, gs.Target], *, requests: int, warmup: int, gap_ms: float = 0.0
+    targets: dict[str, gs.Target],
+    *,
+    requests: int,
+    warmup: int,
+    gap_ms: float = 0.0,
+    kinds: tuple[tuple[str, bool, bool, int], ...] = KINDS,
 ) -> dict[str, dict[str, list[gs.Sample]]]:
     """One request at a time, the targets in the order of `send_order`, cycle after cycle.
     `gap_ms`: before each request, a pause drawn uniformly from [0, gap_ms) (seeded), so a
@@ -415,7 +420,7 @@ async def measure_latency(
     clients = {name: gs.RawClient(t.base_url) for name, t in targets.items()}
     cycle = send_order(list(targets))
     try:
-        for label, chat, stream, max_tokens in KINDS:
+        for label, chat, stream, max_tokens in kinds:
             path = "/v1/chat/completions" if chat else "/v1/completions"
             requests_of = {
                 name: clients[name].request_bytes(

@@ -8,6 +8,8 @@ engine is still sent its (unsampled) traceparent, so the engine does not start t
 A caller's own `traceparent` is only a link on the request's span, never its parent: the
 gateway's sampler decides, and a caller cannot put its requests into another trace. The spans
 carry names, ids and counts, never the caller's content (prompts, answers, error messages).
+The library instrumentations (Redis, psycopg) are suppressed inside a request's span: its few
+Redis commands would double its spans, and their cost, for what the step spans already say.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def request_span(request: GatewayRequest) -> Any:
 @contextmanager
 def _request_span(tracer: Any, request: GatewayRequest) -> Iterator[Any]:
     from opentelemetry.context import Context
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
     from opentelemetry.trace import Link, SpanKind, Status, StatusCode, use_span
 
     links = []
@@ -58,10 +61,12 @@ def _request_span(tracer: Any, request: GatewayRequest) -> Iterator[Any]:
         attributes=_identity(request, operation, model),
     )
     request.span = span
+    current = use_span(
+        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+    )
     try:
-        with use_span(
-            span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-        ):
+        # Its Redis commands untraced (suppressed): the steps' spans say enough.
+        with current, suppress_instrumentation():
             yield span
     except GatewayError as err:
         span.set_attribute("error.type", err.code or str(err.status))
