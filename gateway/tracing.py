@@ -58,9 +58,13 @@ def _request_span(tracer: Any, request: GatewayRequest) -> Iterator[Any]:
         context=Context(),  # a root: never a caller's parent
         kind=SpanKind.SERVER,
         links=links,
-        attributes=_identity(request, operation, model),
     )
     request.span = span
+    if not span.is_recording():  # not sampled: no attributes, not current; the engine is told
+        with suppress_instrumentation():
+            yield span
+        return
+    span.set_attributes(_identity(request, operation, model))
     current = use_span(
         span, end_on_exit=False, record_exception=False, set_status_on_exception=False
     )
