@@ -5,8 +5,9 @@ ENGINE_PY := .venv-engine/bin/python
 TINY := var/tiny
 PORT ?= 8000
 ENGINE_PORT ?= 8100
+TRACES_PORT ?= 6006
 
-.PHONY: bench-classes redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var
+.PHONY: bench-classes redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var trace-store bench-gateway-tracing
 
 deps: venv engine-venv tiny-model
 
@@ -21,6 +22,10 @@ tiny-model: engine-venv
 
 services:
 	@scripts/ensure_services.sh postgres redis
+
+# The trace store `make run` starts (Arize Phoenix from PyPI, its own venv): docs/observability.md.
+trace-store:
+	@scripts/ensure_trace_store.sh
 
 redis:
 	@scripts/ensure_services.sh redis
@@ -48,13 +53,18 @@ image:
 IDP_PORT ?= 8300
 run: export OIDC_PROVIDERS ?= [{"name": "demo-idp", "label": "Demo IdP", "issuer": "http://127.0.0.1:$(IDP_PORT)/o", "client_id": "lora-portal", "client_secret_env": "DEMO_IDP_CLIENT_SECRET", "cli_client_id": "lora-portal-cli"}]
 run: export DEMO_IDP_CLIENT_SECRET ?= demo-idp-client-secret
+# Every process traces to the demo's trace store (the Procfile's `traces` line), the engine too
+# (engine.launcher reads the same variable); the version page links a version's trace there.
+run: export OTEL_EXPORTER_OTLP_ENDPOINT ?= http://127.0.0.1:$(TRACES_PORT)
+run: export TRACE_URL_TEMPLATE ?= http://127.0.0.1:$(TRACES_PORT)/projects/UHJvamVjdDox/traces/{trace_id}
 
-run: deps redis
+run: deps redis trace-store
 	@DJANGO_DEBUG=1 $(PY) manage.py migrate --noinput
 	@DJANGO_DEBUG=1 ENGINE_URL=http://127.0.0.1:$(ENGINE_PORT) $(PY) manage.py seed_demo --tiny-dir $(TINY)
 	@echo "LoRA Portal: http://127.0.0.1:$(PORT)/  (log in as alice, bob, rita, olga, aude or admin; password above)"
+	@echo "Traces: http://127.0.0.1:$(TRACES_PORT)/  (Phoenix: every request, task and version's lifecycle)"
 	@echo "The engine answers 25-100 s after start; /healthz turns green then."
-	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) IDP_PORT=$(IDP_PORT) .venv/bin/honcho -f Procfile start
+	@DJANGO_DEBUG=1 PORT=$(PORT) WEB_PORT=$(PORT) ENGINE_PORT=$(ENGINE_PORT) IDP_PORT=$(IDP_PORT) TRACES_PORT=$(TRACES_PORT) .venv/bin/honcho -f Procfile start
 
 # Debian's tools the tests use (Chromium, promtool, kubectl), in one apt transaction.
 debian-tools:
@@ -126,10 +136,15 @@ litellm-venv:
 
 # The gateway on real CPU engines: what it adds per request against the engine and LiteLLM's
 # proxy (one engine, ~8 min; 1000 requests a kind: a p50 of 300 moved by 1-2 ms between runs), and its engine choice against round-robin (two engines, ~15 min).
-bench-gateway: bench-gateway-overhead bench-gateway-routing
+bench-gateway: bench-gateway-overhead bench-gateway-tracing bench-gateway-routing
 
 bench-gateway-overhead: venv services engine-venv tiny-model litellm-venv
 	@$(PY) -m bench.gateway_overhead --requests 1000 --load-requests 1000 --stub-requests 5000 --concurrency 16 --engine-cpus 0 --profile --write-docs
+
+# Tracing off, at 1 % and at 100 %: three gateways side by side on one engine and a stub, and the
+# share of traced requests whose engine span joins the gateway's (docs/observability.md; ~6 min).
+bench-gateway-tracing: venv services engine-venv tiny-model
+	@$(PY) -m bench.gateway_overhead --tracing --requests 300 --warmup 30 --load-requests 500 --stub-requests 3000 --concurrency 16 --engine-cpus 0 --write-docs
 
 bench-gateway-routing: venv services engine-venv tiny-model
 	@$(PY) -m bench.gateway_routing --requests 300 --rates 1.5,4 --adapters 16 --zipf 1.1 --seed 1 --write-docs

@@ -136,6 +136,9 @@ class AdapterVersion(models.Model):
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
     )
+    # The upload's span (W3C traceparent) when tracing was on: every later step of the version
+    # (validate, approve, promote, release, stage, load) is in that trace or links to it.
+    upload_traceparent = models.CharField(max_length=55, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     validated_at = models.DateTimeField(null=True, blank=True)

@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.gateway_overhead [--requests 300] [--warmup 30]
         [--load-requests 1000] [--stub-requests 5000]
         [--concurrency 16] [--profile] [--write-docs] [--keep-db]
-        [--budgets] [--without-litellm]
+        [--budgets] [--without-litellm] [--tracing]
 
 In one run, against one real CPU vLLM engine (engine.launcher, the tiny Llama, an adapter loaded
 and resident), the same requests go (a) to the engine directly, (b) through the gateway (the
@@ -32,7 +32,9 @@ it): the proxy is the bottleneck, and its achieved rate is its sustained rate on
 inference token, and the alias `support-bot` they call the adapter by), each far above what the run
 spends, so every request reserves and settles against three budgets in the admission and release
 scripts. `--without-litellm`: the engine and the gateway only (no LiteLLM venv needed; the
-throughput ratios against it are then not measured).
+throughput ratios against it are then not measured). `--tracing`: tracing off, at 1 % and at
+100 % instead, gateway against gateway, and the share of traced requests whose engine span joins
+the gateway's (bench/gateway_tracing.py; its own section of docs/benchmarks.md).
 
 Database: BENCH_GATEWAY_DATABASE_URL (default .../lora_portal_bench_gateway; created, dropped at
 the end unless --keep-db); Redis: BENCH_GATEWAY_REDIS_URL (default DB 12, flushed at start/end).
@@ -401,7 +403,12 @@ def send_order(names: list[str]) -> list[str]:
 
 
 async def measure_latency(
-    targets: dict[str, gs.Target], *, requests: int, warmup: int, gap_ms: float = 0.0
+    targets: dict[str, gs.Target],
+    *,
+    requests: int,
+    warmup: int,
+    gap_ms: float = 0.0,
+    kinds: tuple[tuple[str, bool, bool, int], ...] = KINDS,
 ) -> dict[str, dict[str, list[gs.Sample]]]:
     """One request at a time, the targets in the order of `send_order`, cycle after cycle.
     `gap_ms`: before each request, a pause drawn uniformly from [0, gap_ms) (seeded), so a
@@ -413,7 +420,7 @@ async def measure_latency(
     clients = {name: gs.RawClient(t.base_url) for name, t in targets.items()}
     cycle = send_order(list(targets))
     try:
-        for label, chat, stream, max_tokens in KINDS:
+        for label, chat, stream, max_tokens in kinds:
             path = "/v1/chat/completions" if chat else "/v1/completions"
             requests_of = {
                 name: clients[name].request_bytes(
@@ -484,10 +491,14 @@ class Services:
     litellm: Any = None
     profiled: Any = None
     stub: Any = None
+    gateways: list[Any] = field(default_factory=list)  # --tracing: one per sampling rate
+    receiver: Any = None  # --tracing: the OTLP receiver
 
     def stop_all(self) -> None:
-        for proc in (self.profiled, self.litellm, self.gateway, self.stub):
+        for proc in (self.profiled, self.litellm, self.gateway, self.stub, *self.gateways):
             gs.stop_group(proc)
+        if self.receiver is not None:
+            self.receiver.stop()
         if self.engine is not None:
             stop_engines([self.engine])
 
@@ -927,11 +938,19 @@ def main() -> None:
         "--without-litellm", action="store_true", help="measure the engine and the gateway only"
     )
     parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="tracing off / 1 %% / 100 %%: its cost and the engine spans' join (gateway_tracing)",
+    )
+    parser.add_argument(
         "--render-only",
         metavar="COMMAND",
         help="no measuring: render the last run's result.json (and profile), run as COMMAND",
     )
     args = parser.parse_args()
+    if args.tracing:
+        run_tracing(args)
+        return
     if args.render_only:
         section = render(load_result(VAR), args.render_only)
         print(section)
@@ -963,6 +982,35 @@ def main() -> None:
     print(section)
     if args.write_docs:
         write_section("gateway-overhead", section)
+
+
+def run_tracing(args: argparse.Namespace) -> None:
+    """--tracing: bench/gateway_tracing.py's run, its own section of the docs."""
+    from bench import gateway_tracing as gt
+    from bench.list_versions import drop_database
+
+    command = " ".join([".venv/bin/python -m bench.gateway_overhead", *sys.argv[1:]])
+    if args.render_only:
+        section = gt.render(gt.load_result(), args.render_only)
+    else:
+        shutil.rmtree(gt.VAR, ignore_errors=True)
+        gt.VAR.mkdir(parents=True)
+        db_url = os.environ.get("BENCH_GATEWAY_DATABASE_URL", DEFAULT_DB_URL)
+        services = Services()
+        try:
+            with gs.sigterm_runs_cleanup():
+                result = gt.measure_tracing(args, services, db_url)
+        finally:
+            services.stop_all()
+            if os.environ.get("DATABASE_URL") == db_url:
+                gs.flush_redis(os.environ["REDIS_URL"])
+                if not args.keep_db:
+                    drop_database(db_url)
+        gt.save(result)
+        section = gt.render(result, command)
+    print(section)
+    if args.write_docs:
+        write_section("gateway-tracing", section)
 
 
 if __name__ == "__main__":

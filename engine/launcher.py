@@ -95,6 +95,10 @@ class EngineConfig:
     # 2-core box to core 0 (it keeps one core for the API server), so two busy engines share
     # one core, and a busy engine's API server runs on whatever core is free.
     cpu_cores: str | None = None
+    # vLLM's own OTLP export of its request spans (`--otlp-traces-endpoint`), over HTTP/protobuf
+    # unless OTEL_EXPORTER_OTLP_TRACES_PROTOCOL says otherwise: a request that carries the
+    # gateway's traceparent gets its span as the gateway's child. None: no traces.
+    otlp_traces_endpoint: str | None = None
     extra_args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -123,6 +127,8 @@ class EngineConfig:
         ]  # fmt: skip
         if self.max_cpu_loras is not None:
             cmd += ["--max-cpu-loras", str(self.max_cpu_loras)]
+        if self.otlp_traces_endpoint:
+            cmd += ["--otlp-traces-endpoint", self.otlp_traces_endpoint]
         pinned = ["taskset", "-c", self.cpu_cores] if self.cpu_cores else []
         return pinned + cmd + list(self.extra_args)
 
@@ -145,6 +151,10 @@ class EngineConfig:
         )
         if self.cpu_cores:
             env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_cores
+        if self.otlp_traces_endpoint:
+            # vLLM's default is gRPC; the portal's processes and this endpoint speak HTTP.
+            env.setdefault("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+            env["OTEL_SERVICE_NAME"] = env.get("PORTAL_ENGINE_SERVICE_NAME", "vllm")
         env.pop("VIRTUAL_ENV", None)  # the caller's venv (the portal's) must not leak in
         if self.engine_key:
             # One key, two guards: the plugin's (every route but liveness, see the plugin's
@@ -330,6 +340,20 @@ def stop_engines(engines: list[EngineProcess], timeout: float = 30.0) -> None:
         engine.stop()  # already gone: this only closes the log file
 
 
+def otlp_traces_endpoint_from_env(environ: dict[str, str] | None = None) -> str | None:
+    """The OTLP/HTTP traces URL the standard variables name: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+    as it is, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces (the SDK's rule); None when unset or
+    OTEL_SDK_DISABLED=true."""
+    env = dict(os.environ) if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        return traces
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    return base.rstrip("/") + "/v1/traces" if base else None
+
+
 def _pid_file(port: int) -> Path:
     return STATE_DIR / f"engine-{port}.pid"
 
@@ -347,6 +371,7 @@ def _config_from_args(args: argparse.Namespace) -> EngineConfig:
         log_path=args.log or (STATE_DIR / f"engine-{args.port}.log"),
         python=args.python,
         engine_key=os.environ.get("PORTAL_ENGINE_KEY") or None,
+        otlp_traces_endpoint=args.otlp_traces_endpoint or otlp_traces_endpoint_from_env(),
     )
 
 
@@ -366,6 +391,11 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--log", type=Path, default=None)
         p.add_argument("--python", type=Path, default=ENGINE_PYTHON)
         p.add_argument("--timeout", type=float, default=300.0)
+        p.add_argument(
+            "--otlp-traces-endpoint",
+            default=None,
+            help="vLLM's OTLP traces URL (default: from OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)",
+        )
     stop = sub.add_parser("stop")
     stop.add_argument("--port", required=True, type=int)
     stop.add_argument("--timeout", type=float, default=30.0)

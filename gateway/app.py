@@ -24,10 +24,11 @@ from django.conf import settings
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
+from core import telemetry
 from core.client_ip import address_behind_proxies
 from core.errors import ApplicationError
 from core.json_depth import deeper_than
-from gateway import limits
+from gateway import limits, tracing
 from gateway.address_limit import AddressLimit
 from gateway.background import stop_if_cancelled, stop_tasks
 from gateway.budgets import Spans, claim_for, with_headers
@@ -409,6 +410,7 @@ class Gateway:
                 send=send,
                 started=started,
                 token_id=caller.token_id,
+                caller_traceparent=header_of(scope, b"traceparent") if telemetry.tracer() else "",
             )
         )
 
@@ -417,11 +419,13 @@ class Gateway:
         (generate), from a signed-in user's playground prompt (gateway.playground) and from an
         eval run's cases (`background`: they wait behind live requests for an engine slot):
         admit, serve, and release what the admission holds, whatever happened."""
-        self.admit(request)
-        try:
-            await self.serve(request)
-        finally:
-            await request.admission.release()
+        with tracing.request_span(request):
+            with tracing.step(request, "lora_portal.admission"):
+                self.admit(request)
+            try:
+                await self.serve(request)
+            finally:
+                await request.admission.release()
 
     def admit(self, request: GatewayRequest) -> None:
         """The schema check, the tenant's cache salt, the budgets' claim and the admission's
@@ -467,7 +471,9 @@ class Gateway:
             }
         while True:
             try:
-                engine, request.tier = self.choose(request)
+                with tracing.step(request, "lora_portal.engine_choice"):
+                    engine, request.tier = self.choose(request)
+                    tracing.chosen(request, engine)
             except GatewayError:
                 await self.wait_for_room(request)  # or raise why no engine serves it
                 continue
@@ -488,9 +494,15 @@ class Gateway:
         """Load the request's version on the engine chosen, where it was not (limits first: a
         refused request loads nothing); False when the load was refused there."""
         assert request.target is not None  # the base model is on every engine of it
-        await request.admission.admit()
+        with tracing.step(request, "lora_portal.admission.limits"):
+            await request.admission.admit()
         try:
-            request.load_ms = await self.load(engine, request)
+            with tracing.step(
+                request,
+                "lora_portal.adapter_load",
+                **{"lora_portal.single_flight_key": f"{engine.name}/{request.target.served_name}"},
+            ):
+                request.load_ms = await self.load(engine, request)
         except GatewayError as err:
             if err.code == "model_not_found":
                 raise
@@ -584,6 +596,7 @@ class Gateway:
         assert request.target is not None
         key = (engine.name, request.target.served_name)
         future = self.loading.get(key)
+        tracing.mark(request, "lora_portal.single_flight_leader", future is None)
         if future is not None:
             return float(await asyncio.shield(future))
         future = asyncio.get_running_loop().create_future()
@@ -647,9 +660,10 @@ class Gateway:
         # Queued requests count in flight for the controller too: no eviction under them.
         # Every request counts in the engine's load by its lane, where a background one
         # is held while live ones would lose their headroom (GATEWAY_LIVE_HEADROOM).
-        await request.admission.admit(
-            engine.name, max_loras=engine.max_loras, held=self.pin_guard, capacity=capacity
-        )
+        with tracing.step(request, "lora_portal.admission.limits"):
+            await request.admission.admit(
+                engine.name, max_loras=engine.max_loras, held=self.pin_guard, capacity=capacity
+            )
         # The wait for a slot is spent from the request's time budget.
         wait_s = settings.GATEWAY_REQUEST_TIMEOUT_SECONDS - (time.perf_counter() - request.started)
         ask = Ask(
@@ -660,13 +674,17 @@ class Gateway:
             request.admission.service_class,
             request.table.class_plans,
         )
+        waiting = tracing.start(request, "lora_portal.admission.slot")
         try:
             async with self.fair.slot(engine.name, capacity, ask):
+                tracing.end(waiting)
                 return await self.exchange(engine, request)
         except NoSlot as refused:  # only the admission to a slot raises it
             raise no_slot(
                 engine.name, refused.weight, refused.share, refused.capacity, refused.over_share
             ) from None
+        finally:
+            tracing.end(waiting)
 
     async def exchange(self, engine: EngineInfo, request: GatewayRequest) -> str:
         """Send to one engine and relay its reply (gateway.exchange says whose fault a failure
@@ -688,7 +706,12 @@ class Gateway:
         waiting = self.exchanges.setdefault(engine.name, set())
         waiting.add(exchange)
         try:
-            outcome = await exchange.run(engine, path, body, request.checked, target is not None)
+            with tracing.engine_call(request, engine):
+                exchange.headers = tracing.engine_headers(request)
+                outcome = await exchange.run(
+                    engine, path, body, request.checked, target is not None
+                )
+                tracing.answered(request, outcome)
         finally:
             waiting.discard(exchange)
         if outcome.sent in (FAILED, GONE):
@@ -696,7 +719,8 @@ class Gateway:
         elif outcome.sent == STALE and target is not None:  # our residency was stale
             request.table.residency.get(target.served_name, {}).pop(engine.name, None)
         elif outcome.sent == SENT:
-            self.settle(engine, request, outcome)
+            with tracing.step(request, "lora_portal.settle"):
+                self.settle(engine, request, outcome)
         return outcome.sent
 
     def settle(self, engine: EngineInfo, request: GatewayRequest, outcome: Outcome) -> None:
@@ -734,6 +758,7 @@ class Gateway:
                 turn=turn_of(request.payload.get("messages"), tenant_id, target.served_name)
                 if request.kind == "chat" and target is not None
                 else NO_TURN,
+                trace_id=tracing.sampled_trace_id(request),
             )
         )
 

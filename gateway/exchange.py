@@ -32,7 +32,7 @@ import orjson
 from gateway.errors import GatewayError
 from gateway.request_schema import Checked
 from gateway.routes import EngineInfo
-from gateway.upstream import EnginePool, StreamWatch, relay, usage_of
+from gateway.upstream import EnginePool, StreamWatch, relay
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 SENT, FAILED, STALE, GONE = "sent", "failed", "stale", "gone"
@@ -52,6 +52,7 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     first_token_at: float | None = None
+    response_id: str = ""  # the engine's completion id (gen_ai.response.id)
 
 
 class SlowReader(Exception):
@@ -100,6 +101,7 @@ class Exchange:
         self.gone = False  # the prober marked the engine down while this waited on it
         self.watch: StreamWatch | None = None
         self._budget: asyncio.Timeout | None = None  # set while the budget runs
+        self.headers: dict[str, str] | None = None  # the request's traceparent (gateway.tracing)
 
     def engine_gone(self) -> None:
         """The tables show this request's engine down: stop waiting on it (see the module's
@@ -161,13 +163,14 @@ class Exchange:
     async def _post(
         self, engine: EngineInfo, path: str, body: bytes
     ) -> aiohttp.ClientResponse | None:
+        headers = self.headers
         try:
-            return await self.engines.session(engine).post(path, data=body)
+            return await self.engines.session(engine).post(path, data=body, headers=headers)
         except CONNECTION_ERRORS as exc:
             pooled = exc
         # Once more on a fresh connection: a pooled one may have outlived an engine restart.
         try:
-            return await self.engines.fresh_post(engine, path, body)
+            return await self.engines.fresh_post(engine, path, body, headers)
         except CONNECTION_ERRORS as exc:
             # The engine is then kept out for its cooldown: say why (a load test's lone 503
             # engine_unavailable could not be traced without it).
@@ -205,8 +208,7 @@ class Exchange:
                 await self._begin(head)
                 data = await response.read()
                 if ok:
-                    watch.first_token_at = time.perf_counter()
-                    watch.prompt_tokens, watch.completion_tokens = usage_of(data)
+                    watch.whole(data)
                 await self._deliver({"type": "http.response.body", "body": data, "more_body": True})
         except STREAM_ERRORS:
             if stream and not self.begun:
@@ -222,6 +224,7 @@ class Exchange:
             await self._deliver(_error_event("The engine went away during the reply."))
         await self._deliver({"type": "http.response.body", "body": b"", "more_body": False})
         outcome.first_token_at = watch.first_token_at
+        outcome.response_id = watch.response_id
         return self._billed(outcome)
 
     async def _relay(

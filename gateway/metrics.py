@@ -1,13 +1,18 @@
 """Per-adapter request metrics for Prometheus: a collector over the gateway's Redis aggregates.
 
-One pipelined round trip per scrape (three HGETALLs of the hashes gateway.recorder writes), and
+One pipelined round trip per scrape (HGETALLs of the hashes gateway.recorder writes), and
 labels bounded by tenants x adapters (x versions, which are few per adapter): never per request.
 `adapter=""` is the base model itself (its `version` label is the base model's served name).
 
 Names beside the fleet's (workers/metrics.py), which are per engine:
 - `adapter_load_latency_ms{engine}` (fleet) is how long the engine took to load a version;
 - `adapter_request_load_latency_ms{tenant,adapter,version}` (here) is how long cold requests
-  waited for a load, single-flight waiters included.
+  waited for a load, single-flight waiters included; `adapter_load_wait_ms{tenant,adapter}` is
+  the same wait as a histogram.
+
+The TTFT and load-wait histograms' buckets carry exemplars in the OpenMetrics exposition (the
+scraper asks for it): the latest traced request that fell in each bucket, `trace_id` as its
+label, so a slow bucket opens its trace (docs/observability.md).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from prometheus_client.core import (
@@ -26,6 +32,7 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
 from gateway.limits import CLASSES_KEY
@@ -38,6 +45,9 @@ log = logging.getLogger(__name__)
 COUNTERS_KEY = "lp:gwm:counters"
 TTFT_KEY = "lp:gwm:ttft"
 E2E_KEY = "lp:gwm:e2e"
+LOAD_KEY = "lp:gwm:load"
+TTFT_EXEMPLARS_KEY = "lp:gwm:ttft:ex"
+LOAD_EXEMPLARS_KEY = "lp:gwm:load:ex"
 HIT_TIERS = ("gpu", "cpu")
 BUCKET_EDGES = tuple(str(edge) for edge in TTFT_BUCKETS_MS) + ("+Inf",)
 
@@ -52,6 +62,9 @@ class GatewaySnapshot:
     counters: dict[VersionKey, dict[str, float]] = field(default_factory=dict)
     ttft: dict[AdapterKey, dict[str, int]] = field(default_factory=dict)
     e2e: dict[AdapterKey, dict[str, int]] = field(default_factory=dict)
+    load: dict[AdapterKey, dict[str, int]] = field(default_factory=dict)
+    ttft_exemplars: dict[AdapterKey, dict[str, Exemplar]] = field(default_factory=dict)
+    load_exemplars: dict[AdapterKey, dict[str, Exemplar]] = field(default_factory=dict)
 
 
 def _number(raw: bytes) -> float:
@@ -83,23 +96,45 @@ def parse_buckets(raw: dict[bytes, bytes]) -> dict[AdapterKey, dict[str, int]]:
     return dict(out)
 
 
+def parse_exemplars(raw: dict[bytes, bytes]) -> dict[AdapterKey, dict[str, Exemplar]]:
+    """`tenant|adapter|le` -> `trace_id value unix_time` as {(tenant, adapter): {le: exemplar}}."""
+    out: dict[AdapterKey, dict[str, Exemplar]] = defaultdict(dict)
+    for name, value in raw.items():
+        parts, fields = name.decode().split("|"), value.decode().split()
+        if len(parts) != 3 or parts[2] not in BUCKET_EDGES or len(fields) != 3:
+            continue
+        trace_id, ms, at = fields
+        out[(parts[0], parts[1])][parts[2]] = Exemplar({"trace_id": trace_id}, float(ms), float(at))
+    return dict(out)
+
+
 def gateway_snapshot(client: redis.Redis | None = None) -> GatewaySnapshot:
     pipe = (client or shared_state.client()).pipeline(transaction=False)
-    for key in (COUNTERS_KEY, TTFT_KEY, E2E_KEY):
+    keys = (COUNTERS_KEY, TTFT_KEY, E2E_KEY, LOAD_KEY, TTFT_EXEMPLARS_KEY, LOAD_EXEMPLARS_KEY)
+    for key in keys:
         pipe.hgetall(key)
-    counters, ttft, e2e = pipe.execute()
+    counters, ttft, e2e, load, ttft_ex, load_ex = pipe.execute()
     return GatewaySnapshot(
-        counters=parse_counters(counters), ttft=parse_buckets(ttft), e2e=parse_buckets(e2e)
+        counters=parse_counters(counters),
+        ttft=parse_buckets(ttft),
+        e2e=parse_buckets(e2e),
+        load=parse_buckets(load),
+        ttft_exemplars=parse_exemplars(ttft_ex),
+        load_exemplars=parse_exemplars(load_ex),
     )
 
 
-def cumulative(per_bucket: dict[str, int]) -> list[tuple[str, int]]:
-    """Redis holds each bucket's own count; Prometheus wants each `le` to include the ones below."""
+def cumulative(
+    per_bucket: dict[str, int], exemplars: dict[str, Exemplar] | None = None
+) -> list[Any]:
+    """Redis holds each bucket's own count; Prometheus wants each `le` to include the ones below.
+    A bucket with an exemplar is a triple (le, count, exemplar)."""
     running, out = 0, []
     for edge in BUCKET_EDGES:
         running += per_bucket.get(edge, 0)
         le = edge if edge == "+Inf" else floatToGoString(float(edge))
-        out.append((le, running))
+        exemplar = (exemplars or {}).get(edge)
+        out.append((le, running, exemplar) if exemplar is not None else (le, running))
     return out
 
 
@@ -117,10 +152,12 @@ def _histogram(
     documentation: str,
     buckets: dict[AdapterKey, dict[str, int]],
     sums: dict[AdapterKey, float],
+    exemplars: dict[AdapterKey, dict[str, Exemplar]] | None = None,
 ) -> HistogramMetricFamily:
     family = HistogramMetricFamily(name, documentation, labels=["tenant", "adapter"])
     for key in sorted(buckets):
-        family.add_metric(list(key), cumulative(buckets[key]), sums.get(key, 0))
+        per_bucket = cumulative(buckets[key], (exemplars or {}).get(key))
+        family.add_metric(list(key), per_bucket, sums.get(key, 0))
     return family
 
 
@@ -188,6 +225,14 @@ def gateway_families(snapshot: GatewaySnapshot) -> Iterator[Metric]:
         "Time to first token in ms, per adapter (successful requests)",
         snapshot.ttft,
         _per_adapter_sum(snapshot.counters, "ttft_ms_sum"),
+        snapshot.ttft_exemplars,
+    )
+    load_wait = _histogram(
+        "adapter_load_wait_ms",
+        "How long cold requests waited for their version's load in ms, per adapter",
+        snapshot.load,
+        _per_adapter_sum(snapshot.counters, "load_ms_sum"),
+        snapshot.load_exemplars,
     )
     e2e = _histogram(
         "adapter_request_duration_ms",
@@ -195,7 +240,7 @@ def gateway_families(snapshot: GatewaySnapshot) -> Iterator[Metric]:
         snapshot.e2e,
         _per_adapter_sum(snapshot.counters, "e2e_ms_sum"),
     )
-    yield from (requests, errors, cold, hits, ratio, tokens, load, ttft, e2e)
+    yield from (requests, errors, cold, hits, ratio, tokens, load, ttft, load_wait, e2e)
 
 
 def class_families(client: redis.Redis | None = None) -> Iterator[Metric]:

@@ -6,7 +6,9 @@ cardinality stays bounded with thousands of adapters:
 
 - `lp:gwm:counters` fields `tenant|adapter|version|what` (requests, errors, gpu/cpu/cold hits,
   tokens in/out, sums of ttft/e2e/load ms) - monotonic, what /metrics exports;
-- `lp:gwm:ttft` / `lp:gwm:e2e` fields `tenant|adapter|le` - histogram buckets (ms);
+- `lp:gwm:ttft` / `lp:gwm:e2e` / `lp:gwm:load` fields `tenant|adapter|le` - histogram buckets
+  (ms); `lp:gwm:ttft:ex` / `lp:gwm:load:ex`, the same fields: the latest traced request in each
+  bucket (`trace_id value unix_time`), the buckets' exemplars (a slow bucket opens its trace);
 - `lp:gwm:sec:<epoch second>` and `lp:gwm:min:<epoch minute>` fields `tenant|adapter|version|what` -
   time series for the live charts (kept 10 minutes) and the history (kept 2 days);
 - `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|requests|in|out|e2e_ms_sum` - chargeback
@@ -70,6 +72,7 @@ class Measurement:
     # A request that failed through its caller (a 4xx, a caller who stopped reading): not the
     # version's error, so the canary's automatic rollback never counts it (counted apart).
     caller_fault: bool = False
+    trace_id: str = ""  # its trace when sampled (gateway.tracing): its buckets' exemplar
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,7 @@ def _rows(m: Measurement) -> list[tuple[str, str, float]]:
         load = round(m.load_ms)
         rows += [
             ("lp:gwm:counters", f"{key}|load_ms_sum", load),
+            ("lp:gwm:load", f"{m.tenant}|{m.adapter}|{bucket(m.load_ms)}", 1),
             (f"lp:gwm:min:{minute}", f"{key}|load_ms_sum", load),
             # the live charts' load latency (portal/live_series.py)
             (f"lp:gwm:sec:{sec}", f"{key}|load_ms_sum", load),
@@ -148,6 +152,18 @@ def _ttft_rows(m: Measurement, ttft_ms: float, key: str) -> list[tuple[str, str,
     ]
 
 
+def _exemplars(m: Measurement) -> dict[tuple[str, str], str]:
+    """The buckets a traced request lands in, each with its trace as the exemplar."""
+    found = {}
+    if m.ttft_ms is not None:
+        field_ = f"{m.tenant}|{m.adapter}|{bucket(m.ttft_ms)}"
+        found[("lp:gwm:ttft:ex", field_)] = f"{m.trace_id} {m.ttft_ms:.1f} {m.at:.3f}"
+    if m.served_from == "cold":
+        field_ = f"{m.tenant}|{m.adapter}|{bucket(m.load_ms)}"
+        found[("lp:gwm:load:ex", field_)] = f"{m.trace_id} {m.load_ms:.1f} {m.at:.3f}"
+    return found
+
+
 @dataclass
 class _Batch:
     """One flush's worth of measurements, until Redis confirms it."""
@@ -156,6 +172,7 @@ class _Batch:
     counters: defaultdict[tuple[str, str], float]
     demand: list[_Demand] = field(default_factory=list)
     tried: bool = False
+    exemplars: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 class Recorder:
@@ -165,6 +182,7 @@ class Recorder:
         self._counters: defaultdict[tuple[str, str], float] = defaultdict(float)
         self._demand: list[_Demand] = []
         self._unsent: list[_Batch] = []
+        self._exemplars: dict[tuple[str, str], str] = {}  # (hash, field) -> the latest
 
     def add(self, m: Measurement) -> None:
         c = self._counters
@@ -173,12 +191,16 @@ class Recorder:
                 c[(name, field_)] += amount
         if m.served_name and m.pool:  # a load's leader is in already, but its turn counts
             self._demand.append(_Demand(m.pool, m.at, m.served_name, m.turn, not m.caused_load))
+        if m.trace_id:
+            self._exemplars.update(_exemplars(m))
 
     async def flush(self) -> int:
         """Send what accumulated, and any earlier batch Redis did not confirm, oldest first;
         returns how many fields were written. Raises what Redis raised (the batch is kept)."""
         if self._counters or self._demand:
-            self._unsent.append(_Batch(uuid.uuid4().hex, self._counters, self._demand))
+            batch = _Batch(uuid.uuid4().hex, self._counters, self._demand)
+            batch.exemplars, self._exemplars = self._exemplars, {}
+            self._unsent.append(batch)
             self._counters, self._demand = defaultdict(float), []
             if len(self._unsent) > UNSENT_MAX:
                 lost = self._unsent.pop(0)
@@ -213,6 +235,8 @@ class Recorder:
                 ttls[name] = USAGE_TTL_S
         for name, ttl in ttls.items():
             pipe.expire(name, ttl)
+        for (name, field_), exemplar in batch.exemplars.items():
+            pipe.hset(name, field_, exemplar)
         pools: dict[str, list[str]] = {}
         for d, follow_up in zip(demand, later_turns, strict=True):
             if d.record:

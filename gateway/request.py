@@ -52,6 +52,10 @@ class GatewayRequest:
     stale_retries: int = 0
     load_error: GatewayError | None = None
     room_wait: RoomWait | None = None
+    # Tracing (gateway.tracing): the caller's own traceparent (a link, never the parent) and
+    # the request's span while it is served; None while tracing is off.
+    caller_traceparent: str = ""
+    span: Any = None
 
     @property
     def base_model_id(self) -> int | None:

@@ -54,7 +54,7 @@ class EnginePool:
         return session
 
     async def fresh_post(
-        self, engine: EngineInfo, path: str, body: bytes
+        self, engine: EngineInfo, path: str, body: bytes, headers: dict[str, str] | None = None
     ) -> aiohttp.ClientResponse:
         """POST on a new connection, never a pooled one (the retry after a pooled connection
         was found dead): a session per engine whose connections close after each response."""
@@ -62,7 +62,7 @@ class EnginePool:
         session = self._fresh.get(key)
         if session is None or session.closed:
             session = self._fresh[key] = self._new_session(engine, force_close=True)
-        return await session.post(path, data=body)
+        return await session.post(path, data=body, headers=headers)
 
     async def aclose(self) -> None:
         for session in [*self._sessions.values(), *self._fresh.values()]:
@@ -83,6 +83,7 @@ class StreamWatch:
     done: bool = False
     streamed: int = 0  # tokens passed on so far (one per choice delta that carries one)
     strip_usage: bool = False  # the caller did not ask for the usage chunk: drop it
+    response_id: str = ""  # the completion's id, from its first event
     _buffer: bytes = b""
     _events: list[bytes] = field(default_factory=list)
 
@@ -95,6 +96,12 @@ class StreamWatch:
             if self._keep(event):
                 out.append(event + b"\n\n")
         return b"".join(out)
+
+    def whole(self, body: bytes) -> None:
+        """A whole answer (not streamed): its first token is now; its usage and id."""
+        self.first_token_at = time.perf_counter()
+        self.prompt_tokens, self.completion_tokens = usage_of(body)
+        self.response_id = response_id_of(body)
 
     def flush(self) -> bytes:
         rest, self._buffer = self._buffer, b""
@@ -118,6 +125,8 @@ class StreamWatch:
             error = parsed["error"]
             self.error = str(error.get("message", error)) if isinstance(error, dict) else str(error)
             return True
+        if not self.response_id and isinstance(parsed.get("id"), str):
+            self.response_id = parsed["id"]
         usage = parsed.get("usage")
         if isinstance(usage, dict):
             self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
@@ -146,6 +155,14 @@ def usage_of(body: bytes) -> tuple[int, int]:
     except (orjson.JSONDecodeError, AttributeError):
         return 0, 0
     return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+
+def response_id_of(body: bytes) -> str:
+    try:
+        found = orjson.loads(body).get("id")
+    except (orjson.JSONDecodeError, AttributeError):
+        return ""
+    return found if isinstance(found, str) else ""
 
 
 async def relay(response: aiohttp.ClientResponse, watch: StreamWatch) -> AsyncIterator[bytes]:

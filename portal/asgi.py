@@ -5,7 +5,11 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from core.telemetry import configure as configure_tracing
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+# Before Django builds its middleware: the instrumentation adds its own (core.telemetry).
+configure_tracing("lora-portal")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -1457,6 +1457,38 @@ CELERY_BEAT_SCHEDULE["requeue-stale-eval-runs"] = {
     "schedule": max(1.0, EVAL_RUN_CLAIM_STALE_SECONDS / 2),
 }
 
+# --- traces (core.telemetry, docs/observability.md) ---
+# The OpenTelemetry SDK reads the rest of its standard variables itself (OTEL_TRACES_SAMPLER,
+# OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS, ...); these say whether tracing is on.
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str(
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "",
+    doc=(
+        "the OTLP/HTTP collector traces go to (e.g. `http://127.0.0.1:4318`); set, the portal, "
+        "the workers and the gateway trace (OpenTelemetry's standard variables: "
+        "docs/observability.md); unset, tracing is off and costs nothing"
+    ),
+    shown="unset (off)",
+)
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = env_str(
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "",
+    doc="the traces URL itself (wins over `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`)",
+    shown="unset",
+)
+OTEL_SDK_DISABLED = env_bool(
+    "OTEL_SDK_DISABLED", False, doc="true: no traces, whatever endpoint is set", shown="`false`"
+)
+TRACE_URL_TEMPLATE = env_str(
+    "TRACE_URL_TEMPLATE",
+    "",
+    doc=(
+        "a trace's page in the trace store, `{trace_id}` replaced (e.g. "
+        "`http://127.0.0.1:16686/trace/{trace_id}`): the version page links its upload's trace"
+    ),
+    shown="unset (no link)",
+)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

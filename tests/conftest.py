@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.fixtures.database_sessions",
     "tests.fixtures.oidc_provider",
     "tests.fixtures.notifications",
+    "tests.fixtures.otlp_receiver",
 ]
 
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 from redis.exceptions import LockError, RedisError
 
 from adapters.models import AdapterVersion
+from adapters.tracing import traced_step
 from core.audit import record_event
 from core.errors import ApplicationError
 from workers import engine_slots, shared_state
@@ -344,6 +345,7 @@ def _warm(engine: Engine, name: str) -> None:
         engine_slots.slot_leave(engine.name, name)
 
 
+@traced_step("load")
 def _load(engine: Engine, version: AdapterVersion | None, world: World) -> None:
     if version is None:
         raise ApplicationError("fleet.unknown_version", "not a portal version")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from adapters.models import AdapterVersion
 from adapters.storage import StorageError, get_storage
+from adapters.tracing import traced_step
 from core.errors import ApplicationError
 
 SERVED_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,118}[a-z0-9]$")
@@ -100,6 +101,7 @@ def quarantine_node_copy(adapter_root: str, served_name: str) -> Path | None:
     return target
 
 
+@traced_step("stage")
 def stage_on_node(*, adapter_root: str, version: AdapterVersion) -> StageResult:
     """Make `<root>/<served name>` a verified copy of the version's serving files.
 

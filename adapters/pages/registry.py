@@ -17,6 +17,7 @@ from adapters.pages.lookup import Scope, adapter_in_scope, tenant_scope, version
 from adapters.selectors import adapters_for, versions_of
 from adapters.services.direct_uploads import pending_uploads
 from adapters.services.lifecycle import version_disable, version_release
+from adapters.tracing import trace_url
 from core.errors import ApplicationError
 from core.request import PortalRequest
 from tenants.models import ServiceClass, SloClass
@@ -123,6 +124,7 @@ def _version_page(
             "placement": fleet().version_placement(version),
             "links_engines": scope.access.sees_engines,
             "may_read_evidence": scope.access.may_read_evidence(scope.tenant),
+            "trace_url": trace_url(version),  # its lifecycle's traces, from its upload
             # What the apps above add (the eval gate's run, side by side): page_panels.
             "panels": version_panels(request=request, access=scope.access, version=version),
             **_owner_actions(scope, version.adapter),

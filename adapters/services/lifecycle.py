@@ -15,6 +15,7 @@ from adapters import approval_checks
 from adapters.approval_checks import ApprovalOverride
 from adapters.models import AdapterVersion, Decision, DecisionKind, VersionStatus
 from adapters.signals import version_status_changed
+from adapters.tracing import traced_step
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, PermissionDenied
 from core.events import broadcast_after_commit
@@ -121,6 +122,7 @@ def version_record_validation(
     return locked
 
 
+@traced_step("approve")
 def version_approve(
     *,
     access: Access,
@@ -181,6 +183,7 @@ def version_reject(
     return locked
 
 
+@traced_step("release")
 def version_release(
     *,
     access: Access,
@@ -239,6 +242,7 @@ def version_release(
     return locked
 
 
+@traced_step("disable")
 def version_disable(
     *,
     access: Access,

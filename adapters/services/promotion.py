@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from adapters.models import AdapterVersion
 from adapters.storage import get_storage, serving_key
+from adapters.tracing import traced_step
 
 
+@traced_step("promote")
 def promote_to_serving(version: AdapterVersion) -> dict[str, str]:
     """Copy each file to `serving/<sha256>/<name>` and verify it; safe to repeat."""
     storage = get_storage()

@@ -17,10 +17,12 @@ from django.db import transaction
 from django.db.models import F, Max, Sum
 from django.utils import timezone
 
+from adapters import tracing
 from adapters.models import Adapter, AdapterVersion, DirectUpload, VersionStatus
 from adapters.storage import StorageError, StoredObject, TooLarge, get_storage, quarantine_key
 from adapters.storage.streams import Readable
 from adapters.validation.report import FileDigest, manifest_sha256
+from core import telemetry
 from core.audit import record_event
 from core.errors import ApplicationError
 from core.tasks import task_named
@@ -220,7 +222,7 @@ def _create_version(
     ]
     digest = manifest_sha256(files)
     size = sum(f.size for f in files)
-    with transaction.atomic():
+    with tracing.upload_span(adapter), transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=adapter.tenant_id)
         # Again, under the lock: concurrent uploads cannot both fit.
         check_quota(tenant, size, exclude_upload=direct_upload.pk if direct_upload else None)
@@ -238,7 +240,9 @@ def _create_version(
             signature=base64.b64encode(signature).decode() if signature else "",
             quarantine_keys={name: obj.key for name, obj in stored.items()},
             uploaded_by=uploaded_by or access.user,
+            upload_traceparent=telemetry.current_traceparent(),
         )
+        tracing.uploaded(version)
         after: dict[str, Any] = {
             "status": VersionStatus.UPLOADED,
             "manifest_sha256": digest,

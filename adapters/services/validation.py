@@ -27,6 +27,7 @@ from adapters.models import AdapterVersion, VersionStatus
 from adapters.services.lifecycle import version_record_validation
 from adapters.services.registry import base_model_spec
 from adapters.storage import StorageError, get_storage
+from adapters.tracing import traced_step
 from adapters.validation.signatures import TrustedKey
 from adapters.validation.validator import validate_adapter
 from core.events import broadcast_after_commit
@@ -166,6 +167,7 @@ def _record_failure(version: AdapterVersion, code: str, message: str) -> Adapter
     return version_record_validation(version=version, report=report, fields={})
 
 
+@traced_step("validate")
 def _validate_claimed(version: AdapterVersion) -> AdapterVersion:
     tenant = version.tenant
     keys = [

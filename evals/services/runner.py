@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from adapters.models import AdapterVersion, VersionStatus
 from adapters.services.promotion import promote_to_serving
+from adapters.tracing import version_span
 from core.audit import record_event
 from core.errors import Conflict
 from core.tasks import task_named
@@ -202,7 +203,8 @@ def run_execute(run_id: int, task_id: str) -> EvalRun | None:
     error = ""
     try:
         version = promote_for_eval(run.version)
-        at_lower_priority(lambda: asyncio.run(_ask_alive(run, version, task_id)))
+        with version_span("eval", version, **{"lora_portal.eval_run": run.pk}):
+            at_lower_priority(lambda: asyncio.run(_ask_alive(run, version, task_id)))
     except ClaimLost:
         log.warning("eval run %s: claimed by another task meanwhile; this one stops", run_id)
         return None

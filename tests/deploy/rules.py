@@ -859,9 +859,14 @@ def _egress_peers(
     return [], peers
 
 
+TRACE_COLLECTOR = "otel-collector"  # where engines send their spans (OTLP/HTTP)
+TRACE_COLLECTOR_PORT = 4318
+
+
 def check_engine_egress(objects: Objects) -> list[str]:
-    """An engine's pod connects only to the cluster's DNS; its worker's pod only to DNS, the object
-    store, the data services it uses and its own engine's port."""
+    """An engine's pod connects only to the cluster's DNS and the trace collector's OTLP port; its
+    worker's pod only to those, the object store, the data services it uses and its own engine's
+    port."""
     problems: list[str] = []
     pods = {
         w["metadata"]["name"]: pod_template(w)["metadata"].get("labels", {})
@@ -884,7 +889,10 @@ def check_engine_egress(objects: Objects) -> list[str]:
         engine_ports = {
             p["containerPort"] for p in (own_engine.spec.get("ports") or [] if own_engine else [])
         }
-        allowed = {"dns"} | ({OBJECT_STORE, *used, "its engine"} if c.role else set())
+        # The trace collector (OTLP/HTTP, docs/observability.md) is allowed, never needed.
+        allowed = {"dns", TRACE_COLLECTOR} | (
+            {OBJECT_STORE, *used, "its engine"} if c.role else set()
+        )
         reaches: set[str] = set()
         for where, peer, rule_ports in peers:
             if peer is None:
@@ -896,6 +904,12 @@ def check_engine_egress(objects: Objects) -> list[str]:
                 reached = "dns"
             elif set(peer) == {"podSelector"} and service in {OBJECT_STORE, *DATA_SERVICES}:
                 reached = service
+            elif (
+                set(peer) == {"podSelector"}
+                and service == TRACE_COLLECTOR
+                and rule_ports == {TRACE_COLLECTOR_PORT}
+            ):
+                reached = TRACE_COLLECTOR
             elif (
                 own_engine is not None
                 and set(peer) == {"podSelector"}

@@ -14,6 +14,7 @@ from engine.launcher import (
     EngineConfig,
     EngineProcess,
     EngineStartError,
+    otlp_traces_endpoint_from_env,
     stop_process_groups,
 )
 
@@ -54,6 +55,22 @@ def test_it_gives_the_engine_its_adapter_root_and_the_plugin_worker_method(
     source = Path("engine/plugin", *module.split(".")).with_suffix(".py")
     text = (Path(__file__).resolve().parents[2] / source).read_text()
     assert f"class {cls}:" in text and f'WORKER_EXTENSION = "{WORKER_EXTENSION}"' in text
+
+
+def test_the_engine_exports_its_spans_where_the_standard_variables_say(tmp_path: Path) -> None:
+    assert otlp_traces_endpoint_from_env({}) is None
+    base = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"}
+    assert otlp_traces_endpoint_from_env(base) == "http://collector:4318/v1/traces"
+    traces = {**base, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://other:4318/t"}
+    assert otlp_traces_endpoint_from_env(traces) == "http://other:4318/t"
+    assert otlp_traces_endpoint_from_env({**traces, "OTEL_SDK_DISABLED": "true"}) is None
+    off = EngineConfig(model=tmp_path, port=8123)
+    assert "--otlp-traces-endpoint" not in off.command()
+    on = EngineConfig(model=tmp_path, port=8123, otlp_traces_endpoint="http://c:4318/v1/traces")
+    cmd = on.command()
+    assert cmd[cmd.index("--otlp-traces-endpoint") + 1] == "http://c:4318/v1/traces"
+    # vLLM's default protocol is gRPC; the endpoint named here speaks OTLP over HTTP.
+    assert on.environment()["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
 
 
 def test_an_engine_given_cores_runs_there_whole(tmp_path: Path) -> None:

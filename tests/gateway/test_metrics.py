@@ -6,6 +6,7 @@ fleet metrics, and the per-second/per-minute series behind the live pages and th
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -390,3 +391,38 @@ def test_the_recorder_leaves_a_loads_leader_out_of_the_pool_history(world):
         assert gateway_snapshot().counters[("acme", "support", "support@1")]["cold"] == 2
     finally:
         forget_demand([pool])
+
+
+def test_a_traced_requests_buckets_carry_its_trace_as_their_exemplar(world):
+    """OpenMetrics: the TTFT and load-wait buckets a sampled request fell in name its trace, so a
+    slow bucket opens the trace; an untraced request later in the same bucket leaves it there."""
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics_families,
+    )
+
+    s1 = version(world.support, 1)
+    now = time.time()
+    trace_id = "ab" * 16
+    traced = replace(measure(s1, at=now, served_from="cold", ttft=900, load=800), trace_id=trace_id)
+    record(traced, measure(s1, at=now + 1, served_from="cold", ttft=950, load=700))
+    response = world.client("olga").get(
+        "/metrics", HTTP_ACCEPT="application/openmetrics-text; version=1.0.0"
+    )
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/openmetrics-text")
+    samples = {
+        (s.name, s.labels.get("le")): s
+        for family in openmetrics_families(response.content.decode())
+        if family.name in ("adapter_ttft_ms", "adapter_load_wait_ms")
+        for s in family.samples
+        if s.labels.get("adapter") == "support"
+    }
+    ttft = samples[("adapter_ttft_ms_bucket", "1000.0")]
+    assert ttft.value == 2
+    assert ttft.exemplar is not None and ttft.exemplar.labels == {"trace_id": trace_id}
+    assert ttft.exemplar.value == 900.0
+    load = samples[("adapter_load_wait_ms_bucket", "1000.0")]
+    assert load.value == 2
+    assert load.exemplar is not None and load.exemplar.labels == {"trace_id": trace_id}
+    assert load.exemplar.value == 800.0
+    assert samples[("adapter_ttft_ms_bucket", "500.0")].exemplar is None

@@ -1,0 +1,325 @@
+"""What tracing costs the gateway, and whether every traced request's engine span joins it.
+
+    .venv/bin/python -m bench.gateway_overhead --tracing [--requests 300] [--warmup 30]
+        [--load-requests 1000] [--stub-requests 5000] [--concurrency 16] [--write-docs]
+
+In one run, three gateways (each portal.asgi under one uvicorn on core 1, as in the overhead
+benchmark) serve the same tenant, alias and resident adapter version: tracing off (no OTLP
+endpoint), on at 1 % (`OTEL_TRACES_SAMPLER=traceidratio`, `OTEL_TRACES_SAMPLER_ARG=0.01`) and on
+at 100 % (`always_on`). Their spans, and the real CPU vLLM engine's own (launched with
+`--otlp-traces-endpoint`), go to a real OTLP/HTTP receiver process (tests/fixtures/otlp_receiver.py).
+
+- Join: every request sent through the 100 % gateway to the real engine (latency and load
+  phases) is looked for in what the receiver got: a gateway request span carrying tenant,
+  alias, adapter version and cache tier, whose engine-call child is the parent of a vLLM span.
+- Latency: one request at a time, the three gateways in turn (send_order), first through the real
+  engine, then through the stub engine that answers at once (the gateway's own cost alone);
+  added p50 = the traced gateway's p50 minus the untraced one's, per kind.
+- Throughput: non-streaming chat at concurrency 16, each gateway in turn, through the stub (the
+  gateway is the bottleneck) and through the real engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import uvloop
+
+from bench import gateway_support as gs
+from bench.docs_section import markers
+from engine.launcher import REPO_ROOT, EngineProcess
+
+BEGIN, END = markers("gateway-tracing")
+VAR = REPO_ROOT / "var" / "bench" / "gateway-tracing"
+ALIAS = "support-bot"
+MODES = {
+    "off": {},
+    "1%": {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.01"},
+    "100%": {"OTEL_TRACES_SAMPLER": "always_on"},
+}
+SERVICE = {"1%": "bench-gateway-1pct", "100%": "bench-gateway-100pct"}
+GOAL_P50_MS = {"1%": 0.2, "100%": 0.5}
+GOAL_RPS_RATIO = 0.97
+IDENTITY = (
+    "lora_portal.tenant",
+    "lora_portal.alias",
+    "lora_portal.adapter_version",
+    "lora_portal.cache_tier",
+)
+JOIN_WAIT_S = 120.0
+
+
+@dataclass
+class TracingResult:
+    latency: dict[str, dict[str, dict[str, gs.Summary]]]  # upstream -> kind -> mode -> summary
+    throughput: dict[str, dict[str, float]]  # upstream -> mode -> requests per second
+    sent_traced: int  # requests the 100 % gateway sent the real engine
+    joined: int  # of those, traced end to end with the whole identity
+    gateway_spans: int
+    engine_spans: int
+    requests: int
+    load_requests: int
+    stub_requests: int
+    concurrency: int
+    machine: str = ""
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def added_p50(self, upstream: str, kind: str, mode: str) -> float:
+        per = self.latency[upstream][kind]
+        return per[mode].p50 - per["off"].p50
+
+    def rps_ratio(self, upstream: str, mode: str) -> float:
+        per = self.throughput[upstream]
+        return per[mode] / per["off"]
+
+    def goals(self) -> list[tuple[str, str, bool]]:
+        out = []
+        share = self.joined / self.gateway_spans if self.gateway_spans else 0.0
+        out.append(
+            (
+                "every request the 100 % gateway sent the engine has its request span",
+                f"{self.gateway_spans} request spans for {self.sent_traced} requests sent",
+                self.gateway_spans >= self.sent_traced,
+            )
+        )
+        out.append(
+            (
+                "engine span joins a gateway span with tenant, alias, version, tier (100 %)",
+                f"{self.joined} of {self.gateway_spans} ({share:.1%})",
+                self.gateway_spans > 0 and self.joined == self.gateway_spans,
+            )
+        )
+        for mode, goal in GOAL_P50_MS.items():
+            worst = max(self.added_p50("stub", kind, mode) for kind in self.latency["stub"])
+            out.append(
+                (
+                    f"added p50 at {mode} sampling <= +{goal} ms (worst kind, stub engine)",
+                    f"{worst:+.2f} ms",
+                    worst <= goal,
+                )
+            )
+        for mode in ("1%", "100%"):
+            ratio = self.rps_ratio("stub", mode)
+            out.append(
+                (
+                    f"throughput at c={self.concurrency}, {mode} sampling >= {GOAL_RPS_RATIO}x "
+                    "(stub engine: the gateway is the bottleneck)",
+                    f"{ratio:.3f}x",
+                    ratio >= GOAL_RPS_RATIO,
+                )
+            )
+        return out
+
+
+def render(r: TracingResult, command: str) -> str:
+    lines = [
+        BEGIN,
+        "## Gateway tracing: its cost, and the engine's span joined to it",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {r.machine}. Run: {r.seconds:.0f} s. {r.requests} requests per gateway and "
+        f"kind (latency), {r.load_requests} (real engine) and {r.stub_requests} (stub) at "
+        f"c={r.concurrency} (throughput). Spans exported through the batch processor to a real "
+        "OTLP/HTTP receiver process; the engine exports its own (vLLM `--otlp-traces-endpoint`).",
+        "",
+        "| goal | measured | met |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {goal} | {value} | {'yes' if ok else 'no'} |" for goal, value, ok in r.goals()]
+    for upstream, title in (("stub", "stub engine"), ("engine", "real CPU engine")):
+        lines += [
+            "",
+            f"Latency through the {title}, p50 / p99 in ms (added p50 against tracing off):",
+            "",
+            "| kind | off | 1 % | 100 % |",
+            "|---|---|---|---|",
+        ]
+        for kind, per in r.latency[upstream].items():
+            cells = [f"{per['off'].p50:.2f} / {per['off'].p99:.2f}"]
+            for mode in ("1%", "100%"):
+                added = r.added_p50(upstream, kind, mode)
+                cells.append(f"{per[mode].p50:.2f} / {per[mode].p99:.2f} ({added:+.2f})")
+            lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Throughput at c={r.concurrency}, requests per second (ratio to tracing off):",
+        "",
+        "| upstream | off | 1 % | 100 % |",
+        "|---|---|---|---|",
+    ]
+    for upstream, rates in r.throughput.items():
+        cells = [f"{rates['off']:.0f}"]
+        cells += [f"{rates[m]:.0f} ({rates[m] / rates['off']:.3f}x)" for m in ("1%", "100%")]
+        lines.append(f"| {upstream} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Spans received: {r.gateway_spans} from the 100 % gateway's requests (request spans), "
+        f"{r.engine_spans} from the engine.",
+        *r.notes,
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def joined_requests(spans: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """(gateway request spans of the 100 % gateway, engine spans, request spans whose engine
+    call is the parent of an engine span and which carry the whole identity)."""
+    service = SERVICE["100%"]
+    engine_parents = {s["parent_span_id"] for s in spans if s["service"] == "vllm"}
+    engine_spans = sum(s["service"] == "vllm" and s["name"] == "llm_request" for s in spans)
+    calls: dict[str, list[str]] = {}
+    for s in spans:
+        if s["service"] == service and s["kind"] == 3:  # SPAN_KIND_CLIENT: the engine call
+            calls.setdefault(s["parent_span_id"], []).append(s["span_id"])
+    roots = [s for s in spans if s["service"] == service and not s["parent_span_id"]]
+    joined = sum(
+        all(s["attributes"].get(name) for name in IDENTITY)
+        and any(call in engine_parents for call in calls.get(s["span_id"], ()))
+        for s in roots
+    )
+    return len(roots), engine_spans, joined
+
+
+def wait_for_spans(receiver: Any, sent: int) -> list[dict[str, Any]]:
+    """The receiver's spans once the 100 % gateway's requests are all in and the engine's count
+    has stopped growing (bounded)."""
+    deadline, last, steady = time.monotonic() + JOIN_WAIT_S, -1, 0
+    while True:
+        spans = receiver.spans()
+        roots, engine, _ = joined_requests(spans)
+        steady = steady + 1 if engine == last else 0
+        last = engine
+        if (roots >= sent and steady >= 10) or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.5)
+
+
+def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> TracingResult:
+    from bench.gateway_overhead import (
+        KINDS,
+        LOADGEN_CPUS,
+        PROXY_CPUS,
+        STUB_CPUS,
+        measure_latency,
+        measure_throughput,
+        point_engine_row,
+    )
+    from tests.fixtures.otlp_receiver import OtlpReceiver
+
+    started, load_before = time.time(), os.getloadavg()[0]
+    receiver = OtlpReceiver(VAR / "spans.jsonl").start()
+    services.receiver = receiver
+    tiny = gs.tiny_model()
+    key = secrets.token_hex(16)
+    config = gs.engine_config(
+        tiny, VAR, "engine", key, max_loras=2, max_cpu_loras=3, cpu_cores=args.engine_cpus or None
+    )
+    config.otlp_traces_endpoint = receiver.traces_endpoint
+    services.engine = EngineProcess(config).start()
+    redis_url = os.environ.get("BENCH_GATEWAY_REDIS_URL", "redis://127.0.0.1:6379/12")
+    env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys={"bench-engine": key})
+    gs.django_setup(env, db_url)
+    tenancy = gs.seed_tenancy(tiny)
+    services.engine.wait_ready(timeout=gs.READY_TIMEOUT_S)
+    gs.seed_resident_adapter(services.engine, key, tenancy, VAR, max_concurrent_requests=64)
+    from adapters.access import AccessContext
+    from adapters.services.aliases import alias_set
+
+    alias_set(
+        access=AccessContext.for_user(tenancy.owner),
+        tenant=tenancy.tenant,
+        name=ALIAS,
+        targets=[{"version": "support@1", "weight": 100}],
+    )
+    services.stub, stub_url = gs.start_stub(VAR / "stub.log", cpus=STUB_CPUS)
+    auth = {"authorization": f"Bearer {tenancy.token}"}
+    targets, pids = {}, {}
+    services.gateways = []
+    for mode, extra in MODES.items():
+        traced = (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                "OTEL_SERVICE_NAME": SERVICE[mode],
+                **extra,
+            }
+            if extra
+            else {}
+        )
+        log = VAR / f"gateway-{mode.rstrip('%')}.log"
+        proc, url = gs.start_gateway(env, log, cpus=PROXY_CPUS, extra=traced)
+        services.gateways.append(proc)
+        targets[mode] = gs.Target(mode, url, ALIAS, auth)
+        pids[mode] = proc.pid
+    load = {"count": args.load_requests, "concurrency": args.concurrency}
+    stub_load = {"count": args.stub_requests, "concurrency": args.concurrency}
+    latency: dict[str, dict[str, dict[str, gs.Summary]]] = {}
+    throughput: dict[str, dict[str, float]] = {}
+    latency_cpus = {int(PROXY_CPUS)} if args.engine_cpus else LOADGEN_CPUS
+    with gs.pinned_to(latency_cpus):
+        raw = uvloop.run(measure_latency(targets, requests=args.requests, warmup=args.warmup))
+    latency["engine"] = _summaries(raw, KINDS)
+    with gs.pinned_to(LOADGEN_CPUS):
+        runs = {m: uvloop.run(measure_throughput(targets[m], pids[m], upstream="engine", **load))
+                for m in MODES}  # fmt: skip
+    throughput["engine"] = {m: t.rps for m, t in runs.items()}
+    # Every request the 100 % gateway sent the real engine: latency (warm-up too) and load.
+    warm = max(50, args.load_requests // 10)
+    sent = len(KINDS) * (args.requests + args.warmup) + runs["100%"].requests + warm
+    spans = wait_for_spans(receiver, sent)
+    roots, engine_spans, joined = joined_requests(spans)
+    point_engine_row("bench-engine", stub_url)
+    # The stub answers whole: the kinds that do not stream.
+    with gs.pinned_to(latency_cpus):
+        raw = uvloop.run(
+            measure_latency(targets, requests=args.requests, warmup=args.warmup, kinds=KINDS[:2])
+        )
+    latency["stub"] = _summaries(raw, KINDS[:2])
+    with gs.pinned_to(LOADGEN_CPUS):
+        runs = {m: uvloop.run(measure_throughput(targets[m], pids[m], upstream="stub", **stub_load))
+                for m in MODES}  # fmt: skip
+    throughput["stub"] = {m: t.rps for m, t in runs.items()}
+    point_engine_row("bench-engine", services.engine.base_url)
+    return TracingResult(
+        latency=latency,
+        throughput=throughput,
+        sent_traced=sent,
+        joined=joined,
+        gateway_spans=roots,
+        engine_spans=engine_spans,
+        requests=args.requests,
+        load_requests=args.load_requests,
+        stub_requests=args.stub_requests,
+        concurrency=args.concurrency,
+        machine=gs.machine_note(load_before, [services.engine]),
+        seconds=time.time() - started,
+    )
+
+
+def _summaries(raw: dict[str, dict[str, list[gs.Sample]]], kinds: Any) -> dict[str, Any]:
+    return {
+        label: {mode: gs.summarize(samples, ttft=stream) for mode, samples in raw[label].items()}
+        for label, _chat, stream, _n in kinds
+    }
+
+
+def save(result: TracingResult) -> None:
+    (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
+
+
+def load_result() -> TracingResult:
+    data = json.loads((VAR / "result.json").read_text())
+    data["latency"] = {
+        upstream: {
+            kind: {mode: gs.Summary(**s) for mode, s in per.items()} for kind, per in kinds.items()
+        }
+        for upstream, kinds in data["latency"].items()
+    }
+    return TracingResult(**data)
