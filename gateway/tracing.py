@@ -138,9 +138,12 @@ def chosen(request: GatewayRequest, engine: EngineInfo) -> None:
     if span is None or not span.is_recording():
         return
     tier = "cold" if request.tier == "none" else str(request.tier)
+    service_class = request.admission.service_class  # "" for background requests
     for current in (span, _current()):
         current.set_attribute("lora_portal.engine", engine.name)
         current.set_attribute("lora_portal.cache_tier", tier)
+        if service_class:
+            current.set_attribute("lora_portal.service_class", service_class)
 
 
 def engine_call(request: GatewayRequest, engine: EngineInfo) -> Any:

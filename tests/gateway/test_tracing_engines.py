@@ -123,8 +123,10 @@ def test_a_chat_is_one_trace_from_the_gateway_to_the_engines_span(
         "lora_portal.adapter": "support",
         "lora_portal.adapter_version": f"support@{version.number}",
         "lora_portal.cache_tier": "cold",  # nowhere at admission: this request loaded it
+        "lora_portal.service_class": "silver",  # acme's class (tests.factories)
         "lora_portal.engine": "?",
     }
+    assert attributes["lora_portal.service_class"] == "silver"
     assert attributes["gen_ai.usage.input_tokens"] > 0
     steps = {s["name"]: s for s in trace if s["parent_span_id"] == root["span_id"]}
     assert {
@@ -140,7 +142,11 @@ def test_a_chat_is_one_trace_from_the_gateway_to_the_engines_span(
     assert load["lora_portal.single_flight_key"] == f"{engine_name}/{version.served_name}"
     assert load["lora_portal.single_flight_leader"] is True
     choice = steps["lora_portal.engine_choice"]["attributes"]
-    assert choice == {"lora_portal.engine": engine_name, "lora_portal.cache_tier": "cold"}
+    assert choice == {
+        "lora_portal.engine": engine_name,
+        "lora_portal.cache_tier": "cold",
+        "lora_portal.service_class": "silver",
+    }
 
     # The metrics point at it: its TTFT and load-wait buckets carry its trace as the exemplar.
     snapshot = gateway_snapshot()
