@@ -209,7 +209,10 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
     # never shows a version resident on a warming engine that this pass has just settled, and
     # every gateway replica reads both from one announcement.
     with transaction.atomic():
-        _record_observed(engine, after, world)
+        # A probe that found the engine away during this pass has the last word: its rows stay
+        # absent until a pass after its return observes them.
+        if Engine.objects.select_for_update().get(pk=engine.pk).state != EngineState.DOWN:
+            _record_observed(engine, after, world)
         engine = _settle_engine_state(engine, after, world)
     report.state = engine.state
     report.resident = sorted(after.resident)
