@@ -475,6 +475,8 @@ class Gateway:
                     engine, request.tier = self.choose(request)
                     tracing.chosen(request, engine)
             except GatewayError:
+                if await self.tables_moved(request):
+                    continue  # an engine may have come back: choose from the newest tables
                 await self.wait_for_room(request)  # or raise why no engine serves it
                 continue
             request.load_ms = 0.0
@@ -489,6 +491,22 @@ class Gateway:
             await request.admission.leave_engine()
             if not request.left(engine.name, sent):
                 request.table = self.table  # the newest: an engine may have gone or come
+
+    async def tables_moved(self, request: GatewayRequest) -> bool:
+        """Before a request is refused for want of an engine, once: whether the tables moved
+        since it read them (Redis's generations, one read), and then the newest. A replica
+        trusts its tables until a change message comes; an engine the fleet has just brought
+        back is announced at its commit, and a request that arrives before the message does
+        would otherwise be refused from the tables of a moment ago."""
+        if request.rechecked:
+            return False
+        request.rechecked = True
+        gens = self._gens
+        table = await self.fresh_table(force_check=True)
+        if self._gens == gens and table is request.table:
+            return False
+        request.table = table
+        return True
 
     async def load_there(self, engine: EngineInfo, request: GatewayRequest) -> bool:
         """Load the request's version on the engine chosen, where it was not (limits first: a

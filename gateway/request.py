@@ -50,6 +50,9 @@ class GatewayRequest:
     left_out: dict[str, str] = field(default_factory=dict)  # engine -> why
     no_room: set[str] = field(default_factory=set)  # refused its load for want of a slot
     stale_retries: int = 0
+    # It found no engine once and the tables were checked against Redis's generations then
+    # (Gateway.serve): a change announced a moment ago is not refused from the older tables.
+    rechecked: bool = False
     load_error: GatewayError | None = None
     room_wait: RoomWait | None = None
     # Tracing (gateway.tracing): the caller's own traceparent (a link, never the parent) and

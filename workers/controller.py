@@ -124,6 +124,18 @@ def engine_probe_now(engine: Engine) -> str:
     return error or "up"
 
 
+def probe_fleet() -> dict[str, str]:
+    """The prober's beat: every engine probed and its verdict recorded; an engine found away is
+    watched until it answers (watch_until_back), as one the gateway or a pass found away is,
+    so its return is seen within FLEET_DOWN_PROBE_SECONDS rather than at the next tick."""
+    from workers.services.engines import engines_probe_all
+
+    verdicts = engines_probe_all()
+    for engine in Engine.objects.filter(name__in=list(verdicts), state=EngineState.DOWN):
+        watch_until_back(engine)
+    return verdicts
+
+
 def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
     report = ConvergeReport(engine=engine.name, state=engine.state)
     if engine.state == EngineState.DOWN:
@@ -191,11 +203,18 @@ def _converge_locked(engine: Engine, incoming: str | None) -> ConvergeReport:
     # weights behind, which the plugin's orphan list shows.
     after = run_engine_call(engine, lambda c: observe(engine, c))
     engine_slots.pins_observed(engine.name, after.pinned)
-    _record_observed(engine, after, world)
     from workers.reconcile import cleanup_engine_node
 
     cleanup_engine_node(engine, after.registered)
-    engine = _settle_engine_state(engine, after, world)
+    # What the engine holds and whether it takes traffic change together: the residency API
+    # never shows a version resident on a warming engine that this pass has just settled, and
+    # every gateway replica reads both from one announcement.
+    with transaction.atomic():
+        # A probe that found the engine away during this pass has the last word: its rows stay
+        # absent until a pass after its return observes them.
+        if Engine.objects.select_for_update().get(pk=engine.pk).state != EngineState.DOWN:
+            _record_observed(engine, after, world)
+        engine = _settle_engine_state(engine, after, world)
     report.state = engine.state
     report.resident = sorted(after.resident)
     return report
@@ -391,20 +410,16 @@ def _record_observed(engine: Engine, observed: Observed, world: World) -> None:
 
 
 def _settle_engine_state(engine: Engine, observed: Observed, world: World) -> Engine:
-    """warming -> up once its wanted set is loaded (or cannot be, for reasons now on record)."""
-    if engine.state != EngineState.WARMING:
-        return engine
-    waiting = [
-        n
-        for n in world.wanted
-        if n not in observed.resident and not world.rows.get(n, Residency()).last_error
-    ]
-    if waiting:
-        return engine
+    """warming -> up at the end of a pass that reached the engine: it has loaded what it could,
+    and waiting longer changes nothing until the next pass (a wish the plan skipped for room,
+    or whose load failed, would keep a one-engine pool out of service for a whole reconcile
+    period, or for good). What is missing is loaded on demand, as on any engine that is up.
+    The state is read again under lock: a probe's verdict during the pass (down) stands."""
     with transaction.atomic():
         locked = Engine.objects.select_for_update().get(pk=engine.pk)
         if locked.state != EngineState.WARMING:
             return locked
+        missing = sorted(n for n in world.wanted if n not in observed.resident)
         locked.state = EngineState.UP
         locked.save(update_fields=["state"])
         record_event(
@@ -413,7 +428,12 @@ def _settle_engine_state(engine: Engine, observed: Observed, world: World) -> En
             obj=locked,
             object_id=locked.name,
             before={"state": EngineState.WARMING},
-            after={"state": EngineState.UP, "reason": "wanted adapters loaded"},
+            after={
+                "state": EngineState.UP,
+                "reason": "converge pass done",
+                "wanted_resident": len(world.wanted) - len(missing),
+                "wanted_missing": missing[:20],
+            },
         )
     return locked
 

@@ -11,19 +11,18 @@ import logging
 from celery import shared_task
 
 from workers import shared_state
-from workers.controller import EngineBusy, converge_engine, engine_probe_now
+from workers.controller import EngineBusy, converge_engine, engine_probe_now, probe_fleet
 from workers.models import Engine
 from workers.reconcile import reconcile_fleet_pass, stage_version_on_engine
 from workers.schedules import apply_warmup_window  # noqa: F401 - registers the beat task here
-from workers.services.engines import engines_probe_all
 
 log = logging.getLogger(__name__)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def probe_engines() -> dict[str, str]:
-    """Beat entry: mark engines up or down from their health route."""
-    return engines_probe_all()
+    """Beat entry: mark engines up or down from their health route; watch those found down."""
+    return probe_fleet()
 
 
 @shared_task(acks_late=True, ignore_result=True)

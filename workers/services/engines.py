@@ -33,9 +33,15 @@ async def probe_engine(url: str, engine_key: str | None = None) -> str:
         await client.aclose()
 
 
+# The capabilities' entry that is no field of the engine: the names the plugin says it holds
+# (engine_record_probe decides with it whether an engine back from down is up at once).
+HOLDS = "holds"
+
+
 async def probe_capabilities(url: str, engine_key: str | None = None) -> dict[str, Any] | None:
-    """Whether the portal plugin answers (and sees GPU slots), and the engine's context length
-    (`max_model_len`, when its /v1/models says); None when it cannot be told."""
+    """Whether the portal plugin answers (and sees GPU slots), the engine's context length
+    (`max_model_len`, when its /v1/models says), and what the plugin says it holds (HOLDS);
+    None when it cannot be told."""
     client = VLLMClient(
         url,
         timeout=settings.HEALTHZ_ENGINE_TIMEOUT,
@@ -48,6 +54,7 @@ async def probe_capabilities(url: str, engine_key: str | None = None) -> dict[st
             found: dict[str, Any] = {
                 "has_plugin": True,
                 "gpu_observed": bool(report.get("gpu_observed")),
+                HOLDS: set(report.get("resident", [])),
             }
         except EngineError as exc:
             if exc.status != 404:
@@ -179,25 +186,37 @@ async def probe_boundary(engine: Engine) -> str:
 def engine_record_probe(
     *, engine: Engine, error: str, capabilities: dict[str, Any] | None = None
 ) -> Engine:
-    """Move an engine between up and down from one probe; draining stays draining (operator's call)."""
+    """Move an engine between up and down from one probe; draining stays draining (operator's call).
+
+    An engine found down has its residency observed absent: whatever it held may be gone (a
+    restart forgets every adapter), and the residency API must not show a version resident
+    where nothing can serve it. An engine back from down is up at once when the plugin says it
+    holds every version wanted there (HOLDS), else warming until a converge pass has loaded
+    them (that pass moves it up at its end, workers.controller)."""
+    found = dict(capabilities or {})
+    holds = found.pop(HOLDS, None)
     with transaction.atomic():
         locked = Engine.objects.select_for_update().get(pk=engine.pk)
         now = timezone.now()
         before = locked.state
-        for key, value in (capabilities or {}).items():
+        for key, value in found.items():
             setattr(locked, key, value)
+        forgotten = 0
         if error:
             locked.last_error = error[:2000]
             if locked.state != EngineState.DRAINING:
                 locked.state = EngineState.DOWN
+            if locked.state == EngineState.DOWN and before != EngineState.DOWN:
+                forgotten = _observe_nothing(locked, now)
         else:
             locked.last_seen_at = now
             locked.last_error = ""
             if locked.state in (EngineState.WARMING, EngineState.DOWN):
                 # Back from down (maybe restarted, its adapters forgotten): warming, no traffic,
-                # until the controller has loaded what it should hold; an engine with nothing to
-                # hold is up at once.
-                locked.state = EngineState.WARMING if _has_wanted(locked) else EngineState.UP
+                # until the controller has loaded what it should hold; an engine that holds it
+                # already (or has nothing to hold) is up at once.
+                missing = _wanted_missing(locked, holds)
+                locked.state = EngineState.WARMING if missing else EngineState.UP
         locked.save(
             update_fields=[
                 "state",
@@ -214,15 +233,31 @@ def engine_record_probe(
 
             enqueue_converge(locked)
         if locked.state != before:
+            after: dict[str, Any] = {"state": locked.state, "error": locked.last_error}
+            if forgotten:
+                after["residency_forgotten"] = forgotten
             record_event(
                 action="engine.state",
                 actor="prober",
                 obj=locked,
                 object_id=locked.name,
                 before={"state": before},
-                after={"state": locked.state, "error": locked.last_error},
+                after=after,
             )
     return locked
+
+
+def _observe_nothing(engine: Engine, now: Any) -> int:
+    """An engine just found down: its residency rows say absent (the next converge pass that
+    reaches it writes what it really holds). The engine's own save announces the change to the
+    gateway's tables, which read residency with them. How many rows changed."""
+    from workers.models import Residency, ResidencyState
+
+    return (
+        Residency.objects.filter(engine=engine)
+        .exclude(observed_state=ResidencyState.ABSENT)
+        .update(observed_state=ResidencyState.ABSENT, observed_at=now, updated_at=now)
+    )
 
 
 def _record_uptime(engine: Engine, *, answered: bool, now: Any) -> None:
@@ -246,10 +281,15 @@ def _record_uptime(engine: Engine, *, answered: bool, now: Any) -> None:
         open_stretch.save(update_fields=["last_seen_at"])
 
 
-def _has_wanted(engine: Engine) -> bool:
+def _wanted_missing(engine: Engine, holds: set[str] | None) -> bool:
+    """Whether a version wanted on the engine is not among what it holds (`holds` None: not
+    known, so anything wanted counts as missing)."""
     from workers.selectors import wanted_residencies
 
-    return wanted_residencies(engine).exists()
+    wanted = wanted_residencies(engine)
+    if holds is None:
+        return wanted.exists()
+    return wanted.exclude(version__served_name__in=holds).exists()
 
 
 def engines_probe_all() -> dict[str, str]:
