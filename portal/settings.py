@@ -1413,6 +1413,20 @@ CELERY_BEAT_SCHEDULE["requeue-stale-eval-runs"] = {
     "task": "evals.tasks.requeue_stale_eval_runs",
     "schedule": max(1.0, EVAL_RUN_CLAIM_STALE_SECONDS / 2),
 }
+RELEASE_TICK_SECONDS = env_int(
+    "RELEASE_TICK_SECONDS",
+    10,
+    minimum=1,
+    doc="how often beat judges every running release plan's step (docs/releases.md)",
+)
+CELERY_BEAT_SCHEDULE["release-plans-tick"] = {
+    "task": "evals.tasks.release_plans_tick",
+    "schedule": float(RELEASE_TICK_SECONDS),
+}
+CELERY_BEAT_SCHEDULE["score-release-samples"] = {
+    "task": "evals.tasks.score_release_samples",
+    "schedule": max(1.0, RELEASE_TICK_SECONDS / 2),
+}
 
 LOGGING = {
     "version": 1,
