@@ -50,6 +50,7 @@ class PolicySerializer(serializers.ModelSerializer):
             "min_pairwise_win_or_tie",
             "judge",
             "rubric",
+            "live_checks",
             "updated_at",
         ]
         read_only_fields = ["updated_at"]
@@ -68,6 +69,8 @@ class PolicyWriteSerializer(serializers.Serializer):
     )
     judge = serializers.CharField(required=False, allow_blank=True, max_length=120)
     rubric = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    # Checks on live answers (evals.scoring.live_checks; the policy service checks each one).
+    live_checks = serializers.JSONField(required=False)
 
 
 class RunSerializer(serializers.ModelSerializer):
