@@ -1124,6 +1124,21 @@ GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float(
 )
 # How often a replica sends its measurements (counters, latency sums, demand) to Redis; what
 # it holds at SIGTERM is sent by its orderly stop (portal.asgi's lifespan).
+GATEWAY_RELEASE_SAMPLES_BUFFER = env_int(
+    "GATEWAY_RELEASE_SAMPLES_BUFFER",
+    1000,
+    minimum=1,
+    doc=(
+        "live answers a gateway replica holds for release plans' live checks between two sends "
+        "to Redis; a sample that finds the buffer full is dropped, never waited for"
+    ),
+)
+GATEWAY_RELEASE_SAMPLE_MAX_BYTES = env_int(
+    "GATEWAY_RELEASE_SAMPLE_MAX_BYTES",
+    65536,
+    minimum=1024,
+    doc="a sampled reply longer than this is not kept for the live checks (it is not scored)",
+)
 GATEWAY_MEASUREMENT_FLUSH_SECONDS = env_float(
     "GATEWAY_MEASUREMENT_FLUSH_SECONDS",
     1.0,
