@@ -163,7 +163,7 @@ def evals_problems(version: AdapterVersion, section: dict[str, Any] | None) -> l
     return problems + release_problems(version, section)
 
 
-def _decision_figures(action: str, step: int, numbers: Any, reason: str) -> tuple[Any, ...]:
+def _decision_figures(action: str, step: Any, numbers: Any, reason: Any) -> tuple[Any, ...]:
     return (action, step, (numbers or {}).get("guards"), reason)
 
 
