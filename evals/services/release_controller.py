@@ -33,6 +33,7 @@ from django.utils import timezone
 from adapters.services.releases import Guard, canary_series, canary_verdict, window_minutes
 from evals.models import EvalPolicy, PlanStatus, ReleasePlan, ReleaseStep
 from evals.scoring.release_stats import Counts, Decision, GuardTest, GuardVerdict, combine, judge
+from evals.services.release_events import plan_changed
 from evals.services.release_plans import CONTROLLER, move_to_next, roll_back, version_label
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,7 @@ def plan_tick(plan_id: int, *, client: redis.Redis | None, now: float) -> PlanPa
     figures = {name: v.as_dict() for name, v in verdicts.items()}
     ReleaseStep.objects.filter(pk=step.pk).update(guards=figures, evaluated_at=timezone.now())
     step.guards = figures
+    plan_changed(plan)
     if plan.status != PlanStatus.RUNNING:
         return PlanPass(plan.pk, index, "hold", f"plan is {plan.status}")
     if decision == Decision.ROLLBACK:

@@ -28,6 +28,7 @@ from evals.models import (
     ReleasePlan,
     ReleaseStep,
 )
+from evals.services.release_events import plan_changed
 from tenants.access_port import Access
 
 MAX_STEPS = 10
@@ -175,6 +176,7 @@ def plan_start(
             after=plan_settings(plan),
             request_id=request_id,
         )
+        plan_changed(plan)
     return plan
 
 
@@ -316,6 +318,7 @@ def _decided(
         after={"reason": reason, "automatic": automatic, **numbers},
         request_id=rid,
     )
+    plan_changed(plan)
 
 
 # --- a person's actions -----------------------------------------------------------------------
