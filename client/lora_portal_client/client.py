@@ -266,6 +266,14 @@ class Client:
         path = paths.ALIAS_ROLLBACK.format(tenant=ref.tenant, alias=ref.name)
         return self._json("POST", path, json={"reason": reason})
 
+    def release_start(self, ref: AliasRef, body: Json) -> Json:
+        """Start a release plan on the alias (docs/releases.md)."""
+        path = paths.RELEASES.format(tenant=ref.tenant, alias=ref.name)
+        return self._json("POST", path, json=body)
+
+    def release_plan(self, ref: AliasRef, plan: int) -> Json:
+        return self._json("GET", paths.RELEASE.format(tenant=ref.tenant, alias=ref.name, plan=plan))
+
     # --- numbers and records ---
     def usage(
         self, *, tenant: str | None, params: dict[str, str], csv: bool = False

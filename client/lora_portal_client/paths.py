@@ -58,3 +58,8 @@ BUDGETS = "/api/v1/tenants/{tenant}/budgets/"
 BUDGET = "/api/v1/tenants/{tenant}/budgets/{budget}/"
 BUDGET_RAISES = "/api/v1/tenants/{tenant}/budgets/{budget}/raise-requests/"
 BUDGET_PATHS = [BUDGETS, BUDGET, BUDGET_RAISES]
+
+# Release plans on an alias.
+RELEASES = "/api/v1/tenants/{tenant}/aliases/{alias}/releases/"
+RELEASE = "/api/v1/tenants/{tenant}/aliases/{alias}/releases/{plan}/"
+RELEASE_PATHS = [RELEASES, RELEASE]
