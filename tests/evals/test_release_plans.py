@@ -247,6 +247,34 @@ def test_two_callers_on_one_step_take_one_decision(acme):
 
 
 @pytest.mark.django_db
+def test_a_candidate_disabled_under_the_plan_is_rolled_back(acme):
+    from adapters.models import AdapterVersion
+
+    plan = start(acme)
+    AdapterVersion.objects.filter(pk=plan.candidate_id).update(status="disabled")
+    result = tick(plan)
+    assert (result.decision, result.reason) == ("rollback", "the candidate is disabled")
+    assert targets_of(alias_of(acme)) == {"support@1": (100, None)}
+
+
+@pytest.mark.django_db
+def test_a_plan_whose_move_is_refused_does_not_stop_the_others(acme):
+    from adapters.models import AdapterVersion
+
+    with_checks(acme)
+    plan = start(acme)
+    counts(plan, stable=(400, 400), candidate=(400, 400))
+    # The stable version retired under the plan: the next step cannot give it weight.
+    AdapterVersion.objects.filter(pk=plan.stable_id).update(status="retired")
+    result = release_controller.plans_tick(client=None)
+    assert [(r.plan, r.decision, r.reason) for r in result] == [
+        (plan.pk, "", "release.version_not_active")
+    ]
+    assert ReleasePlan.objects.get().current_step == 0
+    assert not ReleaseDecision.objects.exists()
+
+
+@pytest.mark.django_db
 def test_the_task_judges_every_running_plan(acme):
     with_checks(acme)
     plan = start(acme)
