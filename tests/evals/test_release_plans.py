@@ -406,3 +406,43 @@ def test_answer_text_reads_json_and_streams_and_refuses_the_rest():
     assert live_samples.answer_text(stream) == "a"
     assert live_samples.answer_text('{"error": {}}') is None
     assert live_samples.answer_text("") is None
+
+
+# --- the compliance record ---
+
+
+@pytest.mark.django_db
+def test_the_candidates_record_carries_the_plan_its_figures_and_decisions(acme):
+    from lora_portal_client.evidence import PinnedKeys, verify_record
+
+    from portal.evidence_check import check_record
+    from portal.evidence_signing import portal_keys
+
+    with_checks(acme)
+    plan = start(acme)
+    counts(plan, stable=(30, 30), candidate=(30, 1))
+    assert tick(plan).decision == "rollback"
+    record = (
+        acme.client("alice")
+        .get("/api/v1/tenants/acme/adapters/support/versions/2/evidence/")
+        .json()
+    )
+    (entry,) = record["evals"]["release_plans"]
+    assert (entry["id"], entry["status"], entry["stable"]) == (plan.pk, "rolled_back", "support@1")
+    first = entry["step_rows"][0]
+    assert first["samples"]["candidate"] == {"n": 30, "passed": 1}
+    assert first["guards"]["live_checks"]["decision"] == "rollback"
+    assert first["outcome"] == "rolled_back"
+    (decision,) = entry["decisions"]
+    assert (decision["action"], decision["actor"]) == ("rollback", "release-controller")
+    actions = {e["action"] for e in record["audit_events"]}
+    assert {"release_plan.start", "release_plan.rollback", "alias.release_step"} <= actions
+    assert verify_record(record, pinned=PinnedKeys.parse(portal_keys())) == []
+    assert check_record(record) == []
+    # The stable version was no candidate: its record has no plan.
+    stable = (
+        acme.client("alice")
+        .get("/api/v1/tenants/acme/adapters/support/versions/1/evidence/")
+        .json()
+    )
+    assert stable["evals"]["release_plans"] == []
