@@ -446,3 +446,60 @@ def test_the_candidates_record_carries_the_plan_its_figures_and_decisions(acme):
         .json()
     )
     assert stable["evals"]["release_plans"] == []
+
+
+# --- kept text and its retention ---
+
+
+@pytest.mark.django_db
+def test_a_plan_that_keeps_text_keeps_prompts_and_answers_until_they_expire(acme):
+    from evals.models import ReleaseSample
+
+    with_checks(acme)
+    plan = start(acme, keep_text_days=7)
+    prompt = [{"role": "user", "content": "Tea?"}]
+    live_samples.count_samples(
+        [
+            {**sample(plan, plan.candidate, "a BANNED word"), "prompt": prompt},
+            {**sample(plan, plan.stable, "fine"), "prompt": "plain prompt"},
+        ]
+    )
+    kept = {s.side: s for s in ReleaseSample.objects.all()}
+    assert kept["candidate"].answer == "a BANNED word" and not kept["candidate"].passed
+    assert kept["candidate"].verdicts["not_contains"]["passed"] is False
+    assert json.loads(kept["candidate"].prompt) == prompt
+    assert kept["stable"].prompt == "plain prompt" and kept["stable"].passed
+    assert kept["stable"].expires_at - kept["stable"].created_at == timedelta(days=7)
+
+    shown = acme.client("bob").get(
+        f"/api/v1/tenants/acme/aliases/support-bot/releases/{plan.pk}/samples/"
+    )
+    assert shown.status_code == 200
+    assert {row["answer"] for row in shown.json()["results"]} == {"a BANNED word", "fine"}
+    viewer = acme.client("vera").get(
+        f"/api/v1/tenants/acme/aliases/support-bot/releases/{plan.pk}/samples/"
+    )
+    assert viewer.status_code == 403
+
+    ReleaseSample.objects.filter(side="stable").update(expires_at=timezone.now())
+    assert live_samples.samples_delete_expired() == 1
+    assert list(ReleaseSample.objects.values_list("side", flat=True)) == ["candidate"]
+    event = AuditEvent.objects.get(action="release_samples.expire")
+    assert event.after == {"deleted": 1, "expired_by": event.after["expired_by"]}
+    assert event.actor_label == "retention"
+    assert verify_chain().ok
+
+
+@pytest.mark.django_db
+def test_a_plan_that_keeps_counts_only_writes_no_text(acme):
+    from evals.models import ReleaseSample
+
+    with_checks(acme)
+    plan = start(acme)
+    live_samples.count_samples([{**sample(plan, plan.candidate, "x"), "prompt": "secret"}])
+    assert plan.step_rows.get(index=0).candidate_n == 1
+    assert not ReleaseSample.objects.exists()
+    with pytest.raises(ApplicationError) as err:
+        release_plans.plan_rollback(access=access(acme), plan=plan)
+        start(acme, keep_text_days=91)
+    assert err.value.code == "release.bad_keep_text_days"
