@@ -143,9 +143,12 @@ def count_samples(samples: list[dict[str, Any]]) -> int:
             )
     with transaction.atomic():
         ReleaseSample.objects.bulk_create(kept)
-        for (step_id, side), (n, passed) in adds.items():
+        for (step_id, side), (n, n_passed) in adds.items():
             ReleaseStep.objects.filter(pk=step_id).update(
-                **{f"{side}_n": F(f"{side}_n") + n, f"{side}_passed": F(f"{side}_passed") + passed}
+                **{
+                    f"{side}_n": F(f"{side}_n") + n,
+                    f"{side}_passed": F(f"{side}_passed") + n_passed,
+                }
             )
     return sum(n for n, _ in adds.values())
 

@@ -485,7 +485,7 @@ def test_a_plan_that_keeps_text_keeps_prompts_and_answers_until_they_expire(acme
     assert live_samples.samples_delete_expired() == 1
     assert list(ReleaseSample.objects.values_list("side", flat=True)) == ["candidate"]
     event = AuditEvent.objects.get(action="release_samples.expire")
-    assert event.after == {"deleted": 1, "expired_by": event.after["expired_by"]}
+    assert event.after is not None and event.after["deleted"] == 1
     assert event.actor_label == "retention"
     assert verify_chain().ok
 
