@@ -151,9 +151,12 @@ bench-playground: venv services engine-venv tiny-model
 bench-eval: venv services engine-venv tiny-model
 	@$(PY) -m bench.eval_throughput --cases 200 --concurrency 4 --max-tokens 8 --write-docs
 
-# Release plans on the tiny model: a candidate built to fail the live checks, and 20 plans of one
-# equal to the stable (false rollbacks against the stated rate); docs/benchmarks.md.
+# Release plans: the guards' statistics on 1000 simulated plans per case (bench.release_stats),
+# then two candidates through one plan on the tiny model with real engine answers and the
+# portal's own controller: one built to fail the live checks, and 20 plans of one equal to the
+# stable (false rollbacks beside the stated rate) (bench.release); docs/benchmarks.md.
 bench-release: venv services engine-venv tiny-model
+	@$(PY) -m bench.release_stats --plans 1000 --write-docs
 	@$(PY) -m bench.release --plans 20 --bad-plans 3 --write-docs
 
 # Budgets: 64 concurrent streams over two gateway replicas against a budget that holds a tenth of

@@ -6,6 +6,8 @@
 - GET .../releases/{id}/: one plan with each step's samples and guards (estimate, interval,
   decision) and every decision with its figures.
 - POST .../releases/{id}/pause/ | resume/ | advance/ | rollback/ (`{reason?}`): a person's action.
+- GET .../releases/{id}/samples/: the sampled prompts and answers a plan that keeps text kept,
+  with their verdicts (the tenant's eval reviewers: `manage_evals`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class ReleasePlanViewSet(TenantScopedViewSet):
         "retrieve": "view",
         "create": "manage_aliases",
         **{name: "manage_aliases" for name in ACTIONS},
+        "samples": "manage_evals",
     }
     alias: Alias
 
@@ -91,6 +94,14 @@ class ReleasePlanViewSet(TenantScopedViewSet):
             request_id=self.request_id,
         )
         return self._out(found.pk)
+
+    @extend_schema(responses={200: s.ReleaseSampleSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def samples(self, request: Any, tenant: str, alias: str, plan: str) -> Response:
+        """The kept sampled prompts and answers (none for a plan that keeps counts only)."""
+        found = selectors.release_plan_get(alias=self.alias, plan_id=int(plan))
+        page = self.paginate_queryset(selectors.release_samples_of(plan=found))
+        return self.get_paginated_response(s.ReleaseSampleSerializer(page, many=True).data)
 
     @extend_schema(request=s.ReleaseActionSerializer, responses={200: s.ReleasePlanSerializer})
     @action(detail=True, methods=["post"])

@@ -226,6 +226,9 @@ class ReleasePlan(models.Model):
     sample_share = models.FloatField(default=0.10, validators=RATE)
     alpha = models.FloatField(default=0.05)
     margin = models.FloatField(default=0.05)
+    # Keep the sampled prompts and answers this many days for the tenant's eval reviewers
+    # (ReleaseSample); 0: counts only, no text is written.
+    keep_text_days = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(90)])
     status = models.CharField(
         max_length=12, choices=PlanStatus.choices, default=PlanStatus.RUNNING, db_index=True
     )
@@ -308,3 +311,25 @@ class ReleaseDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} at step {self.step} of plan {self.plan_id}"
+
+
+class ReleaseSample(models.Model):
+    """A sampled live answer kept as text, for a plan that keeps text (keep_text_days), until
+    `expires_at`, when the retention job deletes it (evals.services.live_samples)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    plan = models.ForeignKey(ReleasePlan, on_delete=models.CASCADE, related_name="samples")
+    step = models.PositiveIntegerField()
+    side = models.CharField(max_length=10)  # stable or candidate
+    passed = models.BooleanField()
+    verdicts = models.JSONField(default=dict, help_text="{check: {passed, why}}")
+    prompt = models.TextField(blank=True, default="")
+    answer = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["plan_id", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.side} sample at step {self.step} of plan {self.plan_id}"

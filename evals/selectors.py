@@ -18,6 +18,7 @@ from evals.models import (
     EvalRun,
     EvalSuite,
     ReleasePlan,
+    ReleaseSample,
     RunStatus,
 )
 from evals.scoring import verdicts as v
@@ -201,3 +202,7 @@ def release_plan_get(*, alias: Any, plan_id: int) -> ReleasePlan:
     if plan is None:
         raise NotFound("release.not_found", f"Alias '{alias.name}' has no release plan {plan_id}.")
     return plan
+
+
+def release_samples_of(*, plan: ReleasePlan) -> QuerySet[ReleaseSample]:
+    return ReleaseSample.objects.filter(plan=plan).order_by("-id")

@@ -149,6 +149,7 @@ class ReleasePlanSerializer(serializers.Serializer):
     sample_share = serializers.FloatField()
     alpha = serializers.FloatField()
     margin = serializers.FloatField()
+    keep_text_days = serializers.IntegerField()
     reason = serializers.CharField()
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -172,6 +173,20 @@ class ReleasePlanWriteSerializer(serializers.Serializer):
     sample_share = serializers.FloatField(required=False, min_value=0.001, max_value=1)
     alpha = serializers.FloatField(required=False, min_value=0.0001, max_value=0.49)
     margin = serializers.FloatField(required=False, min_value=0, max_value=0.99)
+    keep_text_days = serializers.IntegerField(
+        required=False, min_value=0, max_value=90, help_text="0: counts only"
+    )
+
+
+class ReleaseSampleSerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    side = serializers.CharField()
+    passed = serializers.BooleanField()
+    verdicts = serializers.JSONField()
+    prompt = serializers.CharField()
+    answer = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
 
 
 class ReleaseActionSerializer(serializers.Serializer):

@@ -34,6 +34,12 @@ def release_plans_tick(now: float | None = None) -> list[dict[str, Any]]:
     return [asdict(p) for p in release_controller.plans_tick(client=shared_state.client(), now=now)]
 
 
+@shared_task(ignore_result=True, name="evals.tasks.delete_expired_release_samples")
+def delete_expired_release_samples() -> int:
+    """Beat (hourly): kept sample text past its plan's keep_text_days is deleted."""
+    return live_samples.samples_delete_expired()
+
+
 @shared_task(ignore_result=True, name="evals.tasks.score_release_samples")
 def score_release_samples() -> int:
     """Beat: count the live answers the gateway sampled for release plans."""

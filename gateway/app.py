@@ -718,6 +718,7 @@ class Gateway:
                 version_id=target.version_id,
                 at=time.time(),
                 body=outcome.body,
+                prompt=request.payload.get("messages") or request.payload.get("prompt"),
             )
         self.recorder.add(
             Measurement(

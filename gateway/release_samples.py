@@ -28,7 +28,9 @@ class ReleaseSamples:
         self.dropped = 0  # samples that found the buffer full (tests and logs read it)
         self.sent = 0
 
-    def offer(self, *, alias_id: int, version_id: int, at: float, body: bytes) -> bool:
+    def offer(
+        self, *, alias_id: int, version_id: int, at: float, body: bytes, prompt: object = None
+    ) -> bool:
         """Keep one answer for the next send; False (dropped) when the buffer is full."""
         if len(self._held) >= self.capacity:
             self.dropped += 1
@@ -40,6 +42,9 @@ class ReleaseSamples:
                     "version_id": version_id,
                     "at": at,
                     "body": body.decode("utf-8", "replace"),
+                    # The request's messages (or prompt): written down only for a plan that
+                    # keeps text (evals.services.live_samples).
+                    "prompt": prompt,
                 }
             )
         )

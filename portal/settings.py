@@ -1438,6 +1438,10 @@ CELERY_BEAT_SCHEDULE["release-plans-tick"] = {
     "task": "evals.tasks.release_plans_tick",
     "schedule": float(RELEASE_TICK_SECONDS),
 }
+CELERY_BEAT_SCHEDULE["delete-expired-release-samples"] = {
+    "task": "evals.tasks.delete_expired_release_samples",
+    "schedule": 3600.0,
+}
 CELERY_BEAT_SCHEDULE["score-release-samples"] = {
     "task": "evals.tasks.score_release_samples",
     "schedule": max(1.0, RELEASE_TICK_SECONDS / 2),

@@ -30,7 +30,9 @@ import redis
 from django.db import transaction
 from django.utils import timezone
 
+from adapters.models import VersionStatus
 from adapters.services.releases import Guard, canary_series, canary_verdict, window_minutes
+from core.errors import ApplicationError
 from evals.models import EvalPolicy, PlanStatus, ReleasePlan, ReleaseStep
 from evals.scoring.release_stats import Counts, Decision, GuardTest, GuardVerdict, combine, judge
 from evals.services.release_events import plan_changed
@@ -113,7 +115,14 @@ def plans_tick(*, client: redis.Redis | None, now: float | None = None) -> list[
     """One pass over every running plan."""
     now = time.time() if now is None else now
     running = ReleasePlan.objects.filter(status=PlanStatus.RUNNING).order_by("pk")
-    return [plan_tick(plan.pk, client=client, now=now) for plan in running]
+    passes = []
+    for plan in running:
+        try:
+            passes.append(plan_tick(plan.pk, client=client, now=now))
+        except ApplicationError as exc:  # one plan's refusal never stops the others
+            log.warning("release plan %s: %s", plan.pk, exc.message)
+            passes.append(PlanPass(plan.pk, plan.current_step, "", exc.code))
+    return passes
 
 
 def plan_tick(plan_id: int, *, client: redis.Redis | None, now: float) -> PlanPass:
@@ -121,6 +130,12 @@ def plan_tick(plan_id: int, *, client: redis.Redis | None, now: float) -> PlanPa
         "alias__tenant", "stable__adapter", "candidate__adapter"
     ).get(pk=plan_id)
     index = plan.current_step
+    if plan.status == PlanStatus.RUNNING and plan.candidate.status != VersionStatus.ACTIVE:
+        # Disabled or retired under the plan: the gateway serves it no more; the stable alone.
+        reason = f"the candidate is {plan.candidate.status}"
+        with transaction.atomic():
+            done = roll_back(plan, actor=CONTROLLER, automatic=True, reason=reason)
+        return PlanPass(plan.pk, index, "rollback" if done else "", reason)
     step = plan.step_rows.get(index=index)
     verdicts = step_guards(plan, step, client=client, now=now)
     decision = combine(list(verdicts.values())) if verdicts else Decision.ADVANCE

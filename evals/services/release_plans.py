@@ -95,6 +95,7 @@ def plan_start(
     sample_share: float = 0.10,
     alpha: float = 0.05,
     margin: float = 0.05,
+    keep_text_days: int = 0,
     request_id: str = "",
 ) -> ReleasePlan:
     """Start releasing `candidate` (`adapter@N`) on an alias now served by one stable version:
@@ -106,6 +107,11 @@ def plan_start(
     if not 0 < alpha < 0.5 or not 0 <= margin < 1:
         raise ApplicationError(
             "release.bad_test", "alpha must lie in (0, 0.5) and margin in [0, 1)."
+        )
+    if not 0 <= keep_text_days <= 90:
+        raise ApplicationError(
+            "release.bad_keep_text_days",
+            "keep_text_days is 0 (counts only) or a number of days up to 90.",
         )
     if min_step_samples < 10:
         raise ApplicationError(
@@ -141,6 +147,7 @@ def plan_start(
             sample_share=sample_share,
             alpha=alpha,
             margin=margin,
+            keep_text_days=keep_text_days,
             step_started_at=now,
             created_by=access.user if getattr(access.user, "is_authenticated", False) else None,
         )
@@ -190,6 +197,7 @@ def plan_settings(plan: ReleasePlan) -> dict[str, Any]:
         "sample_share": plan.sample_share,
         "alpha": plan.alpha,
         "margin": plan.margin,
+        "keep_text_days": plan.keep_text_days,
     }
 
 

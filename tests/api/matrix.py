@@ -682,6 +682,7 @@ RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
     E("POST", REL + "{plan}/advance/", 200, "write", "alice", TENANT_WRITE, setup=_plan_running,
       body={"reason": "by hand"}, audit="release_plan.complete",
       then=_plan_status("completed")),
+    E("GET", REL + "{plan}/samples/", 200, "read", "alice", TENANT_WRITE, setup=_plan_running),
     E("POST", REL + "{plan}/rollback/", 200, "write", "alice", TENANT_WRITE, setup=_plan_running,
       body={"reason": "no"}, audit="release_plan.rollback", then=_plan_status("rolled_back")),
 )

@@ -247,6 +247,34 @@ def test_two_callers_on_one_step_take_one_decision(acme):
 
 
 @pytest.mark.django_db
+def test_a_candidate_disabled_under_the_plan_is_rolled_back(acme):
+    from adapters.models import AdapterVersion
+
+    plan = start(acme)
+    AdapterVersion.objects.filter(pk=plan.candidate_id).update(status="disabled")
+    result = tick(plan)
+    assert (result.decision, result.reason) == ("rollback", "the candidate is disabled")
+    assert targets_of(alias_of(acme)) == {"support@1": (100, None)}
+
+
+@pytest.mark.django_db
+def test_a_plan_whose_move_is_refused_does_not_stop_the_others(acme):
+    from adapters.models import AdapterVersion
+
+    with_checks(acme)
+    plan = start(acme)
+    counts(plan, stable=(400, 400), candidate=(400, 400))
+    # The stable version retired under the plan: the next step cannot give it weight.
+    AdapterVersion.objects.filter(pk=plan.stable_id).update(status="retired")
+    result = release_controller.plans_tick(client=None)
+    assert [(r.plan, r.decision, r.reason) for r in result] == [
+        (plan.pk, "", "release.version_not_active")
+    ]
+    assert ReleasePlan.objects.get().current_step == 0
+    assert not ReleaseDecision.objects.exists()
+
+
+@pytest.mark.django_db
 def test_the_task_judges_every_running_plan(acme):
     with_checks(acme)
     plan = start(acme)
@@ -378,3 +406,100 @@ def test_answer_text_reads_json_and_streams_and_refuses_the_rest():
     assert live_samples.answer_text(stream) == "a"
     assert live_samples.answer_text('{"error": {}}') is None
     assert live_samples.answer_text("") is None
+
+
+# --- the compliance record ---
+
+
+@pytest.mark.django_db
+def test_the_candidates_record_carries_the_plan_its_figures_and_decisions(acme):
+    from lora_portal_client.evidence import PinnedKeys, verify_record
+
+    from portal.evidence_check import check_record
+    from portal.evidence_signing import portal_keys
+
+    with_checks(acme)
+    plan = start(acme)
+    counts(plan, stable=(30, 30), candidate=(30, 1))
+    assert tick(plan).decision == "rollback"
+    record = (
+        acme.client("alice")
+        .get("/api/v1/tenants/acme/adapters/support/versions/2/evidence/")
+        .json()
+    )
+    (entry,) = record["evals"]["release_plans"]
+    assert (entry["id"], entry["status"], entry["stable"]) == (plan.pk, "rolled_back", "support@1")
+    first = entry["step_rows"][0]
+    assert first["samples"]["candidate"] == {"n": 30, "passed": 1}
+    assert first["guards"]["live_checks"]["decision"] == "rollback"
+    assert first["outcome"] == "rolled_back"
+    (decision,) = entry["decisions"]
+    assert (decision["action"], decision["actor"]) == ("rollback", "release-controller")
+    actions = {e["action"] for e in record["audit_events"]}
+    assert {"release_plan.start", "release_plan.rollback", "alias.release_step"} <= actions
+    assert verify_record(record, pinned=PinnedKeys.parse(portal_keys())) == []
+    assert check_record(record) == []
+    # The stable version's record names the plan too, as its stable.
+    stable = (
+        acme.client("alice")
+        .get("/api/v1/tenants/acme/adapters/support/versions/1/evidence/")
+        .json()
+    )
+    assert [(p["id"], p["role"]) for p in stable["evals"]["release_plans"]] == [(plan.pk, "stable")]
+
+
+# --- kept text and its retention ---
+
+
+@pytest.mark.django_db
+def test_a_plan_that_keeps_text_keeps_prompts_and_answers_until_they_expire(acme):
+    from evals.models import ReleaseSample
+
+    with_checks(acme)
+    plan = start(acme, keep_text_days=7)
+    prompt = [{"role": "user", "content": "Tea?"}]
+    live_samples.count_samples(
+        [
+            {**sample(plan, plan.candidate, "a BANNED word"), "prompt": prompt},
+            {**sample(plan, plan.stable, "fine"), "prompt": "plain prompt"},
+        ]
+    )
+    kept = {s.side: s for s in ReleaseSample.objects.all()}
+    assert kept["candidate"].answer == "a BANNED word" and not kept["candidate"].passed
+    assert kept["candidate"].verdicts["not_contains"]["passed"] is False
+    assert json.loads(kept["candidate"].prompt) == prompt
+    assert kept["stable"].prompt == "plain prompt" and kept["stable"].passed
+    assert kept["stable"].expires_at - kept["stable"].created_at == timedelta(days=7)
+
+    shown = acme.client("bob").get(
+        f"/api/v1/tenants/acme/aliases/support-bot/releases/{plan.pk}/samples/"
+    )
+    assert shown.status_code == 200
+    assert {row["answer"] for row in shown.json()["results"]} == {"a BANNED word", "fine"}
+    viewer = acme.client("vera").get(
+        f"/api/v1/tenants/acme/aliases/support-bot/releases/{plan.pk}/samples/"
+    )
+    assert viewer.status_code == 403
+
+    ReleaseSample.objects.filter(side="stable").update(expires_at=timezone.now())
+    assert live_samples.samples_delete_expired() == 1
+    assert list(ReleaseSample.objects.values_list("side", flat=True)) == ["candidate"]
+    event = AuditEvent.objects.get(action="release_samples.expire")
+    assert event.after is not None and event.after["deleted"] == 1
+    assert event.actor_label == "retention"
+    assert verify_chain().ok
+
+
+@pytest.mark.django_db
+def test_a_plan_that_keeps_counts_only_writes_no_text(acme):
+    from evals.models import ReleaseSample
+
+    with_checks(acme)
+    plan = start(acme)
+    live_samples.count_samples([{**sample(plan, plan.candidate, "x"), "prompt": "secret"}])
+    assert plan.step_rows.get(index=0).candidate_n == 1
+    assert not ReleaseSample.objects.exists()
+    with pytest.raises(ApplicationError) as err:
+        release_plans.plan_rollback(access=access(acme), plan=plan)
+        start(acme, keep_text_days=91)
+    assert err.value.code == "release.bad_keep_text_days"
