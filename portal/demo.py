@@ -19,6 +19,7 @@ from adapters.access import AccessContext, SystemAccess
 from adapters.models import Adapter, BaseModel
 from adapters.services.registry import adapter_create, base_model_register
 from adapters.services.uploads import IncomingFile, version_upload
+from portal.demo_release import seed_demo_release
 from tenants.models import Membership, Tenant
 from workers.models import Engine, EngineState
 
@@ -128,9 +129,7 @@ def seed_demo(
             )
         uploaded.append(f"{slug}/{name}")
     released = release_demo_adapter()
-    from portal.demo_release import seed_demo_release
-
-    release = seed_demo_release(tiny_dir=tiny_dir)
+    release = seed_demo_release(tiny_dir=tiny_dir, release=release_demo_adapter)
     price_demo_engine_hours()
     sso = seed_demo_sso()
     return DemoResult(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -65,10 +66,9 @@ def _upload(adapter: Adapter, number: int, source: Path) -> AdapterVersion | Non
         )
 
 
-def seed_demo_release(*, tiny_dir: Path) -> list[str]:
-    """What was seeded, in words (nothing when it all exists already)."""
-    from portal.demo import release_demo_adapter
-
+def seed_demo_release(*, tiny_dir: Path, release: Callable[..., str]) -> list[str]:
+    """What was seeded, in words (nothing when it all exists already). `release(number=N)` takes
+    acme/support@N through the lifecycle (portal.demo.release_demo_adapter, passed down)."""
     done: list[str] = []
     adapter = Adapter.objects.filter(tenant__slug="acme", name="support").first()
     if adapter is None:
@@ -82,7 +82,7 @@ def seed_demo_release(*, tiny_dir: Path) -> list[str]:
             second.status != VersionStatus.ACTIVE
             and not EvalPolicy.objects.filter(adapter=adapter).exists()
         ):
-            release_demo_adapter(number=2)
+            release(number=2)
     if not Alias.objects.filter(tenant=tenant, name=DEMO_ALIAS).exists():
         alias_set(
             access=owner,
