@@ -365,10 +365,11 @@ def render(r: Result, command: str) -> str:
         f"<!-- {SECTION}:begin -->",
         "## Release plans: a candidate built to fail the live checks, and one equal to the stable (issue 45)",
         "",
-        f"Command: `{command}` ({r.date}, commit {r.commit}).",
+        f"Command: `{command}` (`make bench-release`; {r.date}, commit {r.commit}).",
         "",
         "One CPU vLLM engine (tiny Llama) with the stable (`sample-r8`), an equal candidate (the "
-        "same files under another name) and the kit's marker adapter loaded. Every (adapter, "
+        "same files under another name) and the marker adapter (engine/marker_adapter.py) "
+        "loaded. Every (adapter, "
         f"prompt) of {r.prompts} prompts asked once, greedy, {MAX_TOKENS} tokens "
         f"({r.engine_requests} engine requests in {r.engine_seconds:.1f} s); the callers' "
         "traffic reuses those answers (greedy: an answer is a function of the pair). Each plan "
