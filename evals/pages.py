@@ -1,7 +1,8 @@
-"""The tenant's eval page (suites, policies), and the eval gate on the version page (the
-reviewer's page): the latest run's summary against the policy, then every case side by side
-(candidate | serving now), regressions first, by tag. The version page's part is a panel of
-adapters' page (adapters/page_panels.py), registered by EvalsConfig.ready()."""
+"""The tenant's eval page (suites, policies), an alias's release plans as a timeline, and the
+eval gate on the version page (the reviewer's page): the latest run's summary against the
+policy, then every case side by side (candidate | serving now), regressions first, by tag. The
+version page's part is a panel of adapters' page (adapters/page_panels.py), registered by
+EvalsConfig.ready()."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from django.views.decorators.http import require_POST
 
 from adapters.models import AdapterVersion, VersionStatus
 from adapters.page_panels import Panel
-from adapters.selectors import adapter_get, adapters_for, version_get
-from core.errors import ApplicationError
+from adapters.selectors import adapter_get, adapters_for, aliases_for, version_get
+from core.errors import ApplicationError, NotFound
 from core.request import PortalRequest
 from evals.models import EvalPolicy, EvalRun, RunStatus
 from evals.selectors import (
@@ -23,6 +24,7 @@ from evals.selectors import (
     gate_verdict,
     latest_run,
     policy_of,
+    release_plans_of,
     run_summary_dict,
     suites_of,
 )
@@ -30,7 +32,7 @@ from evals.services.policies import policy_set
 from evals.services.runner import RUNNABLE_STATUSES, run_request
 from evals.services.suites import suite_limits, suite_upload
 from tenants.access_port import Access
-from tenants.pagekit import page_view, post_text, render_page, tenant_scope
+from tenants.pagekit import is_htmx, page_view, post_text, render_page, tenant_scope
 
 TEMPLATE = "evals/_version_panel.html"
 
@@ -216,3 +218,24 @@ def version_eval_run_start(
         word = "started" if created else "already under way"
         messages.success(request, f"Eval run {run.number} {word}.")
     return redirect("version-detail", tenant=found.slug, adapter=adapter, number=number)
+
+
+@page_view
+def alias_releases(request: PortalRequest, tenant: str, alias: str) -> HttpResponse:
+    """The alias's release plans, newest first, each as a timeline of its steps with their
+    samples and guards (estimate, interval, decision) and its decisions. While a plan is open the
+    timeline reloads itself every few seconds (an htmx request gets the timeline alone)."""
+    access, found = tenant_scope(request, tenant)
+    named = aliases_for(tenant=found).filter(name=alias).first()
+    if named is None:
+        raise NotFound("alias.not_found", f"Tenant '{found.slug}' has no alias '{alias}'.")
+    plans = list(release_plans_of(alias=named)[:10])
+    context = {
+        "tenant": found,
+        "alias": named,
+        "plans": plans,
+        "live": any(p.status in ("running", "paused") for p in plans),
+    }
+    if is_htmx(request):
+        return render_page(request, "evals/_release_timeline.html", context)
+    return render_page(request, "evals/alias_releases.html", context)

@@ -8,6 +8,11 @@ that role's pages" stays true as both grow.
 
 from __future__ import annotations
 
+RELEASE_ACTIONS_NOT_ON_PAGES = (
+    "release plans are started and moved through the API and the CLI; the alias's releases page "
+    "shows them (acting from it is not built yet: docs/releases.md)"
+)
+
 # Not offered on a page, and why (a page would be the wrong tool, or another page does it).
 NOT_ON_PAGES = {
     ("auth-token", "post"): "password-for-token exchange for scripts; pages use the login form",
@@ -17,9 +22,24 @@ NOT_ON_PAGES = {
     ("direct-upload-complete", "post"): "the API client's last call after sending the parts",
     ("user-me", "get"): "who a token belongs to, for the CLI's whoami; pages show the signed-in "
     "user and their tenants in the navigation",
+    **{
+        (name, "post"): RELEASE_ACTIONS_NOT_ON_PAGES
+        for name in (
+            "release-plan-list",
+            "release-plan-pause",
+            "release-plan-resume",
+            "release-plan-advance",
+            "release-plan-rollback",
+        )
+    },
+    ("release-plan-samples", "get"): "kept sample text is read through the API by the tenant's "
+    "eval reviewers; the releases page shows counts and guards only",
 }
 
 PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
+    # release plans: the alias's releases page shows them
+    ("release-plan-list", "get"): ("alias-releases",),
+    ("release-plan-detail", "get"): ("alias-releases",),
     # the eval gate: suites and policies on the tenant's eval page, runs on the version page
     ("eval-suite-list", "get"): ("tenant-evals",),
     ("eval-suite-list", "post"): ("tenant-evals",),

@@ -255,6 +255,11 @@ PAGE_ROUTES: list[PageRoute] = [
     PageRoute("tenant-aliases", _acme, expect={"charlie": 404, "nora": 404, "vera": 200}),
     PageRoute("tenant-evals", _acme, expect={"charlie": 404, "nora": 404, "vera": 200}),
     PageRoute(
+        "alias-releases",
+        lambda pw: {"tenant": "acme", "alias": pw.alias.name},
+        expect={"charlie": 404, "nora": 404, "vera": 200, "alice": 200},
+    ),
+    PageRoute(
         "tenant-evals",
         _acme,
         "post",
