@@ -701,6 +701,16 @@ class Gateway:
             return 0
         return settings.GATEWAY_RELEASE_SAMPLE_MAX_BYTES
 
+    def keep_sample(self, request: GatewayRequest, target: Target, body: bytes) -> None:
+        """The reply is delivered: only an append to a bounded buffer, sent by the flush loop."""
+        self.samples.offer(
+            alias_id=request.route.alias_id,
+            version_id=target.version_id,
+            at=time.time(),
+            body=body,
+            prompt=request.payload.get("messages") or request.payload.get("prompt"),
+        )
+
     def settle(self, engine: EngineInfo, request: GatewayRequest, outcome: Outcome) -> None:
         """What the engine answered: the budget's tokens (settled at the admission's release)
         and the request's measurement."""
@@ -712,14 +722,7 @@ class Gateway:
             )
         ok = outcome.ok
         if ok and outcome.body is not None and target is not None:
-            # The reply is delivered: only an append to a bounded buffer, sent by the flush loop.
-            self.samples.offer(
-                alias_id=request.route.alias_id,
-                version_id=target.version_id,
-                at=time.time(),
-                body=outcome.body,
-                prompt=request.payload.get("messages") or request.payload.get("prompt"),
-            )
+            self.keep_sample(request, target, outcome.body)
         self.recorder.add(
             Measurement(
                 tenant=request.table.tenants.get(tenant_id, ""),
