@@ -7,7 +7,7 @@ PORT ?= 8000
 ENGINE_PORT ?= 8100
 TRACES_PORT ?= 6006
 
-.PHONY: bench-classes redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var trace-store bench-gateway-tracing
+.PHONY: bench-classes redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var trace-store bench-gateway-tracing bench-release
 
 deps: venv engine-venv tiny-model
 
@@ -91,7 +91,7 @@ lint: venv
 	@.venv/bin/mypy
 
 # Every benchmark; each rewrites only its own section of docs/benchmarks.md.
-bench: bench-validation bench-validation-worst bench-upload bench-list bench-audit-export bench-cache bench-cache2 bench-sessions-floor bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-eval bench-budgets bench-live
+bench: bench-validation bench-validation-worst bench-upload bench-list bench-audit-export bench-cache bench-cache2 bench-sessions-floor bench-fleet-scale bench-fleet-real bench-gateway bench-playground bench-eval bench-release bench-budgets bench-live
 
 bench-validation: venv
 	@$(PY) -m bench.validation_throughput --sizes-mib 1024,256 --repeat 5 --write-docs
@@ -169,6 +169,14 @@ bench-playground: venv services engine-venv tiny-model
 # concurrency (issue 33: at least 0.8x).
 bench-eval: venv services engine-venv tiny-model
 	@$(PY) -m bench.eval_throughput --cases 200 --concurrency 4 --max-tokens 8 --write-docs
+
+# Release plans: the guards' statistics on 1000 simulated plans per case (bench.release_stats),
+# then two candidates through one plan on the tiny model with real engine answers and the
+# portal's own controller: one built to fail the live checks, and 20 plans of one equal to the
+# stable (false rollbacks beside the stated rate) (bench.release); docs/benchmarks.md.
+bench-release: venv services engine-venv tiny-model
+	@$(PY) -m bench.release_stats --plans 1000 --write-docs
+	@$(PY) -m bench.release --plans 20 --bad-plans 3 --write-docs
 
 # Budgets: 64 concurrent streams over two gateway replicas against a budget that holds a tenth of
 # their worst cases: never a token over, no refusal that would have fit.

@@ -209,6 +209,12 @@ class Alias(models.Model):
         default=5, validators=[MinValueValidator(1), MaxValueValidator(60)]
     )
     min_requests = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)])
+    # The share of its live answers the gateway samples for a release plan's live checks (0: no
+    # plan runs). Set by the plan's service (evals.services.release_plans), read by the gateway
+    # from its route tables, so sampling reads no row per request.
+    live_sample_share = models.FloatField(
+        default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

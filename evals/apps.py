@@ -8,7 +8,7 @@ class EvalsConfig(AppConfig):
         from adapters import approval_checks, page_panels
         from adapters.signals import version_status_changed
         from evals import tasks  # noqa: F401  (registers them: services enqueue them by name)
-        from evals.pages import queue_gate_notes, version_eval_panel
+        from evals.pages.gate import queue_gate_notes, version_eval_panel
         from evals.receivers import on_version_status_changed
         from evals.services.gate import eval_gate_check
 

@@ -90,6 +90,9 @@ class EvalPolicy(models.Model):
         max_length=120, blank=True, default="", help_text="a model the tenant may call, or none"
     )
     rubric = models.TextField(blank=True, default="", max_length=2000)
+    # Checks on live answers, which need no expected answer (evals.scoring.live_checks): what a
+    # release plan's live-check guard scores the sampled answers of the stable and the candidate by.
+    live_checks = models.JSONField(default=dict, blank=True)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
     )
@@ -204,3 +207,143 @@ class GateRefusal(models.Model):
 
     def __str__(self) -> str:
         return f"gate refusal of version {self.version_id}"
+
+
+# --- releases judged on live quality (evals/services/release_plans.py, docs/releases.md) ---
+
+
+class PlanStatus(models.TextChoices):
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    ROLLED_BACK = "rolled_back"
+
+
+PLAN_OPEN = (PlanStatus.RUNNING, PlanStatus.PAUSED)
+
+
+class ReleasePlan(models.Model):
+    """One release of a candidate version on an alias, through weighted steps (0: shadow,
+    callers see only the stable), each held for a minimum time and sample and left only when its
+    guards say so. `current_step` and `status` move only by a conditional update, so two workers
+    looking at the same step take one decision between them."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    alias = models.ForeignKey(
+        "adapters.Alias", on_delete=models.CASCADE, related_name="release_plans"
+    )
+    stable = models.ForeignKey(AdapterVersion, on_delete=models.PROTECT, related_name="+")
+    candidate = models.ForeignKey(AdapterVersion, on_delete=models.PROTECT, related_name="+")
+    steps = models.JSONField(help_text="the candidate's weight at each step, e.g. [0, 5, 25, 100]")
+    min_step_seconds = models.PositiveIntegerField(default=300)
+    min_step_samples = models.PositiveIntegerField(default=50)
+    sample_share = models.FloatField(default=0.10, validators=RATE)
+    alpha = models.FloatField(default=0.05)
+    margin = models.FloatField(default=0.05)
+    # Keep the sampled prompts and answers this many days for the tenant's eval reviewers
+    # (ReleaseSample); 0: counts only, no text is written.
+    keep_text_days = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(90)])
+    status = models.CharField(
+        max_length=12, choices=PlanStatus.choices, default=PlanStatus.RUNNING, db_index=True
+    )
+    current_step = models.PositiveIntegerField(default=0)
+    step_started_at = models.DateTimeField(default=timezone.now)
+    reason = models.TextField(blank=True, default="", help_text="why it ended")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["alias_id", "-id"]
+        constraints = [
+            # One open plan per alias: two would move the same weights.
+            models.UniqueConstraint(
+                fields=["alias"],
+                condition=models.Q(status__in=["running", "paused"]),
+                name="releaseplan_one_open_per_alias",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"release plan {self.pk} of alias {self.alias_id}"
+
+
+class ReleaseStep(models.Model):
+    """One step of a plan: its weight, when it began and ended, the live checks' counts of the
+    answers sampled while it ran (per side), its guards' last figures and how it ended."""
+
+    plan = models.ForeignKey(ReleasePlan, on_delete=models.CASCADE, related_name="step_rows")
+    index = models.PositiveIntegerField()
+    weight = models.PositiveIntegerField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    stable_n = models.PositiveIntegerField(default=0)
+    stable_passed = models.PositiveIntegerField(default=0)
+    candidate_n = models.PositiveIntegerField(default=0)
+    candidate_passed = models.PositiveIntegerField(default=0)
+    guards = models.JSONField(default=dict, help_text="{guard: its verdict as last evaluated}")
+    evaluated_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, blank=True, default="")
+
+    class Meta:
+        ordering = ["plan_id", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["plan", "index"], name="releasestep_unique_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"step {self.index} ({self.weight}%) of plan {self.plan_id}"
+
+
+class ReleaseDecision(models.Model):
+    """A decision on a plan (automatic or a person's) with the numbers it was taken on. The
+    controller's are unique per plan, step and kind: a second worker's try fails its claim
+    before it gets here, and the constraint is the proof."""
+
+    plan = models.ForeignKey(ReleasePlan, on_delete=models.CASCADE, related_name="decisions")
+    step = models.PositiveIntegerField()
+    action = models.CharField(max_length=16)  # advance, complete, rollback, pause, resume
+    automatic = models.BooleanField(default=False)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    reason = models.TextField(blank=True, default="")
+    numbers = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["plan_id", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["plan", "step", "action"],
+                condition=models.Q(automatic=True),
+                name="releasedecision_once_per_step",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} at step {self.step} of plan {self.plan_id}"
+
+
+class ReleaseSample(models.Model):
+    """A sampled live answer kept as text, for a plan that keeps text (keep_text_days), until
+    `expires_at`, when the retention job deletes it (evals.services.live_samples)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    plan = models.ForeignKey(ReleasePlan, on_delete=models.CASCADE, related_name="samples")
+    step = models.PositiveIntegerField()
+    side = models.CharField(max_length=10)  # stable or candidate
+    passed = models.BooleanField()
+    verdicts = models.JSONField(default=dict, help_text="{check: {passed, why}}")
+    prompt = models.TextField(blank=True, default="")
+    answer = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["plan_id", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.side} sample at step {self.step} of plan {self.plan_id}"

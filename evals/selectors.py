@@ -1,4 +1,5 @@
-"""Reads of the eval gate: suites, policies, runs and their cases, the gate's verdict."""
+"""Reads of the eval gate (suites, policies, runs and their cases, the gate's verdict) and of
+release plans."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from evals.models import (
     EvalRun,
     EvalSuite,
     GateRefusal,
+    ReleasePlan,
+    ReleaseSample,
     RunStatus,
 )
 from evals.scoring import verdicts as v
@@ -202,3 +205,27 @@ def gate_verdict(*, version: AdapterVersion, policy: EvalPolicy) -> dict[str, An
         }
     verdict = v.gate(run_summary(run), policy_terms(policy))
     return {**verdict, "run": run.number}
+
+
+# --- release plans ---
+
+
+def release_plans_of(*, alias: Any) -> QuerySet[ReleasePlan]:
+    """An alias's release plans, newest first, with their steps and decisions."""
+    return (
+        ReleasePlan.objects.filter(alias=alias)
+        .select_related("stable__adapter", "candidate__adapter", "alias__tenant")
+        .prefetch_related("step_rows", "decisions")
+        .order_by("-id")
+    )
+
+
+def release_plan_get(*, alias: Any, plan_id: int) -> ReleasePlan:
+    plan = release_plans_of(alias=alias).filter(pk=plan_id).first()
+    if plan is None:
+        raise NotFound("release.not_found", f"Alias '{alias.name}' has no release plan {plan_id}.")
+    return plan
+
+
+def release_samples_of(*, plan: ReleasePlan) -> QuerySet[ReleaseSample]:
+    return ReleaseSample.objects.filter(plan=plan).order_by("-id")

@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from adapters.services.aliases import VERSION_REF_PATTERN
 from evals.models import EvalPolicy, EvalRun, EvalSuite, EvalSuiteVersion
 
 
@@ -62,6 +63,7 @@ class PolicySerializer(serializers.ModelSerializer):
             "pairwise_ties_pass",
             "judge",
             "rubric",
+            "live_checks",
             "updated_at",
         ]
         read_only_fields = ["updated_at", "suite_version_set_at"]
@@ -94,6 +96,8 @@ class PolicyWriteSerializer(serializers.Serializer):
     )
     judge = serializers.CharField(required=False, allow_blank=True, max_length=120)
     rubric = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    # Checks on live answers (evals.scoring.live_checks; the policy service checks each one).
+    live_checks = serializers.JSONField(required=False)
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -123,3 +127,93 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_progress(self, run: EvalRun) -> dict[str, Any]:
         return {"done": run.cases_done, "total": run.cases_total}
+
+
+# --- release plans ---
+
+
+class ReleaseStepSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    weight = serializers.IntegerField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+    outcome = serializers.CharField()
+    samples = serializers.SerializerMethodField()
+    guards = serializers.JSONField(help_text="{guard: {decision, reason, estimate, interval, ...}}")
+    evaluated_at = serializers.DateTimeField(allow_null=True)
+
+    def get_samples(self, step: Any) -> dict[str, dict[str, int]]:
+        return {
+            "stable": {"n": step.stable_n, "passed": step.stable_passed},
+            "candidate": {"n": step.candidate_n, "passed": step.candidate_passed},
+        }
+
+
+class ReleaseDecisionSerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    action = serializers.CharField()
+    automatic = serializers.BooleanField()
+    actor = serializers.SerializerMethodField()
+    reason = serializers.CharField()
+    numbers = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+
+    def get_actor(self, decision: Any) -> str:
+        return decision.actor.get_username() if decision.actor else "release-controller"
+
+
+class ReleasePlanSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    alias = serializers.CharField(source="alias.name")
+    stable = serializers.SerializerMethodField()
+    candidate = serializers.SerializerMethodField()
+    status = serializers.CharField()
+    steps = serializers.JSONField()
+    current_step = serializers.IntegerField()
+    min_step_seconds = serializers.IntegerField()
+    min_step_samples = serializers.IntegerField()
+    sample_share = serializers.FloatField()
+    alpha = serializers.FloatField()
+    margin = serializers.FloatField()
+    keep_text_days = serializers.IntegerField()
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    step_rows = ReleaseStepSerializer(many=True, source="step_rows.all")
+    decisions = ReleaseDecisionSerializer(many=True, source="decisions.all")
+
+    def get_stable(self, plan: Any) -> str:
+        return f"{plan.stable.adapter.name}@{plan.stable.number}"
+
+    def get_candidate(self, plan: Any) -> str:
+        return f"{plan.candidate.adapter.name}@{plan.candidate.number}"
+
+
+class ReleasePlanWriteSerializer(serializers.Serializer):
+    candidate = serializers.RegexField(VERSION_REF_PATTERN, help_text="adapter@N, active")
+    steps = serializers.ListField(
+        child=serializers.IntegerField(min_value=0, max_value=100), min_length=2, max_length=10
+    )
+    min_step_seconds = serializers.IntegerField(required=False, min_value=0, max_value=7 * 86400)
+    min_step_samples = serializers.IntegerField(required=False, min_value=10, max_value=1_000_000)
+    sample_share = serializers.FloatField(required=False, min_value=0.001, max_value=1)
+    alpha = serializers.FloatField(required=False, min_value=0.0001, max_value=0.49)
+    margin = serializers.FloatField(required=False, min_value=0, max_value=0.99)
+    keep_text_days = serializers.IntegerField(
+        required=False, min_value=0, max_value=90, help_text="0: counts only"
+    )
+
+
+class ReleaseSampleSerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    side = serializers.CharField()
+    passed = serializers.BooleanField()
+    verdicts = serializers.JSONField()
+    prompt = serializers.CharField()
+    answer = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+
+
+class ReleaseActionSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")

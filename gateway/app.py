@@ -50,6 +50,7 @@ from gateway.lanes import LaneWatch, background_room, engine_slots
 from gateway.offloop import off_loop
 from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
+from gateway.release_samples import ReleaseSamples
 from gateway.replicas import ReplicaLease
 from gateway.request import GatewayRequest
 from gateway.request_schema import check_request, forwarded_max_tokens
@@ -103,6 +104,7 @@ class Gateway:
         self.table = RouteTable()
         self.redis = gateway_redis(f"lp-gateway-{os.getpid()}")
         self.recorder = Recorder(self.redis)
+        self.samples = ReleaseSamples(self.redis, settings.GATEWAY_RELEASE_SAMPLES_BUFFER)
         self.scripts = limits.Scripts(self.redis)
         self.lease = ReplicaLease(self.redis, self.scripts)
         self.engines = EnginePool()
@@ -245,6 +247,11 @@ class Gateway:
             except Exception:  # noqa: BLE001 - measurements are best effort, serving is not
                 stop_if_cancelled()
                 log.warning("could not flush gateway measurements", exc_info=True)
+            try:
+                await self.samples.flush()
+            except Exception:  # noqa: BLE001 - release samples are a sample: dropped
+                stop_if_cancelled()
+                log.warning("could not send release samples", exc_info=True)
 
     async def aclose(self) -> None:
         """A replica's orderly end (and each test's own gateway): stop the background loops, send
@@ -266,6 +273,10 @@ class Gateway:
             await self.recorder.flush()
         except Exception:  # noqa: BLE001 - measurements are best effort, the shutdown is not
             log.warning("could not flush gateway measurements at close", exc_info=True)
+        try:
+            await self.samples.flush()
+        except Exception:  # noqa: BLE001 - release samples are a sample, the shutdown is not
+            log.warning("could not send release samples at close", exc_info=True)
         try:
             await self.scripts.budgets.flush()
         except Exception:  # noqa: BLE001 - what is not settled stays reserved (never under)
@@ -718,6 +729,7 @@ class Gateway:
             write_deadline_s=settings.GATEWAY_WRITE_DEADLINE_SECONDS,
             started=request.started,
         )
+        exchange.keep_reply(self.sample_bytes(request))
         path = "/v1/chat/completions" if request.kind == "chat" else "/v1/completions"
         body = orjson.dumps(request.payload)
         target = request.target
@@ -741,6 +753,26 @@ class Gateway:
                 self.settle(engine, request, outcome)
         return outcome.sent
 
+    def sample_bytes(self, request: GatewayRequest) -> int:
+        """How much of this reply to keep for a release plan's live checks: the plan's share of
+        an alias's live requests (from the route tables), 0 for the rest."""
+        share = request.route.sample_share
+        if not share or request.background or request.target is None:
+            return 0
+        if random.random() >= share:
+            return 0
+        return settings.GATEWAY_RELEASE_SAMPLE_MAX_BYTES
+
+    def keep_sample(self, request: GatewayRequest, target: Target, body: bytes) -> None:
+        """The reply is delivered: only an append to a bounded buffer, sent by the flush loop."""
+        self.samples.offer(
+            alias_id=request.route.alias_id,
+            version_id=target.version_id,
+            at=time.time(),
+            body=body,
+            prompt=request.payload.get("messages") or request.payload.get("prompt"),
+        )
+
     def settle(self, engine: EngineInfo, request: GatewayRequest, outcome: Outcome) -> None:
         """What the engine answered: the budget's tokens (settled at the admission's release)
         and the request's measurement."""
@@ -751,6 +783,8 @@ class Gateway:
                 outcome.prompt_tokens, outcome.completion_tokens
             )
         ok = outcome.ok
+        if ok and outcome.body is not None and target is not None:
+            self.keep_sample(request, target, outcome.body)
         self.recorder.add(
             Measurement(
                 tenant=request.table.tenants.get(tenant_id, ""),

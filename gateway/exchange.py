@@ -53,6 +53,8 @@ class Outcome:
     completion_tokens: int = 0
     first_token_at: float | None = None
     response_id: str = ""  # the engine's completion id (gen_ai.response.id)
+    # The reply as relayed, kept only when asked (a release plan's sample) and whole.
+    body: bytes | None = None
 
 
 class SlowReader(Exception):
@@ -92,6 +94,10 @@ class Exchange:
         started: float,
     ) -> None:
         self.engines = engines
+        # A reply sampled for a release plan's live checks is kept up to this size (keep_reply).
+        self.capture_bytes = 0
+        self._captured: list[bytes] | None = None
+        self._captured_size = 0
         self.send = send
         self.budget_s = budget_s
         self.write_deadline_s = write_deadline_s
@@ -158,6 +164,8 @@ class Exchange:
         if self.watch is not None:
             outcome.prompt_tokens = self.watch.prompt_tokens
             outcome.completion_tokens = self.watch.completion_tokens or self.watch.streamed
+        if outcome.ok and self._captured is not None:
+            outcome.body = b"".join(self._captured)
         return outcome
 
     async def _post(
@@ -209,6 +217,7 @@ class Exchange:
                 data = await response.read()
                 if ok:
                     watch.whole(data)
+                    self._capture(data)
                 await self._deliver({"type": "http.response.body", "body": data, "more_body": True})
         except STREAM_ERRORS:
             if stream and not self.begun:
@@ -234,12 +243,28 @@ class Exchange:
         The head waits for the first piece (vLLM sends its head before the engine core has done
         anything): until then the request may still move elsewhere."""
         async for piece in relay(response, watch):
+            self._capture(piece)
             await self._begin(head)
             await self._deliver({"type": "http.response.body", "body": piece, "more_body": True})
         await self._begin(head)
         if not watch.done:  # the engine's stream ended without its [DONE]
             await self._deliver(_error_event("The engine ended the stream early."))
         return watch.done and not watch.error
+
+    def keep_reply(self, max_bytes: int) -> None:
+        """Keep the reply (up to `max_bytes`, else not at all) for a release plan's sample."""
+        if max_bytes > 0:
+            self.capture_bytes = max_bytes
+            self._captured = []
+
+    def _capture(self, piece: bytes) -> None:
+        if self._captured is None:
+            return
+        self._captured_size += len(piece)
+        if self._captured_size > self.capture_bytes:
+            self._captured = None  # too long to keep: this reply is not scored
+            return
+        self._captured.append(piece)
 
     async def _begin(self, head: dict[str, Any]) -> None:
         if not self.begun:

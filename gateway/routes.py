@@ -61,6 +61,10 @@ class Route:
     targets: tuple[Target, ...] = ()
     base_model_id: int | None = None  # set for the base model itself
     alias: bool = False  # the name is an alias (its budgets apply)
+    # An alias under a release plan: its id, and the share of its live answers sampled for the
+    # plan's live checks (gateway.release_samples); 0: no plan runs.
+    alias_id: int = 0
+    sample_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +290,11 @@ def _routes() -> dict[int, dict[str, Route]]:
         )
         if targets:  # an alias whose versions are all disabled serves nothing: not found
             routes.setdefault(alias.tenant_id, {})[alias.name] = Route(
-                alias.name, targets, alias=True
+                alias.name,
+                targets,
+                alias=True,
+                alias_id=alias.pk,
+                sample_share=alias.live_sample_share,
             )
     return routes
 

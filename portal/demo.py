@@ -1,12 +1,13 @@
 """The demo world `make run` seeds: two tenants, a user per role, the tiny model, an engine,
-and a few adapters uploaded through the real upload path. Idempotent."""
+and a few adapters uploaded through the real upload path; then the eval gate and a release plan
+(portal.demo_release). Idempotent."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from adapters.access import AccessContext, SystemAccess
 from adapters.models import Adapter, BaseModel
 from adapters.services.registry import adapter_create, base_model_register
 from adapters.services.uploads import IncomingFile, version_upload
+from portal.demo_release import seed_demo_release
 from tenants.models import Membership, Tenant
 from workers.models import Engine, EngineState
 
@@ -52,6 +54,7 @@ class DemoResult:
     users: list[str]
     uploaded: list[str]
     released: str = ""
+    release: list[str] = field(default_factory=list)  # the eval gate and release plan seeded
     inference_token: str = ""
     sso: bool = False  # the demo identity provider's mappings are in
 
@@ -126,6 +129,7 @@ def seed_demo(
             )
         uploaded.append(f"{slug}/{name}")
     released = release_demo_adapter()
+    release = seed_demo_release(tiny_dir=tiny_dir, release=release_demo_adapter)
     price_demo_engine_hours()
     sso = seed_demo_sso()
     return DemoResult(
@@ -133,6 +137,7 @@ def seed_demo(
         users=list(DEMO_USERS),
         uploaded=uploaded,
         released=released,
+        release=release,
         inference_token=demo_inference_token(token_file),
         sso=sso,
     )
@@ -201,7 +206,7 @@ def demo_inference_token(token_file: Path) -> str:
     return issued.plaintext
 
 
-def release_demo_adapter(tenant: str = "acme", name: str = "support") -> str:
+def release_demo_adapter(tenant: str = "acme", name: str = "support", number: int = 1) -> str:
     """Take one demo adapter through the whole lifecycle, as its people would: validated,
     approved by the reviewer, released by the owner (acme is gold: the reviewer gives the second
     approval). The release places it on the demo engine, so the dashboard shows it resident."""
@@ -209,11 +214,9 @@ def release_demo_adapter(tenant: str = "acme", name: str = "support") -> str:
     from adapters.services.lifecycle import version_approve, version_release
     from adapters.services.validation import run_validation
 
-    version = (
-        AdapterVersion.objects.filter(tenant__slug=tenant, adapter__name=name)
-        .order_by("number")
-        .first()
-    )
+    version = AdapterVersion.objects.filter(
+        tenant__slug=tenant, adapter__name=name, number=number
+    ).first()
     if version is None:
         return ""
     if version.status in (VersionStatus.UPLOADED, VersionStatus.VALIDATING):

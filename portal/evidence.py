@@ -4,7 +4,8 @@ lora_portal_client.evidence), and checked against the live chain (portal.evidenc
 
 Sections: the version (manifest, every hash, config, signer), its validation report, every
 decision, its releases (alias revisions that named it, with weights, rollbacks), its eval runs
-(suite and version hashes, verdicts, the digest of every case), where and when it served, its
+(suite and version hashes, verdicts, the digest of every case) and release plans (every step
+with its guard figures, every decision), where and when it served, its
 audit events with their chain fields, and the chain's anchor at export time.
 """
 
@@ -20,7 +21,13 @@ from django.utils import timezone
 from adapters.models import AdapterVersion, Alias, AliasRevision, Decision
 from core.audit import event_content
 from core.audit_models import AuditChainHead, AuditEvent
-from evals.records import RUN_OBJECT_TYPE, evals_section, run_event_ids
+from evals.records import (
+    PLAN_OBJECT_TYPE,
+    RUN_OBJECT_TYPE,
+    evals_section,
+    plan_event_ids,
+    run_event_ids,
+)
 from gateway.models import DailyUsage
 from portal.audit_checkpoint import CheckpointError, read_checkpoint
 from portal.evidence_signing import require_signing_key, sign_record
@@ -235,6 +242,12 @@ def evidence_record(*, version: AdapterVersion, generated_by: str) -> dict[str, 
             tenant_id=version.tenant_id,
             object_type=RUN_OBJECT_TYPE,
             object_id__in=run_event_ids(version),
+        )
+        | AuditEvent.objects.filter(
+            pk__lte=head_id,
+            tenant_id=version.tenant_id,
+            object_type=PLAN_OBJECT_TYPE,
+            object_id__in=plan_event_ids(version),
         )
     )
     unsigned = {

@@ -1167,6 +1167,21 @@ GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float(
 )
 # How often a replica sends its measurements (counters, latency sums, demand) to Redis; what
 # it holds at SIGTERM is sent by its orderly stop (portal.asgi's lifespan).
+GATEWAY_RELEASE_SAMPLES_BUFFER = env_int(
+    "GATEWAY_RELEASE_SAMPLES_BUFFER",
+    1000,
+    minimum=1,
+    doc=(
+        "live answers a gateway replica holds for release plans' live checks between two sends "
+        "to Redis; a sample that finds the buffer full is dropped, never waited for"
+    ),
+)
+GATEWAY_RELEASE_SAMPLE_MAX_BYTES = env_int(
+    "GATEWAY_RELEASE_SAMPLE_MAX_BYTES",
+    65536,
+    minimum=1024,
+    doc="a sampled reply longer than this is not kept for the live checks (it is not scored)",
+)
 GATEWAY_MEASUREMENT_FLUSH_SECONDS = env_float(
     "GATEWAY_MEASUREMENT_FLUSH_SECONDS",
     1.0,
@@ -1455,6 +1470,24 @@ EVAL_RUN_NICE = env_int(
 CELERY_BEAT_SCHEDULE["requeue-stale-eval-runs"] = {
     "task": "evals.tasks.requeue_stale_eval_runs",
     "schedule": max(1.0, EVAL_RUN_CLAIM_STALE_SECONDS / 2),
+}
+RELEASE_TICK_SECONDS = env_int(
+    "RELEASE_TICK_SECONDS",
+    10,
+    minimum=1,
+    doc="how often beat judges every running release plan's step (docs/releases.md)",
+)
+CELERY_BEAT_SCHEDULE["release-plans-tick"] = {
+    "task": "evals.tasks.release_plans_tick",
+    "schedule": float(RELEASE_TICK_SECONDS),
+}
+CELERY_BEAT_SCHEDULE["delete-expired-release-samples"] = {
+    "task": "evals.tasks.delete_expired_release_samples",
+    "schedule": 3600.0,
+}
+CELERY_BEAT_SCHEDULE["score-release-samples"] = {
+    "task": "evals.tasks.score_release_samples",
+    "schedule": max(1.0, RELEASE_TICK_SECONDS / 2),
 }
 
 # --- traces (core.telemetry, docs/observability.md) ---

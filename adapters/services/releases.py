@@ -187,6 +187,74 @@ def _rollback_locked(
     return revision
 
 
+def alias_release_weights(
+    *,
+    alias: Alias,
+    stable: AdapterVersion,
+    candidate: AdapterVersion,
+    weight: int,
+    sample_share: float,
+    actor: Any,
+    reason: str,
+    evidence: dict[str, Any] | None = None,
+) -> AliasRevision | None:
+    """A release plan's step (evals.services.release_plans): the candidate at `weight` % and the
+    stable at the rest (weight 0: the stable alone; 100: the candidate alone), and the share of
+    live answers the gateway samples for the plan (0 once it ends). The caller decided who may
+    (a person's access, or the controller's claim) and runs this inside its transaction; the
+    new state is the alias's next revision, so the gateway's tables are re-read as for any
+    change. None when the targets were already these (only the share is set then)."""
+    if not 0 <= weight <= 100:
+        raise Conflict(
+            "release.bad_weight", f"A step's weight must lie within 0-100, not {weight}."
+        )
+    alias = locked_alias(alias)
+    targets: list[Resolved] = []
+    if weight < 100:
+        targets.append((stable, 100 - weight, None))
+    if weight > 0:
+        targets.append((candidate, weight, None))
+    for version, _, _ in targets:
+        if version.status != VersionStatus.ACTIVE:
+            raise Conflict(
+                "release.version_not_active",
+                f"'{version.adapter.name}@{version.number}' is '{version.status}'; a release "
+                "moves weights between active versions only.",
+            )
+    if alias.live_sample_share != sample_share:
+        alias.live_sample_share = sample_share
+        alias.save(update_fields=["live_sample_share", "updated_at"])
+    head = revision_head(alias)
+    before = describe(current_targets(alias))
+    if same_targets(before, describe(targets)):
+        return None
+    revision = apply_targets(
+        alias=alias,
+        targets=targets,
+        head=head,
+        parent=head,
+        action=AliasRevisionAction.SET,
+        actor=actor,
+        reason=reason,
+        evidence=evidence,
+    )
+    record_event(
+        action="alias.release_step",
+        actor=actor,
+        tenant=alias.tenant,
+        obj=alias,
+        object_id=f"{alias.tenant.slug}/{alias.name}",
+        before={"targets": before, "revision": head.number if head else None},
+        after={
+            "targets": revision.targets,
+            "revision": revision.number,
+            "reason": reason,
+            **({"evidence": evidence} if evidence else {}),
+        },
+    )
+    return revision
+
+
 # --- the canary verdict (pure) ---------------------------------------------------------------
 
 
@@ -316,7 +384,9 @@ def check_canaries(*, client: redis.Redis, now: float | None = None) -> list[Can
     """One pass over every guarded alias with a canary; rolls back the failing ones."""
     now = time.time() if now is None else now
     guarded = (
-        Alias.objects.filter(auto_rollback=True)
+        # An alias under a release plan (a live-sample share set) is judged by the plan's
+        # controller, where this same check is one guard among others (docs/releases.md).
+        Alias.objects.filter(auto_rollback=True, live_sample_share=0)
         .annotate(n_targets=Count("targets"))
         .filter(n_targets__gt=1)
         .select_related("tenant")

@@ -1,4 +1,5 @@
-"""`alias set|promote|rollback|weights|show`: the names callers use, and their canary weights."""
+"""`alias set|promote|rollback|weights|show`: the names callers use, and their canary weights
+(`alias release` and `alias plan ...`: cli_releases)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 import click
 
+from lora_portal_client import cli_releases
 from lora_portal_client.cli_common import ALIAS, emit, json_option, with_client
 from lora_portal_client.client import Client
 from lora_portal_client.refs import AliasRef, parse_target
@@ -13,6 +15,7 @@ from lora_portal_client.refs import AliasRef, parse_target
 
 def register(cli: click.Group) -> None:
     cli.add_command(alias)
+    cli_releases.register(alias)
 
 
 @click.group()

@@ -266,6 +266,24 @@ class Client:
         path = paths.ALIAS_ROLLBACK.format(tenant=ref.tenant, alias=ref.name)
         return self._json("POST", path, json={"reason": reason})
 
+    # --- release plans ---
+    def release_plan_start(self, ref: AliasRef, body: Json) -> Json:
+        path = paths.RELEASES.format(tenant=ref.tenant, alias=ref.name)
+        return self._json("POST", path, json=body)
+
+    def release_plan_newest(self, ref: AliasRef) -> Json | None:
+        """The alias's newest plan (the API lists them newest first), or None."""
+        path = paths.RELEASES.format(tenant=ref.tenant, alias=ref.name)
+        rows = self._json("GET", path, params={"page_size": 1}).get("results", [])
+        return rows[0] if rows else None
+
+    def release_plan(self, ref: AliasRef, plan: int) -> Json:
+        return self._json("GET", paths.RELEASE.format(tenant=ref.tenant, alias=ref.name, plan=plan))
+
+    def release_plan_act(self, ref: AliasRef, plan: int, action: str, *, reason: str = "") -> Json:
+        path = paths.RELEASE_ACTION[action].format(tenant=ref.tenant, alias=ref.name, plan=plan)
+        return self._json("POST", path, json={"reason": reason})
+
     # --- numbers and records ---
     def usage(
         self, *, tenant: str | None, params: dict[str, str], csv: bool = False

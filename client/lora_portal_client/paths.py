@@ -58,3 +58,12 @@ BUDGETS = "/api/v1/tenants/{tenant}/budgets/"
 BUDGET = "/api/v1/tenants/{tenant}/budgets/{budget}/"
 BUDGET_RAISES = "/api/v1/tenants/{tenant}/budgets/{budget}/raise-requests/"
 BUDGET_PATHS = [BUDGETS, BUDGET, BUDGET_RAISES]
+
+# Release plans on an alias (docs/releases.md).
+RELEASES = "/api/v1/tenants/{tenant}/aliases/{alias}/releases/"
+RELEASE = "/api/v1/tenants/{tenant}/aliases/{alias}/releases/{plan}/"
+RELEASE_ACTION = {
+    action: "/api/v1/tenants/{tenant}/aliases/{alias}/releases/{plan}/" + action + "/"
+    for action in ("pause", "resume", "advance", "rollback")
+}
+RELEASE_PATHS = [RELEASES, RELEASE, *RELEASE_ACTION.values()]

@@ -15,8 +15,10 @@ from django.utils import timezone
 
 from adapters.models import Adapter
 from core.audit import record_event
-from core.errors import NotFound, clean_or_raise
+from core.errors import ApplicationError, NotFound, clean_or_raise
 from evals.models import EvalPolicy, EvalSuite, EvalSuiteVersion
+from evals.scoring.live_checks import check_live_checks
+from evals.scoring.scorers import ExpectError
 from tenants.access_port import Access
 
 # Each field and its value when a PUT leaves it out (a PUT replaces the whole policy).
@@ -27,6 +29,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "pairwise_ties_pass": False,
     "judge": "",
     "rubric": "",
+    "live_checks": {},
 }
 POLICY_FIELDS = tuple(POLICY_DEFAULTS)
 
@@ -72,6 +75,10 @@ def policy_set(
     **fields: Any,
 ) -> EvalPolicy:
     access.require_eval_policy_change(adapter)
+    try:
+        check_live_checks(fields.get("live_checks", {}))
+    except ExpectError as exc:
+        raise ApplicationError("eval_policy.bad_live_checks", str(exc)) from None
     found = EvalSuite.objects.filter(tenant_id=adapter.tenant_id, name=suite).first()
     if found is None:
         raise NotFound("suite.not_found", f"Tenant '{adapter.tenant.slug}' has no suite '{suite}'.")

@@ -14,6 +14,7 @@ from adapters.api_uploads import DirectUploadViewSet
 from budgets.api import BudgetViewSet, PriceCardViewSet
 from budgets.api_raises import BudgetRaiseDecisionViewSet, BudgetRaiseRequestViewSet
 from evals.api import PolicyViewSet, RunViewSet, SuiteViewSet
+from evals.api_releases import ReleasePlanViewSet
 from gateway.api import AdapterMetricsViewSet, TenantUsageViewSet, UsageViewSet
 from gateway.api_cost import CostViewSet
 from portal.api.audit import AuditViewSet
@@ -66,6 +67,9 @@ adapter.register("versions", VersionViewSet, basename="version")
 adapter.register("uploads", DirectUploadViewSet, basename="direct-upload")
 adapter.register("metrics", AdapterMetricsViewSet, basename="adapter-metrics")
 
+alias = SimpleRouter(trailing_slash=True)
+alias.register("releases", ReleasePlanViewSet, basename="release-plan")
+
 urlpatterns = [
     path("auth/token/", TokenObtainView.as_view(), name="auth-token"),
     path(
@@ -108,6 +112,7 @@ urlpatterns = [
         name="eval-run-cases",
     ),
     path("tenants/<slug:tenant>/adapters/<slug:adapter>/", include(adapter.urls)),
+    path("tenants/<slug:tenant>/aliases/<slug:alias>/", include(alias.urls)),
     path(
         "tenants/<slug:tenant>/signature-policy/",
         SignaturePolicyViewSet.as_view({"get": "retrieve", "put": "update"}),

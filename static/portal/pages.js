@@ -12,7 +12,8 @@ document.addEventListener("htmx:beforeSwap", function (event) {
 // socket, portal.consumers.TenantEventsConsumer) keeps every [data-version-status="name@N"] on the
 // page current, refreshes [data-refresh-on-status] parts from the server (the actions a new
 // status allows), and fires `portal:version-status` on document.body for anything else. An eval
-// run's progress (`eval.progress`) refreshes the same parts, at most once a second.
+// run's progress (`eval.progress`) and a release plan's judgement or decision (`release.plan`)
+// refresh the same parts, at most once a second.
 // Whenever the socket opens (first, or again after a drop) the page is brought up to date from
 // the server: a change made before the socket joined, or while it was away, sends no event to it.
 (function () {
@@ -71,7 +72,7 @@ document.addEventListener("htmx:beforeSwap", function (event) {
     socket.addEventListener("open", sync);
     socket.addEventListener("message", function (e) {
       var event = JSON.parse(e.data);
-      if (event.kind === "eval.progress") { soon(); return; }
+      if (event.kind === "eval.progress" || event.kind === "release.plan") { soon(); return; }
       if (event.kind !== "version.status") return;
       setStatus(event.version, event.to);
       sync();

@@ -636,6 +636,70 @@ EVAL_ENDPOINTS: tuple[Endpoint, ...] = (
 )
 ENDPOINTS = ENDPOINTS + EVAL_ENDPOINTS
 
+
+def _candidate_released(state: Any) -> None:
+    """support@3 released: a candidate for a release plan on support-bot (support@1 alone)."""
+    from adapters.services import lifecycle
+
+    lifecycle.version_release(
+        version=state.world.support.versions.get(number=3),
+        access=AccessContext.for_user(state.world.users["alice"]),
+    )
+
+
+def _plan_running(state: Any) -> None:
+    """A release plan on support-bot: support@3 at 10 %, then 100 %."""
+    from adapters.models import Alias
+    from evals.services.release_plans import plan_start
+
+    _candidate_released(state)
+    plan_start(
+        access=AccessContext.for_user(state.world.users["alice"]),
+        alias=Alias.objects.get(tenant__slug="acme", name="support-bot"),
+        candidate="support@3",
+        steps=[10, 100],
+    )
+
+
+def _plan_paused(state: Any) -> None:
+    from evals.models import ReleasePlan
+
+    _plan_running(state)
+    ReleasePlan.objects.update(status="paused")
+
+
+def _plan_status(status: str) -> Callable[[Any, Any], None]:
+    def check(state: Any, response: Any) -> None:
+        from evals.models import ReleasePlan
+
+        assert ReleasePlan.objects.get().status == status == response.json()["status"]
+
+    return check
+
+
+REL = "tenants/{tenant}/aliases/{alias}/releases/"
+RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
+    # release plans on the alias support-bot (support@1 alone; support@3 released as candidate)
+    E("GET", REL, 200, "read", "alice", TENANT_READ, setup=_plan_running),
+    E("POST", REL, 201, "write", "alice", TENANT_WRITE, setup=_candidate_released,
+      body={"candidate": "support@3", "steps": [10, 100]}, audit="release_plan.start",
+      then=_exists("evals.ReleasePlan", candidate__number=3, status="running")),
+    E("GET", REL + "{plan}/", 200, "read", "alice", TENANT_READ, setup=_plan_running),
+    E("POST", REL + "{plan}/pause/", 200, "write", "alice", TENANT_WRITE, setup=_plan_running,
+      body={"reason": "look"}, audit="release_plan.pause", then=_plan_status("paused")),
+    E("POST", REL + "{plan}/resume/", 200, "write", "alice", TENANT_WRITE,
+      setup=_plan_paused,
+      body={}, audit="release_plan.resume", then=_plan_status("running")),
+    E("POST", REL + "{plan}/advance/", 200, "write", "alice", TENANT_WRITE, setup=_plan_running,
+      body={"reason": "by hand"}, audit="release_plan.complete",
+      then=_plan_status("completed")),
+    E("GET", REL + "{plan}/samples/", 200, "read", "alice", TENANT_WRITE, setup=_plan_running),
+    E("POST", REL + "{plan}/rollback/", 200, "write", "alice", TENANT_WRITE, setup=_plan_running,
+      body={"reason": "no"}, audit="release_plan.rollback", then=_plan_status("rolled_back")),
+)
+ENDPOINTS = ENDPOINTS + RELEASE_ENDPOINTS
+
+
 # Which rows each principal sees in a list (the acme/globex world of State), by a stable key.
 LIST_KEYS: dict[str, Callable[[dict[str, Any]], str]] = {
     "tenants/": lambda row: row["slug"],
@@ -708,6 +772,7 @@ _SAMPLE_PARAMS = {
     "budget": "1",
     "raise_request": "1",
     "run": "1",
+    "plan": "1",
 }
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 

@@ -258,6 +258,13 @@ def _public_pem() -> str:
     ).decode()
 
 
+def _newest_plan_id() -> int:
+    from evals.models import ReleasePlan
+
+    plan = ReleasePlan.objects.order_by("-pk").first()
+    return plan.pk if plan else 0
+
+
 def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str]:
     params = {
         "tenant": "acme",
@@ -275,6 +282,7 @@ def route_params(state: State, endpoint: Endpoint, column: str) -> dict[str, str
         "email": "ops@acme.test",
         "budget": str(Budget.objects.get(tenant__slug="acme", scope="tenant").pk),
         "raise_request": str(state.raise_request_id),
+        "plan": str(_newest_plan_id()),
     }
     params.update(endpoint.params)
     return params

@@ -9,6 +9,7 @@ from tests.api.test_lifecycle_flow import _mark_validated
 from tests.evals.runs import suite_version
 from tests.evals.suites import CASES, jsonl
 from tests.factories import adapter_files, upload
+from tests.gateway.test_releases import acme, private  # noqa: F401 - the release plans' fixtures
 
 
 @pytest.fixture

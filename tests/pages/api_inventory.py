@@ -8,6 +8,11 @@ that role's pages" stays true as both grow.
 
 from __future__ import annotations
 
+RELEASE_START_NOT_ON_PAGES = (
+    "a release plan is started through the API and the CLI (`lora-portal alias release`); the "
+    "alias's release page shows it and moves it"
+)
+
 # Not offered on a page, and why (a page would be the wrong tool, or another page does it).
 NOT_ON_PAGES = {
     ("auth-token", "post"): "password-for-token exchange for scripts; pages use the login form",
@@ -17,9 +22,19 @@ NOT_ON_PAGES = {
     ("direct-upload-complete", "post"): "the API client's last call after sending the parts",
     ("user-me", "get"): "who a token belongs to, for the CLI's whoami; pages show the signed-in "
     "user and their tenants in the navigation",
+    ("release-plan-list", "post"): RELEASE_START_NOT_ON_PAGES,
+    ("release-plan-samples", "get"): "kept sample text is read through the API by the tenant's "
+    "eval reviewers; the release page shows counts and guards only",
 }
 
 PAGES_FOR_API: dict[tuple[str, str], tuple[str, ...]] = {
+    # release plans: the alias's release page shows them and moves them
+    ("release-plan-list", "get"): ("alias-release",),
+    ("release-plan-detail", "get"): ("alias-release",),
+    ("release-plan-pause", "post"): ("alias-release-action",),
+    ("release-plan-resume", "post"): ("alias-release-action",),
+    ("release-plan-advance", "post"): ("alias-release-action",),
+    ("release-plan-rollback", "post"): ("alias-release-action",),
     # the eval gate: suites and policies on the tenant's eval page, runs on the version page
     ("eval-suite-list", "get"): ("tenant-evals",),
     ("eval-suite-list", "post"): ("tenant-evals",),

@@ -599,6 +599,19 @@ PAGE_ROUTES: list[PageRoute] = [
         "post",
         expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 409},
     ),
+    # --- an alias's release plan (evals/pages/releases.py) ---
+    PageRoute(
+        "alias-release",
+        lambda pw: {"tenant": "acme", "alias": pw.alias.name},
+        expect={"charlie": 404, "nora": 404, "vera": 200, "bob": 200},
+    ),
+    # No such plan: bob (who may act on the alias) reached the lookup.
+    PageRoute(
+        "alias-release-action",
+        lambda pw: {"tenant": "acme", "alias": pw.alias.name, "plan": 999999, "action": "pause"},
+        "post",
+        expect={"charlie": 404, "nora": 404, "vera": 403, "bob": 404},
+    ),
     # No such pending upload (direct uploads need an S3 store): bob reached the lookup.
     PageRoute(
         "direct-upload-abort",

@@ -168,6 +168,10 @@ CALLER_ARGUMENTS = {"actor", "reviewer", "owner", "requester"}
 # revocation, whose actor is the provider (a label), never a caller.
 CALLER_ARGUMENT_ALLOWED = {
     "adapters/services/aliases.py:apply_targets",
+    # A release plan's steps: the controller (a label) or a person's action after its check.
+    "adapters/services/releases.py:alias_release_weights",
+    "evals/services/release_plans.py:move_to_next",
+    "evals/services/release_plans.py:roll_back",
     "tenants/services/tokens.py:tokens_revoke_for_user",
 }
 

@@ -63,3 +63,11 @@ def budget_key(budget_id: int, window: int) -> str:
     """Hash: one budget's window (its start, unix seconds): `used` (settled tokens), `reserved`
     (worst cases of the requests in flight)."""
     return f"{GATEWAY}:budget:{budget_id}:{window}"
+
+
+# List: live answers the gateway sampled for release plans' live checks, as JSON objects
+# {alias_id, version_id, at, body}, pushed after the reply is delivered (gateway.release_samples),
+# popped and scored by a worker (evals.services.live_samples). Trimmed to RELEASE_SAMPLES_MAX:
+# under a backlog the newest are kept.
+RELEASE_SAMPLES = f"{GATEWAY}:release:samples"
+RELEASE_SAMPLES_MAX = 10_000

@@ -1,7 +1,8 @@
 """`python manage.py demo_load`: a small background load for `make run`'s demo, so the live charts
 move on a fresh start. Sends one short chat request every few seconds through the gateway, as
 alice's demo inference token (var/demo-inference-token, written by seed_demo), to the demo's
-released adapter and now and then to the base model. Waits quietly while the engine starts."""
+released adapter, to the alias a release plan ramps (support-bot) and now and then to the
+base model. Waits quietly while the engine starts."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--url", default="http://127.0.0.1:8000")
         parser.add_argument("--every", type=float, default=3.0, help="seconds between requests")
-        parser.add_argument("--models", default="support,support,support,tiny-llama")
+        parser.add_argument("--models", default="support,support-bot,support-bot,tiny-llama")
         parser.add_argument("--count", type=int, default=0, help="stop after N requests (0: never)")
 
     def handle(self, *args, **options):

@@ -56,6 +56,13 @@ class Command(BaseCommand):
         if result.released:
             self.stdout.write(f"  released (placed on the engine once it is up): {result.released}")
         base = f"http://127.0.0.1:{settings.DEMO_PORT}"
+        for line in result.release:
+            self.stdout.write(f"  {line}")
+        self.stdout.write(
+            f"  the release plan, live as the demo load asks the alias: "
+            f"{base}/t/acme/aliases/support-bot/release/ ; the gated version waiting for a "
+            f"reviewer (rita): {base}/review/"
+        )
         self.stdout.write(
             f"  what the fleet costs (admin, aude): {base}/platform/cost/ ; acme's share (alice): "
             f"{base}/t/acme/cost/ ; the released version's compliance record: "

@@ -1,0 +1,68 @@
+"""Live answers sampled for release plans' live checks, handed off after the reply is delivered.
+
+The request path only appends to a bounded in-process buffer (a sample that finds it full is
+dropped and counted, never waited for); the replica's flush loop sends the buffer to a Redis
+list (workers.redis_contract.keys.RELEASE_SAMPLES), trimmed so a backlog keeps the newest; a
+worker scores them there (evals.services.live_samples). Which aliases are sampled, and at what
+share, comes from the route tables (Route.sample_share): no row is read per request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import orjson
+from redis import asyncio as aioredis
+
+from workers.redis_contract.keys import RELEASE_SAMPLES, RELEASE_SAMPLES_MAX
+
+log = logging.getLogger(__name__)
+
+
+class ReleaseSamples:
+    def __init__(self, redis: aioredis.Redis, capacity: int) -> None:
+        self.redis = redis
+        self.capacity = capacity
+        self._held: deque[bytes] = deque()
+        self.dropped = 0  # samples that found the buffer full (tests and logs read it)
+        self.sent = 0
+
+    def offer(
+        self, *, alias_id: int, version_id: int, at: float, body: bytes, prompt: object = None
+    ) -> bool:
+        """Keep one answer for the next send; False (dropped) when the buffer is full."""
+        if len(self._held) >= self.capacity:
+            self.dropped += 1
+            return False
+        self._held.append(
+            orjson.dumps(
+                {
+                    "alias_id": alias_id,
+                    "version_id": version_id,
+                    "at": at,
+                    "body": body.decode("utf-8", "replace"),
+                    # The request's messages (or prompt): written down only for a plan that
+                    # keeps text (evals.services.live_samples).
+                    "prompt": prompt,
+                }
+            )
+        )
+        return True
+
+    async def flush(self) -> int:
+        """Send what is held; what Redis refused is dropped (they are a sample)."""
+        if not self._held:
+            return 0
+        batch = list(self._held)
+        self._held.clear()
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.rpush(RELEASE_SAMPLES, *batch)
+            pipe.ltrim(RELEASE_SAMPLES, -RELEASE_SAMPLES_MAX, -1)
+            await pipe.execute()
+        except Exception:
+            self.dropped += len(batch)
+            raise
+        self.sent += len(batch)
+        return len(batch)

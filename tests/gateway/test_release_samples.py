@@ -1,0 +1,73 @@
+"""Release samples on the gateway (gateway.release_samples): the bounded buffer drops, never
+waits, when full; its send reaches the Redis list the scoring worker pops, trimmed to the newest;
+and only a planned alias's live requests are sampled, at the plan's share."""
+
+from __future__ import annotations
+
+import json
+import random
+from types import SimpleNamespace
+
+import pytest
+from django.conf import settings
+from redis import asyncio as aioredis
+
+from gateway.app import Gateway
+from gateway.release_samples import ReleaseSamples
+from workers.redis_contract import keys
+from workers.redis_contract.keys import RELEASE_SAMPLES
+
+
+@pytest.fixture
+async def redis():
+    client = aioredis.Redis.from_url(settings.REDIS_URL)
+    await client.delete(RELEASE_SAMPLES)
+    yield client
+    await client.delete(RELEASE_SAMPLES)
+    await client.aclose()
+
+
+async def test_a_full_buffer_drops_and_a_send_reaches_the_list(redis):
+    samples = ReleaseSamples(redis, capacity=2)
+    assert samples.offer(alias_id=7, version_id=3, at=1.5, body=b'{"choices": []}')
+    assert samples.offer(alias_id=7, version_id=4, at=1.6, body=b"data: x\n\n")
+    assert not samples.offer(alias_id=7, version_id=4, at=1.7, body=b"late")
+    assert samples.dropped == 1
+    assert await samples.flush() == 2
+    assert await samples.flush() == 0
+    sent = [json.loads(x) for x in await redis.lrange(RELEASE_SAMPLES, 0, -1)]
+    assert [(s["alias_id"], s["version_id"], s["body"]) for s in sent] == [
+        (7, 3, '{"choices": []}'),
+        (7, 4, "data: x\n\n"),
+    ]
+
+
+async def test_the_list_keeps_the_newest_under_a_backlog(redis, monkeypatch):
+    monkeypatch.setattr("gateway.release_samples.RELEASE_SAMPLES_MAX", 3)
+    samples = ReleaseSamples(redis, capacity=10)
+    for i in range(5):
+        samples.offer(alias_id=1, version_id=i, at=0, body=b"x")
+    await samples.flush()
+    kept = [json.loads(x)["version_id"] for x in await redis.lrange(RELEASE_SAMPLES, 0, -1)]
+    assert kept == [2, 3, 4]
+    assert keys.RELEASE_SAMPLES_MAX == 10_000
+
+
+def _request(share: float, *, background: bool = False, target: object = True):
+    return SimpleNamespace(
+        route=SimpleNamespace(sample_share=share),
+        background=background,
+        target=object() if target else None,
+    )
+
+
+def test_only_a_planned_aliass_live_requests_are_sampled_at_its_share():
+    sample_bytes = Gateway.sample_bytes
+    gw = SimpleNamespace()
+    random.seed(45)
+    assert sample_bytes(gw, _request(0.0)) == 0  # type: ignore[arg-type]
+    assert sample_bytes(gw, _request(1.0, background=True)) == 0  # type: ignore[arg-type]
+    assert sample_bytes(gw, _request(1.0, target=False)) == 0  # type: ignore[arg-type]
+    assert sample_bytes(gw, _request(1.0)) == settings.GATEWAY_RELEASE_SAMPLE_MAX_BYTES  # type: ignore[arg-type]
+    kept = sum(bool(sample_bytes(gw, _request(0.1))) for _ in range(2000))  # type: ignore[arg-type]
+    assert 140 <= kept <= 260  # binomial(2000, 0.1): 200 +- 60 is beyond 4 sigma
