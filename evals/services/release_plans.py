@@ -390,31 +390,25 @@ def plan_advance(
 ) -> ReleasePlan:
     """A person moves the plan to its next step now, whatever its guards say (recorded with
     their figures)."""
-    access.require_tenant(plan.alias.tenant, "manage_aliases")
-    with transaction.atomic():
-        locked = _locked_open(plan)
-        move_to_next(
-            locked,
-            actor=access.user,
-            automatic=False,
-            reason=reason or "advanced by hand",
-            request_id=request_id,
-        )
-    plan.refresh_from_db()
-    return plan
+    return _moved_by_hand(access, plan, move_to_next, reason or "advanced by hand", request_id)
 
 
 def plan_rollback(
     *, access: Access, plan: ReleasePlan, reason: str = "", request_id: str = ""
 ) -> ReleasePlan:
+    return _moved_by_hand(access, plan, roll_back, reason or "rolled back by hand", request_id)
+
+
+def _moved_by_hand(
+    access: Access, plan: ReleasePlan, move: Any, reason: str, request_id: str
+) -> ReleasePlan:
     access.require_tenant(plan.alias.tenant, "manage_aliases")
     with transaction.atomic():
-        locked = _locked_open(plan)
-        roll_back(
-            locked,
+        move(
+            _locked_open(plan),
             actor=access.user,
             automatic=False,
-            reason=reason or "rolled back by hand",
+            reason=reason,
             request_id=request_id,
         )
     plan.refresh_from_db()
