@@ -50,6 +50,7 @@ import httpx
 from bench import gateway_support as gs
 from bench.docs_section import DOCS, write_section
 from engine.launcher import REPO_ROOT, EngineProcess, stop_engines
+from tests.evals.live_policy import live_checks_policy
 
 SECTION = "release-plans"
 DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_release"
@@ -285,7 +286,6 @@ def measure(args: argparse.Namespace, procs: dict[str, Any], db_url: str) -> Res
     if engine is not None:
         engine.wait_ready(timeout=gs.READY_TIMEOUT_S)
 
-    from evals.models import EvalPolicy, EvalSuite
     from evals.scoring.live_checks import passes
     from evals.services.live_samples import answer_text
     from workers.vllm_client import VLLMClient
@@ -315,10 +315,7 @@ def measure(args: argparse.Namespace, procs: dict[str, Any], db_url: str) -> Res
 
     tenancy = gs.seed_tenancy(tiny)
     world = seed_world(tenancy)
-    suite = EvalSuite.objects.create(tenant=tenancy.tenant, name="qa")
-    EvalPolicy.objects.create(
-        tenant=tenancy.tenant, adapter=world["adapter"], suite=suite, live_checks=checks
-    )
+    live_checks_policy(tenant=tenancy.tenant, adapter=world["adapter"], checks=checks)
     result = Result(
         prompts=len(pool),
         rate=args.rate,

@@ -17,10 +17,11 @@ from lora_portal_client.cli_releases import parse_plan
 
 from adapters.access import AccessContext
 from adapters.services.aliases import alias_set
-from evals.models import EvalPolicy, EvalSuite, ReleasePlan, ReleaseStep
+from evals.models import ReleasePlan, ReleaseStep
 from evals.services import release_controller
 from tests.client.conftest import issue_token
 from tests.client.test_client_contract import missing_from_schema
+from tests.evals.live_policy import live_checks_policy
 from tests.gateway.test_releases import version
 
 ALIAS = "acme/support-bot"
@@ -48,12 +49,8 @@ def bot(cli, live_world):
         name="support-bot",
         targets=[{"version": "support@1", "weight": 100}],
     )
-    suite = EvalSuite.objects.create(tenant=world.acme, name="qa")
-    EvalPolicy.objects.create(
-        tenant=world.acme,
-        adapter=world.support,
-        suite=suite,
-        live_checks={"not_contains": ["BANNED"]},
+    live_checks_policy(
+        tenant=world.acme, adapter=world.support, checks={"not_contains": ["BANNED"]}
     )
     return world
 

@@ -13,9 +13,10 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from adapters.access import AccessContext
 from adapters.services.aliases import alias_set
-from evals.models import EvalPolicy, EvalSuite, ReleaseDecision, ReleasePlan
+from evals.models import ReleaseDecision, ReleasePlan
 from evals.services import live_samples, release_controller, release_plans
 from tenants.services.tokens import token_issue
+from tests.evals.live_policy import live_checks_policy
 from tests.gateway.test_releases import alias_of, targets_of
 from tests.workers.conftest import worker_fleet  # noqa: F401 - the fixture
 from workers import shared_state
@@ -66,12 +67,8 @@ def test_a_candidate_failing_the_live_checks_is_rolled_back_from_sampled_live_an
         stable_answer,
         candidate_answer,
     )
-    suite = EvalSuite.objects.create(tenant=world.acme, name="qa")
-    EvalPolicy.objects.create(
-        tenant=world.acme,
-        adapter=world.support,
-        suite=suite,
-        live_checks={"not_contains": [candidate_answer]},
+    live_checks_policy(
+        tenant=world.acme, adapter=world.support, checks={"not_contains": [candidate_answer]}
     )
     alias_set(
         access=alice,

@@ -17,8 +17,6 @@ from adapters.models import Alias
 from core.audit_models import AuditEvent
 from core.errors import ApplicationError
 from evals.models import (
-    EvalPolicy,
-    EvalSuite,
     PlanStatus,
     ReleaseDecision,
     ReleasePlan,
@@ -27,6 +25,7 @@ from evals.models import (
 from evals.services import live_samples, release_controller, release_plans
 from evals.tasks import release_plans_tick
 from portal.audit_verify import verify_chain
+from tests.evals.live_policy import live_checks_policy
 from tests.gateway.test_releases import alias_of, measurement, record, targets_of
 
 CHECKS = {"not_contains": ["BANNED"], "max_chars": 2000}
@@ -37,10 +36,7 @@ def access(world, who: str = "alice"):
 
 
 def with_checks(world, checks=CHECKS) -> None:
-    suite = EvalSuite.objects.create(tenant=world.acme, name="qa")
-    EvalPolicy.objects.create(
-        tenant=world.acme, adapter=world.support, suite=suite, live_checks=checks
-    )
+    live_checks_policy(tenant=world.acme, adapter=world.support, checks=checks)
 
 
 def start(world, steps=(5, 50, 100), **kw) -> ReleasePlan:
