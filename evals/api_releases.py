@@ -17,11 +17,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
 from adapters import selectors as registry
 from adapters.models import Alias
+from core.api.parsers import JsonObjectParser
 from core.errors import NotFound
 from evals import selectors
 from evals import serializers as s
@@ -40,7 +40,7 @@ ACTIONS = {
 class ReleasePlanViewSet(TenantScopedViewSet):
     schema_model = ReleasePlan
     serializer_class = s.ReleasePlanSerializer
-    parser_classes = [JSONParser]
+    parser_classes = [JsonObjectParser]
     lookup_url_kwarg = "plan"
     lookup_value_regex = r"[0-9]{1,9}"
     tenant_capabilities = {

@@ -67,6 +67,7 @@ def api(world) -> Any:
         "notification": "1",
         "key": "k",
         "webhook": "1",
+        "plan": "1",
     }
     return client
 
