@@ -302,24 +302,7 @@ class Admission:
             result = await self.scripts.enter(keys=keys, args=argv)
             status = result[0]
             if status == 8:  # held for its class's share: nothing counted by this try
-                now = time.monotonic()
-                class_started = now if class_started is None else class_started
-                self.class_wait_s = now - class_started
-                try:
-                    self._shed_or_wait(result, entry, argv, self.class_wait_s)
-                    if self.class_wait_s >= self.terms.class_wait_cap_s:
-                        raise unavailable(
-                            f"Engine '{entry.engine}' stayed saturated for "
-                            f"{self.class_wait_s:.0f} s while class {self.service_class} was at "
-                            "its share; try again shortly.",
-                            code="engine_busy",
-                            retry_after=1,
-                        )
-                except GatewayError as refused:
-                    if refused.code == "shed_for_capacity":
-                        await self._count_class("shed", 1)
-                    raise
-                await asyncio.sleep(min(0.1, 0.01 * (1 + self.class_wait_s / 0.1)))
+                class_started = await self._held_for_class(result, entry, argv, class_started)
                 continue
             if class_started is not None and status == 0:
                 class_started = None
@@ -347,6 +330,31 @@ class Admission:
             pause = min(0.1, 0.01 * (1 + waited / 0.1))
             await asyncio.sleep(pause)
             waited += pause
+
+    async def _held_for_class(
+        self, result: Any, entry: _Entry, argv: list[str | int], started: float | None
+    ) -> float:
+        """One try held for its class's share: shed it, refuse it past the class's cap, or wait
+        a little before the next; returns when the class's wait started."""
+        now = time.monotonic()
+        started = now if started is None else started
+        self.class_wait_s = now - started
+        try:
+            self._shed_or_wait(result, entry, argv, self.class_wait_s)
+            if self.class_wait_s >= self.terms.class_wait_cap_s:
+                raise unavailable(
+                    f"Engine '{entry.engine}' stayed saturated for "
+                    f"{self.class_wait_s:.0f} s while class {self.service_class} was at "
+                    "its share; try again shortly.",
+                    code="engine_busy",
+                    retry_after=1,
+                )
+        except GatewayError as refused:
+            if refused.code == "shed_for_capacity":
+                await self._count_class("shed", 1)
+            raise
+        await asyncio.sleep(min(0.1, 0.01 * (1 + self.class_wait_s / 0.1)))
+        return started
 
     async def _count_class(self, what: str, seconds: float) -> None:
         """Count a shed request, or one that waited for its class's share (and how long), for
