@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,7 +106,7 @@ def test_a_schema_that_points_outside_itself_is_refused_at_upload_and_nothing_is
 
 
 def test_a_schema_that_refers_inside_itself_is_kept_and_scores():
-    schema = {
+    schema: dict[str, Any] = {
         "$defs": {"count": {"type": "integer", "minimum": 0}},
         "type": "object",
         "properties": {"n": {"$ref": "#/$defs/count"}, "tree": {"$ref": "#/$defs/node"}},
@@ -186,7 +187,7 @@ def test_unique_items_on_a_large_answer_is_linear():
     bound were 32 million comparisons, minutes of a worker."""
     items = [{"k": i} for i in range(8_000)]
     schema = {"json_schema": {"type": "array", "uniqueItems": True}}
-    compact = {"separators": (",", ":")}
+    compact: dict[str, Any] = {"separators": (",", ":")}
     assert len(json.dumps([*items, {"k": 7}], **compact)) <= MAX_ANSWER_CHARS
     assert score_answer(json.dumps(items, **compact), schema)["json_schema"].passed
     verdict = score_answer(json.dumps([*items, {"k": 7}], **compact), schema)["json_schema"]

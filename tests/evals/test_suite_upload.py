@@ -4,6 +4,7 @@ and nothing kept, the plan's limits, tenants apart."""
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 
@@ -86,7 +87,11 @@ def test_a_viewer_may_not_upload_and_another_tenant_sees_no_suite(world):
 def test_a_line_nested_too_deep_is_refused_with_its_number(world):
     """A line nested 100,000 deep fits the size limit; it raised RecursionError, a 500."""
     deep = '{"id": "d", "prompt": "p", "tags": ' + "[" * 100_000 + "]" * 100_000 + "}"
-    just_over = {"id": "o", "prompt": "p", "expect": {"json_schema": {"const": [[[]]]}}}
+    just_over: dict[str, Any] = {
+        "id": "o",
+        "prompt": "p",
+        "expect": {"json_schema": {"const": [[[]]]}},
+    }
     for _ in range(60):
         just_over["expect"]["json_schema"]["const"] = [just_over["expect"]["json_schema"]["const"]]
     raw = jsonl(CASES[0]) + deep.encode() + b"\n" + jsonl(just_over)

@@ -7,6 +7,7 @@ sent on with it). And the playground's socket reads a message nested 100,000 dee
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -25,7 +26,7 @@ def nested(depth: int) -> dict:
     return value
 
 
-def deep_bodies(depth: int) -> dict[str, bytes]:
+def deep_bodies(depth: int) -> dict[str, dict[str, Any]]:
     """Chat bodies whose deepest point is `depth` + a few levels, through each free-form field."""
     return {
         "tools": {
@@ -49,7 +50,7 @@ def token(world):
 
 
 async def post_raw(app, token: str, body: bytes):
-    transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]  # an ASGI callable
+    transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
         return await client.post(
             "/v1/chat/completions",

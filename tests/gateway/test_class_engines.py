@@ -40,6 +40,16 @@ def test_the_shares_hold_across_replicas_through_a_real_gateway(worker_fleet, ga
     worker_fleet.b.save()  # one engine: every request meets there
     world.acme.slo_class = "gold"
     world.acme.save()
+    # The migration's default classes, as a real-process test's flush leaves none.
+    for name, weight, wait_ms, sheddable in (
+        ("gold", 6, 10000, False),
+        ("silver", 3, 5000, True),
+        ("bronze", 1, 2000, True),
+    ):
+        ServiceClass.objects.get_or_create(
+            name=name,
+            defaults={"weight": weight, "max_queue_wait_ms": wait_ms, "sheddable": sheddable},
+        )
     bronze_plan = ServiceClass.objects.get(name="bronze")
     bronze_plan.max_queue_wait_ms = 1  # shed as soon as it is held
     bronze_plan.save()
