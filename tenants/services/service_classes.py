@@ -74,8 +74,10 @@ def token_class_set(
             "token.service_class_needs_tenant",
             "Only a token bound to a tenant can be given a service class; bind it to one.",
         )
-    if service_class and tenant is not None and class_rank(service_class) < class_rank(
-        tenant.slo_class
+    if (
+        service_class
+        and tenant is not None
+        and class_rank(service_class) < class_rank(tenant.slo_class)
     ):
         raise ApplicationError(
             "token.service_class_above_tenant",
