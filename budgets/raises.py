@@ -19,7 +19,6 @@ from budgets.selectors import budget_span
 from core.audit import record_event
 from core.errors import ApplicationError, Conflict, NotFound
 from tenants.access_port import Access
-from tenants.models import Tenant
 
 MAX_TOKENS = 10**15
 MAX_REASON = 2000
@@ -180,12 +179,6 @@ def raise_request_reject(
 
 def raise_requests_of(*, budget: Budget) -> QuerySet[BudgetRaiseRequest]:
     return BudgetRaiseRequest.objects.filter(budget=budget).select_related(
-        "budget", "requested_by", "decided_by"
-    )
-
-
-def raise_requests_of_tenant(*, tenant: Tenant) -> QuerySet[BudgetRaiseRequest]:
-    return BudgetRaiseRequest.objects.filter(tenant=tenant).select_related(
         "budget", "requested_by", "decided_by"
     )
 

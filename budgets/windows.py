@@ -60,8 +60,3 @@ def window_at(kind: str, at: datetime, time_zone: str = "UTC") -> Span:
     zone = ZoneInfo(time_zone)
     first = _first_day(kind, at.astimezone(zone).date())
     return Span(_midnight(first, zone), _midnight(_next_first_day(kind, first), zone))
-
-
-def window_of_start(kind: str, start: datetime, time_zone: str = "UTC") -> Span:
-    """The window that begins at `start` (a Span's start, as persisted)."""
-    return window_at(kind, start, time_zone)

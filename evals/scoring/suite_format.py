@@ -230,17 +230,4 @@ def _tags(tags: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tags))
 
 
-def case_from_dict(body: dict[str, Any]) -> Case:
-    """A case as stored (Case.as_dict), read back."""
-    return Case(
-        id=body["id"],
-        max_tokens=body["max_tokens"],
-        messages=body.get("messages"),
-        prompt=body.get("prompt"),
-        expect=body.get("expect", {}),
-        must_pass=body.get("must_pass", False),
-        tags=tuple(body.get("tags", ())),
-    )
-
-
 __all__ = ["SCORERS", "Case", "LineError", "ParsedSuite", "SuiteLimits", "parse_suite"]
