@@ -71,3 +71,6 @@ def budget_key(budget_id: int, window: int) -> str:
 # under a backlog the newest are kept.
 RELEASE_SAMPLES = f"{GATEWAY}:release:samples"
 RELEASE_SAMPLES_MAX = 10_000
+# Hash: `sent` (samples pushed to RELEASE_SAMPLES) and `dropped` (samples a replica's buffer
+# had no room for, or Redis refused), summed over every gateway replica since Redis started.
+RELEASE_SAMPLES_COUNTS = f"{GATEWAY}:release:samples:counts"
