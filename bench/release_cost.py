@@ -78,13 +78,16 @@ class CostResult:
     paired: dict[str, dict[str, dict[str, float]]]  # upstream -> kind -> arm -> median diff ms
     cpu_ms: dict[str, float]  # arm -> gateway CPU ms per request (stub, saturated)
     rps: dict[str, float]  # arm -> requests per second (stub, saturated)
-    samples: dict[str, int]  # offered, sent, dropped, scored, left
+    samples: dict[str, int]  # offered, sent, dropped, scored, left (the whole run)
     requests: int
     warmup: int
     stub_requests: int
     concurrency: int
     engine_cpus: str
     stream_tokens: int = 4
+    stub_latency_requests: int = 0  # per kind and target through the stub (0: `requests`)
+    # offered, sent, dropped by the end of the latency phases (one request at a time)
+    samples_one_at_a_time: dict[str, int] = field(default_factory=dict)
     machine: str = ""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -129,8 +132,9 @@ def render(r: CostResult, command: str) -> str:
         f"candidate support@2 at its first step, {CANARY} %, sampling 10 % and 100 % of the "
         "alias's live answers; live checks `not_contains` and `max_chars`). A real Celery "
         f"worker (solo, core 0) ran the scoring task every {SCORE_EVERY_S:g} s throughout. "
-        f"Latency: {r.requests} requests per kind and target after {r.warmup} of warm-up, one "
-        "at a time, the engine itself and the three aliases interleaved (send_order: each "
+        f"Latency: {r.requests} requests per kind and target through the engine, "
+        f"{r.stub_latency_requests or r.requests} through the stub, after {r.warmup} of "
+        "warm-up, one at a time, the engine itself and the three aliases interleaved (send_order: each "
         "follows each equally often). Non-streaming: the request's total time (max_tokens "
         f"1); streaming: the time to the first event carrying text (max_tokens "
         f"{r.stream_tokens}). "
@@ -184,10 +188,20 @@ def render(r: CostResult, command: str) -> str:
         + " |",
         "| requests per second | " + " | ".join(f"{r.rps[a]:.0f}" for a in ARMS) + " |",
         "",
+        "The achieved rate moves with what else core 0 runs meanwhile (the stub, the load "
+        "generator, the scoring worker); the gateway's CPU per request, on its own core, is the "
+        "figure compared.",
+        "",
         f"Samples over the whole run: {s['offered']} offered by the gateway, {s['sent']} sent to "
         f"Redis, {s['dropped']} dropped (the replica's buffer full, or Redis refused); "
         f"{s['scored']} scored by the worker into the plans' step counts, {s['left']} left in "
-        "the list at the end.",
+        "the list at the end."
+        + (
+            f" Of these, by the end of the latency phases (one request at a time): {o['offered']} "
+            f"offered, {o['sent']} sent, {o['dropped']} dropped; the rest in the saturated runs."
+            if (o := r.samples_one_at_a_time)
+            else ""
+        ),
         *r.notes,
         END,
     ]
@@ -281,21 +295,39 @@ def drive_scoring() -> None:
         time.sleep(SCORE_EVERY_S)
 
 
+def gateway_counts() -> dict[str, int]:
+    """Offered, sent and dropped as the gateway's sends counted them, once its flush loop has
+    sent what it held (it sends every GATEWAY_MEASUREMENT_FLUSH_SECONDS)."""
+    import redis as redis_sync
+    from django.conf import settings
+
+    from workers.redis_contract.keys import RELEASE_SAMPLES_COUNTS
+
+    time.sleep(2 * settings.GATEWAY_MEASUREMENT_FLUSH_SECONDS)
+    client = redis_sync.Redis.from_url(os.environ["REDIS_URL"])
+    try:
+        counts = {k.decode(): int(v) for k, v in client.hgetall(RELEASE_SAMPLES_COUNTS).items()}
+    finally:
+        client.close()
+    sent, dropped = counts.get("sent", 0), counts.get("dropped", 0)
+    return {"offered": sent + dropped, "sent": sent, "dropped": dropped}
+
+
 def sample_counts(plans: dict[str, Any]) -> dict[str, int]:
-    """What the gateway's sends counted, what the worker scored, what is left (after waiting,
-    bounded, for the worker to empty the list)."""
+    """gateway_counts, what the worker scored and what is left in the list (after waiting,
+    bounded, for the worker to empty it)."""
     import redis as redis_sync
 
     from evals.models import ReleaseStep
-    from workers.redis_contract.keys import RELEASE_SAMPLES, RELEASE_SAMPLES_COUNTS
+    from workers.redis_contract.keys import RELEASE_SAMPLES
 
+    counts = gateway_counts()
     client = redis_sync.Redis.from_url(os.environ["REDIS_URL"])
     try:
         deadline = time.monotonic() + DRAIN_WAIT_S
         while client.llen(RELEASE_SAMPLES) and time.monotonic() < deadline:
             time.sleep(0.5)
         time.sleep(2 * SCORE_EVERY_S)  # the last batch popped is committed
-        counts = {k.decode(): int(v) for k, v in client.hgetall(RELEASE_SAMPLES_COUNTS).items()}
         left = int(client.llen(RELEASE_SAMPLES))
     finally:
         client.close()
@@ -303,14 +335,7 @@ def sample_counts(plans: dict[str, Any]) -> dict[str, int]:
         s.stable_n + s.candidate_n
         for s in ReleaseStep.objects.filter(plan__in=[p.pk for p in plans.values()])
     )
-    sent, dropped = counts.get("sent", 0), counts.get("dropped", 0)
-    return {
-        "offered": sent + dropped,
-        "sent": sent,
-        "dropped": dropped,
-        "scored": scored,
-        "left": left,
-    }
+    return {**counts, "scored": scored, "left": left}
 
 
 # --- measuring ---
@@ -388,12 +413,13 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> CostRe
         raw = uvloop.run(
             measure_latency(
                 {"direct": stub_direct, **arms},
-                requests=args.requests,
+                requests=args.stub_latency_requests or args.requests,
                 warmup=args.warmup,
                 kinds=KINDS[:2],
             )
         )
     latency["stub"], paired["stub"] = _summaries(raw, KINDS[:2], paired_added)
+    one_at_a_time = gateway_counts()
     cpu_s: dict[str, float] = dict.fromkeys(ARMS, 0.0)
     done: dict[str, int] = dict.fromkeys(ARMS, 0)
     wall: dict[str, float] = dict.fromkeys(ARMS, 0.0)
@@ -413,7 +439,6 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> CostRe
             done[arm] += run.requests
             wall[arm] += run.seconds
     point_engine_row("bench-engine", services.engine.base_url)
-    time.sleep(2.0)  # the gateway's last send
     samples = sample_counts(plans)
     return CostResult(
         latency=latency,
@@ -427,6 +452,8 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> CostRe
         concurrency=args.concurrency,
         engine_cpus=args.engine_cpus,
         stream_tokens=args.stream_tokens,
+        stub_latency_requests=args.stub_latency_requests,
+        samples_one_at_a_time=one_at_a_time,
         machine=gs.machine_note(load_before, [services.engine]),
         seconds=time.time() - started,
     )
@@ -470,6 +497,12 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=1000, help="per kind and target")
     parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument(
+        "--stub-latency-requests",
+        type=int,
+        default=0,
+        help="per kind and target through the stub (default: --requests)",
+    )
     parser.add_argument("--stub-requests", type=int, default=3000, help="per alias and run")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument(
