@@ -526,6 +526,7 @@ def main() -> None:
     )
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
     parser.add_argument("--keep-db", action="store_true", help="leave the database to inspect")
+    parser.add_argument("--note", action="append", default=[], help="a paragraph to add")
     parser.add_argument(
         "--render-only",
         metavar="COMMAND",
@@ -547,6 +548,8 @@ def main() -> None:
         )
         (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
         section = render(result, command)
+    if args.note:
+        section = section.replace(END, "\n".join(["", *args.note, END]))
     print(section)
     if args.write_docs:
         write_section(SECTION, section)
