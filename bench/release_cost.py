@@ -88,6 +88,9 @@ class CostResult:
     stub_latency_requests: int = 0  # per kind and target through the stub (0: `requests`)
     # offered, sent, dropped by the end of the latency phases (one request at a time)
     samples_one_at_a_time: dict[str, int] = field(default_factory=dict)
+    # ReleaseSamples.offer alone, microseconds per call: kept, dropped (offer_cost)
+    offer_us: dict[str, float] = field(default_factory=dict)
+    offer_body_bytes: int = 0
     machine: str = ""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -201,6 +204,17 @@ def render(r: CostResult, command: str) -> str:
             f"offered, {o['sent']} sent, {o['dropped']} dropped; the rest in the saturated runs."
             if (o := r.samples_one_at_a_time)
             else ""
+        ),
+        *(
+            [
+                "",
+                f"The sampling path's own cost (ReleaseSamples.offer called in a loop, one core, "
+                f"a {r.offer_body_bytes}-byte reply and its messages): "
+                f"{r.offer_us['kept']:.1f} us per sample kept (the JSON encode), "
+                f"{r.offer_us['dropped']:.2f} us per sample dropped (the buffer full).",
+            ]
+            if r.offer_us
+            else []
         ),
         *r.notes,
         END,
@@ -341,6 +355,24 @@ def sample_counts(plans: dict[str, Any]) -> dict[str, int]:
 # --- measuring ---
 
 
+def offer_cost(calls: int = 20_000) -> tuple[dict[str, float], int]:
+    """ReleaseSamples.offer in a loop, as the gateway calls it after a reply (a stub engine's
+    chat reply and the bench's messages): microseconds per call, kept and dropped."""
+    from bench.gateway_overhead import PROMPT
+    from gateway.release_samples import ReleaseSamples
+
+    body = gs.stub_response(b'{"model": "bench--support--v1"}').split(b"\r\n\r\n", 1)[1]
+    prompt = [{"role": "user", "content": PROMPT}]
+    out = {}
+    for label, capacity in (("kept", calls), ("dropped", 0)):
+        samples = ReleaseSamples(None, capacity)  # type: ignore[arg-type]  # offer never sends
+        started = time.perf_counter()
+        for _ in range(calls):
+            samples.offer(alias_id=1, version_id=2, at=time.time(), body=body, prompt=prompt)
+        out[label] = (time.perf_counter() - started) * 1e6 / calls
+    return out, len(body)
+
+
 def measure(args: argparse.Namespace, services: Services, db_url: str) -> CostResult:
     from bench.gateway_overhead import (
         KINDS,
@@ -440,6 +472,8 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> CostRe
             wall[arm] += run.seconds
     point_engine_row("bench-engine", services.engine.base_url)
     samples = sample_counts(plans)
+    with gs.pinned_to({int(PROXY_CPUS)}):
+        offer_us, offer_body_bytes = offer_cost()
     return CostResult(
         latency=latency,
         paired=paired,
@@ -454,6 +488,8 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> CostRe
         stream_tokens=args.stream_tokens,
         stub_latency_requests=args.stub_latency_requests,
         samples_one_at_a_time=one_at_a_time,
+        offer_us=offer_us,
+        offer_body_bytes=offer_body_bytes,
         machine=gs.machine_note(load_before, [services.engine]),
         seconds=time.time() - started,
     )
