@@ -585,7 +585,7 @@ def main() -> None:
         (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
         section = render(result, command)
     if args.note:
-        section = section.replace(END, "\n".join(["", *args.note, END]))
+        section = section.replace(END, "".join(f"\n{note}\n" for note in args.note) + END)
     print(section)
     if args.write_docs:
         write_section(SECTION, section)

@@ -35,6 +35,8 @@ def _result(stub_plan_100: float) -> rc.CostResult:
         concurrency=16,
         engine_cpus="0",
         stream_tokens=2,
+        offer_us={"kept": 2.9, "dropped": 0.14},
+        offer_body_bytes=251,
     )
 
 
@@ -65,3 +67,4 @@ def test_a_difference_above_the_goal_is_not_met_and_the_report_says_so():
     assert "[+0.150, +0.050]" in text  # p50 difference, then the paired median
     assert "0.630 (+0.030)" in text  # CPU ms per request against no plan
     assert "5200 offered by the gateway, 5100 sent to Redis, 100 dropped" in text
+    assert "2.9 us per sample kept" in text
