@@ -4,8 +4,9 @@ The request path only appends to a bounded in-process buffer (a sample that find
 dropped and counted, never waited for); the replica's flush loop sends the buffer to a Redis
 list (workers.redis_contract.keys.RELEASE_SAMPLES), trimmed so a backlog keeps the newest; a
 worker scores them there (evals.services.live_samples). Each send also adds what it sent and
-what was dropped since the last one to RELEASE_SAMPLES_COUNTS (the same round trip). Which aliases are sampled, and at what
-share, comes from the route tables (Route.sample_share): no row is read per request.
+what was dropped since the last one to RELEASE_SAMPLES_COUNTS (the same round trip). Which
+aliases are sampled, and at what share, comes from the route tables (Route.sample_share): no
+row is read per request.
 """
 
 from __future__ import annotations
