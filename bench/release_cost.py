@@ -320,7 +320,8 @@ def gateway_counts() -> dict[str, int]:
     time.sleep(2 * settings.GATEWAY_MEASUREMENT_FLUSH_SECONDS)
     client = redis_sync.Redis.from_url(os.environ["REDIS_URL"])
     try:
-        counts = {k.decode(): int(v) for k, v in client.hgetall(RELEASE_SAMPLES_COUNTS).items()}
+        raw = client.hgetall(RELEASE_SAMPLES_COUNTS)
+        counts = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
     finally:
         client.close()
     sent, dropped = counts.get("sent", 0), counts.get("dropped", 0)
