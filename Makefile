@@ -7,7 +7,7 @@ PORT ?= 8000
 ENGINE_PORT ?= 8100
 TRACES_PORT ?= 6006
 
-.PHONY: bench-classes redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var trace-store bench-gateway-tracing bench-release
+.PHONY: bench-classes redis run test test-setup debian-tools test-stress lint bench bench-load reliability-doc bench-cache bench-cache2 bench-sessions-floor bench-validation bench-validation-worst bench-upload bench-list bench-fleet-scale bench-fleet-real bench-gateway bench-gateway-overhead bench-gateway-routing bench-neighbours bench-playground bench-eval bench-budgets bench-live bench-redis-footprint bench-script-link bench-db-connections bench-audit-export litellm-venv deps venv engine-venv tiny-model services browser promtool k8s-tools image demo migrate clean-var trace-store bench-gateway-tracing bench-release bench-release-cost
 
 deps: venv engine-venv tiny-model
 
@@ -177,6 +177,14 @@ bench-eval: venv services engine-venv tiny-model
 bench-release: venv services engine-venv tiny-model
 	@$(PY) -m bench.release_stats --plans 1000 --write-docs
 	@$(PY) -m bench.release --plans 20 --bad-plans 3 --write-docs
+	@$(MAKE) --no-print-directory bench-release-cost
+
+# What a running release plan's sampling and scoring add to the caller's reply: one gateway, an
+# alias with no plan and two with a plan sampling 10 % and 100 %, interleaved, through the stub
+# and a real CPU engine, a real worker scoring the samples (bench.release_cost); needs a quiet
+# machine (about 8 minutes).
+bench-release-cost: venv services engine-venv tiny-model
+	@$(PY) -m bench.release_cost --requests 1000 --stub-latency-requests 3000 --warmup 50 --stub-requests 10000 --concurrency 16 --engine-cpus 0 --stream-tokens 2 --write-docs
 
 # Budgets: 64 concurrent streams over two gateway replicas against a budget that holds a tenth of
 # their worst cases: never a token over, no refusal that would have fit.

@@ -3,8 +3,10 @@
 The request path only appends to a bounded in-process buffer (a sample that finds it full is
 dropped and counted, never waited for); the replica's flush loop sends the buffer to a Redis
 list (workers.redis_contract.keys.RELEASE_SAMPLES), trimmed so a backlog keeps the newest; a
-worker scores them there (evals.services.live_samples). Which aliases are sampled, and at what
-share, comes from the route tables (Route.sample_share): no row is read per request.
+worker scores them there (evals.services.live_samples). Each send also adds what it sent and
+what was dropped since the last one to RELEASE_SAMPLES_COUNTS (the same round trip). Which
+aliases are sampled, and at what share, comes from the route tables (Route.sample_share): no
+row is read per request.
 """
 
 from __future__ import annotations
@@ -15,7 +17,11 @@ from collections import deque
 import orjson
 from redis import asyncio as aioredis
 
-from workers.redis_contract.keys import RELEASE_SAMPLES, RELEASE_SAMPLES_MAX
+from workers.redis_contract.keys import (
+    RELEASE_SAMPLES,
+    RELEASE_SAMPLES_COUNTS,
+    RELEASE_SAMPLES_MAX,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +33,7 @@ class ReleaseSamples:
         self._held: deque[bytes] = deque()
         self.dropped = 0  # samples that found the buffer full (tests and logs read it)
         self.sent = 0
+        self._dropped_counted = 0  # of `dropped`, what RELEASE_SAMPLES_COUNTS has
 
     def offer(
         self, *, alias_id: int, version_id: int, at: float, body: bytes, prompt: object = None
@@ -52,17 +59,23 @@ class ReleaseSamples:
 
     async def flush(self) -> int:
         """Send what is held; what Redis refused is dropped (they are a sample)."""
-        if not self._held:
+        dropped = self.dropped - self._dropped_counted
+        if not self._held and not dropped:
             return 0
         batch = list(self._held)
         self._held.clear()
         try:
             pipe = self.redis.pipeline(transaction=False)
-            pipe.rpush(RELEASE_SAMPLES, *batch)
-            pipe.ltrim(RELEASE_SAMPLES, -RELEASE_SAMPLES_MAX, -1)
+            if batch:
+                pipe.rpush(RELEASE_SAMPLES, *batch)
+                pipe.ltrim(RELEASE_SAMPLES, -RELEASE_SAMPLES_MAX, -1)
+                pipe.hincrby(RELEASE_SAMPLES_COUNTS, "sent", len(batch))
+            if dropped:
+                pipe.hincrby(RELEASE_SAMPLES_COUNTS, "dropped", dropped)
             await pipe.execute()
         except Exception:
             self.dropped += len(batch)
             raise
+        self._dropped_counted += dropped
         self.sent += len(batch)
         return len(batch)

@@ -15,16 +15,20 @@ from redis import asyncio as aioredis
 from gateway.app import Gateway
 from gateway.release_samples import ReleaseSamples
 from workers.redis_contract import keys
-from workers.redis_contract.keys import RELEASE_SAMPLES
+from workers.redis_contract.keys import RELEASE_SAMPLES, RELEASE_SAMPLES_COUNTS
 
 
 @pytest.fixture
 async def redis():
     client = aioredis.Redis.from_url(settings.REDIS_URL)
-    await client.delete(RELEASE_SAMPLES)
+    await client.delete(RELEASE_SAMPLES, RELEASE_SAMPLES_COUNTS)
     yield client
-    await client.delete(RELEASE_SAMPLES)
+    await client.delete(RELEASE_SAMPLES, RELEASE_SAMPLES_COUNTS)
     await client.aclose()
+
+
+async def _counts(redis) -> dict[str, int]:
+    return {k.decode(): int(v) for k, v in (await redis.hgetall(RELEASE_SAMPLES_COUNTS)).items()}
 
 
 async def test_a_full_buffer_drops_and_a_send_reaches_the_list(redis):
@@ -40,6 +44,28 @@ async def test_a_full_buffer_drops_and_a_send_reaches_the_list(redis):
         (7, 3, '{"choices": []}'),
         (7, 4, "data: x\n\n"),
     ]
+    assert await _counts(redis) == {"sent": 2, "dropped": 1}
+
+
+async def test_a_refused_send_is_counted_dropped_at_the_next_one(redis):
+    """Redis down for one send: its batch is dropped, and the count of it reaches Redis with
+    the next send, even one with nothing to push."""
+    broken = aioredis.Redis.from_url("redis://127.0.0.1:1/0")  # nothing listens: refused
+    samples = ReleaseSamples(broken, capacity=10)
+    samples.offer(alias_id=1, version_id=1, at=0, body=b"x")
+    samples.offer(alias_id=1, version_id=1, at=0, body=b"y")
+    with pytest.raises(Exception, match="(?i)connect"):
+        await samples.flush()
+    await broken.aclose()
+    assert (samples.dropped, samples.sent) == (2, 0)
+    samples.redis = redis
+    assert await samples.flush() == 0
+    assert await redis.llen(RELEASE_SAMPLES) == 0
+    assert await _counts(redis) == {"dropped": 2}
+    assert await samples.flush() == 0  # counted once
+    samples.offer(alias_id=1, version_id=1, at=0, body=b"z")
+    assert await samples.flush() == 1
+    assert await _counts(redis) == {"dropped": 2, "sent": 1}
 
 
 async def test_the_list_keeps_the_newest_under_a_backlog(redis, monkeypatch):

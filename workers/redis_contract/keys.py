@@ -65,6 +65,9 @@ def budget_key(budget_id: int, window: int) -> str:
     return f"{GATEWAY}:budget:{budget_id}:{window}"
 
 
+# Hash: `sent` (samples pushed to RELEASE_SAMPLES, below) and `dropped` (samples a replica's
+# buffer had no room for, or Redis refused), summed over every gateway replica since Redis started.
+RELEASE_SAMPLES_COUNTS = f"{GATEWAY}:release:samples:counts"
 # List: live answers the gateway sampled for release plans' live checks, as JSON objects
 # {alias_id, version_id, at, body}, pushed after the reply is delivered (gateway.release_samples),
 # popped and scored by a worker (evals.services.live_samples). Trimmed to RELEASE_SAMPLES_MAX:
