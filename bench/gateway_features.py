@@ -85,6 +85,9 @@ class FeaturesResult:
     parts: list[tuple[str, float, float]] = field(default_factory=list)
     top: list[str] = field(default_factory=list)  # the profile's top functions by own time
     before: str = ""  # the commit the `before` gateway ran (--before), if any
+    # gateway -> CPU ms per request through the real engine at c=16 (not saturated: the fixed
+    # costs of a replica's background loops spread over fewer requests)
+    engine_cpu: dict[str, float] = field(default_factory=dict)
 
     def added(self, kind: str, target: str) -> tuple[float, float]:
         row, direct = self.latency[kind][target], self.latency[kind]["direct"]
@@ -180,15 +183,15 @@ def render(r: FeaturesResult, command: str) -> str:
         "CPU per request through the stub engine (each run), and requests per second:",
         "",
         "| gateway | CPU ms / request, each run | median | stub req/s, each run | "
-        f"real engine req/s (c={r.concurrency}) |",
-        "|---|---|---|---|---|",
+        f"real engine req/s (c={r.concurrency}) | CPU ms / request, real engine |",
+        "|---|---|---|---|---|---|",
     ]
     for name in r.cpu:
         runs = ", ".join(f"{v:.3f}" for v in r.cpu[name])
         rates = ", ".join(f"{v:.0f}" for v in r.rps[name])
         lines.append(
             f"| {name} | {runs} | **{r.cpu_ms(name):.3f}** | {rates} | "
-            f"{r.engine_rps.get(name, 0.0):.0f} |"
+            f"{r.engine_rps.get(name, 0.0):.0f} | {r.engine_cpu.get(name, 0.0):.3f} |"
         )
     if "before" in r.cpu:
         lines += [
@@ -356,6 +359,7 @@ def measure_features(args: argparse.Namespace, services: Any, db_url: str) -> Fe
         for label, _chat, stream, _n in KINDS
     }
     engine_rps: dict[str, float] = {}
+    engine_cpu: dict[str, float] = {}
     with gs.pinned_to(LOADGEN_CPUS):
         for name in arms:
             run = uvloop.run(
@@ -368,6 +372,7 @@ def measure_features(args: argparse.Namespace, services: Any, db_url: str) -> Fe
                 )
             )
             engine_rps[name] = run.rps
+            engine_cpu[name] = run.cpu_ms_per_request or 0.0
     point_engine_row("bench-engine", stub_url)
     cpu, rps = stub_cpu(targets, pids, args)
     result = FeaturesResult(
@@ -382,6 +387,7 @@ def measure_features(args: argparse.Namespace, services: Any, db_url: str) -> Fe
         concurrency=args.concurrency,
         engine_cpus=args.engine_cpus,
         before=tree_commit(Path(args.before)) if args.before else "",
+        engine_cpu=engine_cpu,
     )
     if args.profile:
         from bench import gateway_overhead as go
