@@ -59,7 +59,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future[Any] | None = None
         self.broken = False
-        self.expected = 1  # replies the waiter takes: one, or a list of that many (ask_many)
+        self.expected: int | None = None  # None: the waiter takes one reply; n: a list of n
         self.replies: list[Any] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -73,7 +73,7 @@ class _Connection(asyncio.Protocol):
             return
         try:
             reply = self.reader.gets()
-            if self.expected > 1:
+            if self.expected is not None:
                 while reply is not False:
                     self.replies.append(reply)
                     if len(self.replies) == self.expected:
@@ -96,9 +96,10 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_exception(err)
 
-    async def ask(self, packed: bytes, timeout: float, replies: int = 1) -> Any:
-        """Send one command (or `replies` commands packed together), wait for its reply (for
-        several, the list of their replies, in order); a ResponseError is returned, not raised."""
+    async def ask(self, packed: bytes, timeout: float, replies: int | None = None) -> Any:
+        """Send one command, wait for its reply; or, given `replies`, that many commands packed
+        together and the list of their replies, in order. A ResponseError is returned, not
+        raised."""
         if self.broken or self.transport is None or self.transport.is_closing():
             raise RedisConnectionError("Connection to Redis lost.")
         self.expected, self.replies = replies, []
@@ -234,10 +235,11 @@ class ScriptLink:
         """One command on a pooled connection, answered by `deadline` (the loop's time; default:
         one timeout from now); its reply (a ResponseError returned as is)."""
         deadline = self.deadline() if deadline is None else deadline
-        return await self._round_trip(_pack(parts), 1, deadline)
+        return await self._round_trip(_pack(parts), None, deadline)
 
-    async def _round_trip(self, packed: bytes, replies: int, deadline: float) -> Any:
-        """`packed` (`replies` commands) on a pooled connection, answered by `deadline`."""
+    async def _round_trip(self, packed: bytes, replies: int | None, deadline: float) -> Any:
+        """`packed` (one command, or `replies` commands: their list of replies) on a pooled
+        connection, answered by `deadline`."""
         conn = self._take() or await self._connection(deadline)
         try:
             left = _left(deadline)

@@ -68,6 +68,7 @@ async def test_many_calls_go_in_one_round_trip_each_answered_in_order(server):
     assert replies[0] == b"a" and replies[2] == b"c"
     assert isinstance(replies[1], ResponseError) and "bad one" in str(replies[1])
     assert await picky.many([]) == []
+    assert await picky.many([([], ["alone"])]) == [b"alone"]  # one call: still a list
     assert await count(keys=["n"], args=[]) == b"4"  # the connection still in step
     await link.aclose()
 
