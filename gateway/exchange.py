@@ -204,23 +204,17 @@ class Exchange:
         )
         ok = status < 400
         content_type = response.headers.get("content-type", "application/json").encode()
-        headers = [(b"content-type", content_type)]
-        head = {"type": "http.response.start", "status": status, "headers": headers}
+        head: dict[str, Any] = {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type)],
+        }
         outcome = Outcome(SENT, ok=ok, caller_fault=400 <= status < 500, status=status)
         try:
             if stream and ok:
                 outcome.ok = await self._relay(response, head, watch)
             else:
-                self.whole = True  # the engine has answered: the answer is left to finish
-                data = await response.read()
-                if ok:
-                    watch.whole(data)
-                    self._capture(data)
-                # A whole answer goes out whole: its length in the head, then one body message
-                # (two writes to the caller's socket, not three pieces of chunked framing).
-                headers.append((b"content-length", b"%d" % len(data)))
-                await self._begin(head)
-                await self._deliver({"type": "http.response.body", "body": data})
+                await self._whole(response, head, watch, ok)
                 outcome.first_token_at = watch.first_token_at
                 outcome.response_id = watch.response_id
                 return self._billed(outcome)
@@ -240,6 +234,20 @@ class Exchange:
         outcome.first_token_at = watch.first_token_at
         outcome.response_id = watch.response_id
         return self._billed(outcome)
+
+    async def _whole(
+        self, response: aiohttp.ClientResponse, head: dict[str, Any], watch: StreamWatch, ok: bool
+    ) -> None:
+        """A whole (not streamed) answer goes out whole: its length in the head, then one body
+        message (two writes to the caller's socket, not three pieces of chunked framing)."""
+        self.whole = True  # the engine has answered: the answer is left to finish
+        data = await response.read()
+        if ok:
+            watch.whole(data)
+            self._capture(data)
+        head["headers"].append((b"content-length", b"%d" % len(data)))
+        await self._begin(head)
+        await self._deliver({"type": "http.response.body", "body": data})
 
     async def _relay(
         self, response: aiohttp.ClientResponse, head: dict[str, Any], watch: StreamWatch
