@@ -69,6 +69,7 @@ def test_the_code_before_is_set_beside_the_change_when_run():
         per["before"] = summary(per["gateway"].p50 + 0.5, per["gateway"].p99 + 1.0)
         assert kind
     r.cpu["before"] = [0.50, 0.52]
+    r.rps["before"] = [2000.0, 2100.0]
     r.before = "b8fa2d6"
     text = render(r, "python -m bench.gateway_overhead --features --before /tmp/base")
     assert "commit b8fa2d6" in text
