@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.gateway_overhead [--requests 300] [--warmup 30]
         [--load-requests 1000] [--stub-requests 5000]
         [--concurrency 16] [--profile] [--write-docs] [--keep-db]
-        [--budgets] [--without-litellm] [--tracing]
+        [--budgets] [--without-litellm] [--tracing] [--features]
 
 In one run, against one real CPU vLLM engine (engine.launcher, the tiny Llama, an adapter loaded
 and resident), the same requests go (a) to the engine directly, (b) through the gateway (the
@@ -34,7 +34,10 @@ spends, so every request reserves and settles against three budgets in the admis
 scripts. `--without-litellm`: the engine and the gateway only (no LiteLLM venv needed; the
 throughput ratios against it are then not measured). `--tracing`: tracing off, at 1 % and at
 100 % instead, gateway against gateway, and the share of traced requests whose engine span joins
-the gateway's (bench/gateway_tracing.py; its own section of docs/benchmarks.md).
+the gateway's (bench/gateway_tracing.py; its own section of docs/benchmarks.md). `--features`: every
+feature on (budgets on every scope, service classes, the live headroom and lanes), classes on
+against off in one run, the CPU per request, and with `--profile` where it goes beside the
+2026-12-03 profile (bench/gateway_features.py; its own section of docs/benchmarks.md).
 
 Database: BENCH_GATEWAY_DATABASE_URL (default .../lora_portal_bench_gateway; created, dropped at
 the end unless --keep-db); Redis: BENCH_GATEWAY_REDIS_URL (default DB 12, flushed at start/end).
@@ -943,6 +946,17 @@ def main() -> None:
         help="tracing off / 1 %% / 100 %%: its cost and the engine spans' join (gateway_tracing)",
     )
     parser.add_argument(
+        "--features",
+        action="store_true",
+        help="every feature on, service classes on and off: their cost (gateway_features)",
+    )
+    parser.add_argument(
+        "--before",
+        metavar="PATH",
+        default="",
+        help="--features: a third gateway running the code of PATH (an earlier commit's files)",
+    )
+    parser.add_argument(
         "--render-only",
         metavar="COMMAND",
         help="no measuring: render the last run's result.json (and profile), run as COMMAND",
@@ -950,6 +964,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.tracing:
         run_tracing(args)
+        return
+    if args.features:
+        run_features(args)
         return
     if args.render_only:
         section = render(load_result(VAR), args.render_only)
@@ -982,6 +999,35 @@ def main() -> None:
     print(section)
     if args.write_docs:
         write_section("gateway-overhead", section)
+
+
+def run_features(args: argparse.Namespace) -> None:
+    """--features: bench/gateway_features.py's run, its own section of the docs."""
+    from bench import gateway_features as gf
+    from bench.list_versions import drop_database
+
+    command = " ".join([".venv/bin/python -m bench.gateway_overhead", *sys.argv[1:]])
+    if args.render_only:
+        section = gf.render(gf.load_result(), args.render_only)
+    else:
+        shutil.rmtree(gf.VAR, ignore_errors=True)
+        gf.VAR.mkdir(parents=True)
+        db_url = os.environ.get("BENCH_GATEWAY_DATABASE_URL", DEFAULT_DB_URL)
+        services = Services()
+        try:
+            with gs.sigterm_runs_cleanup():
+                result = gf.measure_features(args, services, db_url)
+        finally:
+            services.stop_all()
+            if os.environ.get("DATABASE_URL") == db_url:
+                gs.flush_redis(os.environ["REDIS_URL"])
+                if not args.keep_db:
+                    drop_database(db_url)
+        gf.save(result)
+        section = gf.render(result, command)
+    print(section)
+    if args.write_docs:
+        write_section("gateway-overhead-features", section)
 
 
 def run_tracing(args: argparse.Namespace) -> None:

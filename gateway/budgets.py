@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from redis.exceptions import RedisError
 
 from budgets import clock
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 TEMPLATE_TOKENS = 32
 TEMPLATE_TOKENS_PER_MESSAGE = 16
-SETTLE_BATCH_S = 0.02  # a settle waits this long for others to share its database write
 
 
 def prompt_bound(checked: Checked) -> int:
@@ -239,27 +239,27 @@ class BudgetSettler:
             await off_loop(add_spend)(spend)
             for item in fresh:
                 item.persisted = True
-        done = 0
-        for item in batch:
-            claim = item.claim
-            try:
-                status = await self.script(
-                    keys=[*claim.script_keys(), item.ledger], args=[claim.worst, claim.charge()]
-                )
-            except RedisError:
-                break
-            if status == -1:
-                self.rebuild_soon()
-                break
-            self.queue.remove(item)
-            done += 1
-        return done
+        # Every settle of the batch in one round trip; each one's answer says whether it took.
+        try:
+            answers = await self.script.many(
+                [
+                    ([*s.claim.script_keys(), s.ledger], [s.claim.worst, s.claim.charge()])
+                    for s in batch
+                ]
+            )
+        except RedisError:
+            return 0
+        settled = {id(s) for s, answer in zip(batch, answers, strict=True) if answer == 0}
+        if any(answer == -1 for answer in answers):
+            self.rebuild_soon()
+        self.queue = [s for s in self.queue if id(s) not in settled]
+        return len(settled)
 
     async def run_forever(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            await asyncio.sleep(SETTLE_BATCH_S)
+            await asyncio.sleep(settings.GATEWAY_BUDGET_SETTLE_SECONDS)
             try:
                 await self.flush()
             except asyncio.CancelledError:

@@ -20,9 +20,14 @@ import orjson
 from django.conf import settings
 from redis import asyncio as aioredis
 
+from workers.redis_contract import scripts as lua
+
 # A conversation idle this long starts anew: its next turn counts as demand again.
 CONVERSATION_TTL_S = 1800
 _PREFIX = "lp:conv:"
+BATCH = 500  # turns per script call: a flush's batch never holds Redis for long at once
+# conversation_turns.lua's letter for a turn: (it continues a key, it has a key of its own)
+_CODES = {(False, False): "n", (True, False): "c", (False, True): "k", (True, True): "b"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,20 +69,21 @@ def _key(tenant_id: int, served_name: str, messages: list[Any]) -> str:
 
 async def follow_ups(redis: aioredis.Redis, turns: list[Turn]) -> list[bool]:
     """For each turn, in order: whether the messages it continues were seen; each turn's own key
-    is left for the next ones (one round trip for the batch)."""
+    is left for the next ones (conversation_turns.lua: one script call per BATCH turns, where a
+    pipeline of a command per key cost the gateway a command object each)."""
     if not any(t.key or t.continues for t in turns):
         return [False] * len(turns)
-    pipe = redis.pipeline(transaction=False)
-    for t in turns:
-        if t.continues:
-            pipe.exists(_PREFIX + t.continues)
-        if t.key:
-            pipe.set(_PREFIX + t.key, 1, ex=CONVERSATION_TTL_S)
-    replies = iter(await pipe.execute())
-    out = []
-    for t in turns:
-        seen = bool(next(replies)) if t.continues else False
-        if t.key:
-            next(replies)
-        out.append(seen)
+    script = redis.register_script(lua.CONVERSATION_TURNS)
+    out: list[bool] = []
+    for start in range(0, len(turns), BATCH):
+        keys: list[str] = []
+        codes = []
+        for t in turns[start : start + BATCH]:
+            if t.continues:
+                keys.append(_PREFIX + t.continues)
+            if t.key:
+                keys.append(_PREFIX + t.key)
+            codes.append(_CODES[bool(t.continues), bool(t.key)])
+        seen = await script(keys=keys, args=[CONVERSATION_TTL_S, "".join(codes)])
+        out += [bool(s) for s in seen]
     return out

@@ -103,6 +103,7 @@ class Exchange:
         self.write_deadline_s = write_deadline_s
         self.started = started
         self.begun = False  # the caller has the response's start: no other engine now
+        self.whole = False  # a whole (not streamed) answer came from the engine: it is relayed
         self.stream = False
         self.gone = False  # the prober marked the engine down while this waited on it
         self.watch: StreamWatch | None = None
@@ -112,7 +113,7 @@ class Exchange:
     def engine_gone(self) -> None:
         """The tables show this request's engine down: stop waiting on it (see the module's
         docstring). A whole answer already on its way to the caller is left to finish."""
-        if self.begun and not self.stream:
+        if (self.begun or self.whole) and not self.stream:
             return
         budget = self._budget
         if budget is not None and not budget.expired():
@@ -203,7 +204,7 @@ class Exchange:
         )
         ok = status < 400
         content_type = response.headers.get("content-type", "application/json").encode()
-        head = {
+        head: dict[str, Any] = {
             "type": "http.response.start",
             "status": status,
             "headers": [(b"content-type", content_type)],
@@ -213,12 +214,10 @@ class Exchange:
             if stream and ok:
                 outcome.ok = await self._relay(response, head, watch)
             else:
-                await self._begin(head)
-                data = await response.read()
-                if ok:
-                    watch.whole(data)
-                    self._capture(data)
-                await self._deliver({"type": "http.response.body", "body": data, "more_body": True})
+                await self._whole(response, head, watch, ok)
+                outcome.first_token_at = watch.first_token_at
+                outcome.response_id = watch.response_id
+                return self._billed(outcome)
         except STREAM_ERRORS:
             if stream and not self.begun:
                 # The engine went away after its head, before its first piece: the caller has
@@ -235,6 +234,20 @@ class Exchange:
         outcome.first_token_at = watch.first_token_at
         outcome.response_id = watch.response_id
         return self._billed(outcome)
+
+    async def _whole(
+        self, response: aiohttp.ClientResponse, head: dict[str, Any], watch: StreamWatch, ok: bool
+    ) -> None:
+        """A whole (not streamed) answer goes out whole: its length in the head, then one body
+        message (two writes to the caller's socket, not three pieces of chunked framing)."""
+        self.whole = True  # the engine has answered: the answer is left to finish
+        data = await response.read()
+        if ok:
+            watch.whole(data)
+            self._capture(data)
+        head["headers"].append((b"content-length", b"%d" % len(data)))
+        await self._begin(head)
+        await self._deliver({"type": "http.response.body", "body": data})
 
     async def _relay(
         self, response: aiohttp.ClientResponse, head: dict[str, Any], watch: StreamWatch

@@ -14,6 +14,7 @@ evicts a version with requests in flight or queued.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import socket
@@ -103,6 +104,8 @@ class Scripts:
         self.enter = self.link.script(lua.ENTER)
         self.leave = self.link.script(lua.LEAVE)
         self.pending: list[tuple[list[str], list[str | int]]] = []
+        # Each request's name in the ledger: unique within the replica (whose id is unique).
+        self.request_ids = itertools.count(1)
         # The engines' drain rates as held requests saw them, and requests shed, by class.
         self.drains: dict[str, class_policy.DrainMeter] = {}
         self.shed: dict[str, int] = {}
@@ -189,6 +192,26 @@ def plans_spec(plans: tuple[class_policy.ClassPlan, ...]) -> str:
     return ",".join(f"{p.name}={max(1, p.weight)}" for p in plans)
 
 
+# The classes' plans as the last request saw them: every request of one route table carries the
+# same tuple, so their lookup and admission.lua's spec are built once per table, not per request.
+_plans_seen: tuple[tuple[class_policy.ClassPlan, ...], dict[str, class_policy.ClassPlan], str] = (
+    (),
+    {},
+    "",
+)
+
+
+def _plans_view(
+    plans: tuple[class_policy.ClassPlan, ...],
+) -> tuple[dict[str, class_policy.ClassPlan], str]:
+    """The plans by name and as admission.lua reads them (`plans_spec`)."""
+    global _plans_seen  # noqa: PLW0603 - a one-entry cache, replaced whole
+    seen = _plans_seen
+    if seen[0] is not plans:
+        seen = _plans_seen = (plans, class_policy.plans_by_name(plans), plans_spec(plans))
+    return seen[1], seen[2]
+
+
 class Admission:
     """One request's hold on the shared counts, from admission to its end (`release`).
 
@@ -204,8 +227,7 @@ class Admission:
         self.lane = "background" if terms.background else "live"
         self.service_class = terms.service_class if not terms.background else ""
         self.class_field = f"class:{self.service_class}" if self.service_class else ""
-        self._plans = class_policy.plans_by_name(terms.class_plans)
-        self._spec = plans_spec(terms.class_plans)
+        self._plans, self._spec = _plans_view(terms.class_plans)
         self.class_wait_s = 0.0  # how long it waited for its class's share (recorded)
         self.live_headroom = max(0, terms.live_headroom)
         self.budget = budget  # reserved with the first count, settled at release
@@ -214,7 +236,7 @@ class Admission:
         self.weight = max(1, terms.weight)
         self.counted = False  # rate, in-flight and concurrency counted
         self.engine: str | None = None  # in flight on this engine
-        self.ledger = f"{scripts.ledger}#{uuid.uuid4().hex[:16]}"  # this request's entries
+        self.ledger = f"{scripts.ledger}#{next(scripts.request_ids)}"  # this request's entries
         self.unsure: str | None = None  # an admission whose answer Redis lost (its engine or "")
         # Redis did not answer one of this request's commands in time: a stall costs a request
         # one timeout, so its release is not sent now but kept for the replica's next lease beat

@@ -183,12 +183,12 @@ class Recorder:
         self._demand: list[_Demand] = []
         self._unsent: list[_Batch] = []
         self._exemplars: dict[tuple[str, str], str] = {}  # (hash, field) -> the latest
+        # Measurements not yet summed into the counters: the request only appends (the sums are
+        # made by the flush, off the request's path).
+        self._added: list[Measurement] = []
 
     def add(self, m: Measurement) -> None:
-        c = self._counters
-        for name, field_, amount in _rows(m):
-            if amount:
-                c[(name, field_)] += amount
+        self._added.append(m)
         if m.served_name and m.pool:  # a load's leader is in already, but its turn counts
             self._demand.append(_Demand(m.pool, m.at, m.served_name, m.turn, not m.caused_load))
         if m.trace_id:
@@ -197,6 +197,7 @@ class Recorder:
     async def flush(self) -> int:
         """Send what accumulated, and any earlier batch Redis did not confirm, oldest first;
         returns how many fields were written. Raises what Redis raised (the batch is kept)."""
+        self._sum_added()
         if self._counters or self._demand:
             batch = _Batch(uuid.uuid4().hex, self._counters, self._demand)
             batch.exemplars, self._exemplars = self._exemplars, {}
@@ -210,6 +211,14 @@ class Recorder:
             written += await self._send(self._unsent[0])
             self._unsent.pop(0)
         return written
+
+    def _sum_added(self) -> None:
+        added, self._added = self._added, []
+        c = self._counters
+        for m in added:
+            for name, field_, amount in _rows(m):
+                if amount:
+                    c[(name, field_)] += amount
 
     async def _send(self, batch: _Batch) -> int:
         marker = f"lp:gwm:batch:{batch.id}"

@@ -59,6 +59,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future[Any] | None = None
         self.broken = False
+        self.expected: int | None = None  # None: the waiter takes one reply; n: a list of n
+        self.replies: list[Any] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -71,6 +73,13 @@ class _Connection(asyncio.Protocol):
             return
         try:
             reply = self.reader.gets()
+            if self.expected is not None:
+                while reply is not False:
+                    self.replies.append(reply)
+                    if len(self.replies) == self.expected:
+                        reply = self.replies
+                        break
+                    reply = self.reader.gets()
         except hiredis.ProtocolError as err:
             self._fail(RedisConnectionError(f"Redis sent a malformed reply: {err}"))
             return
@@ -87,10 +96,13 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_exception(err)
 
-    async def ask(self, packed: bytes, timeout: float) -> Any:
-        """Send one command, wait for its reply (a ResponseError is returned, not raised)."""
+    async def ask(self, packed: bytes, timeout: float, replies: int | None = None) -> Any:
+        """Send one command, wait for its reply; or, given `replies`, that many commands packed
+        together and the list of their replies, in order. A ResponseError is returned, not
+        raised."""
         if self.broken or self.transport is None or self.transport.is_closing():
             raise RedisConnectionError("Connection to Redis lost.")
+        self.expected, self.replies = replies, []
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
         self.waiter = waiter
@@ -121,6 +133,12 @@ class Script:
         self, *, keys: Sequence[str], args: Sequence[str | int], deadline: float | None = None
     ) -> Any:
         return await self.link.run(self, keys, args, deadline)
+
+    async def many(self, calls: Sequence[tuple[Sequence[str], Sequence[str | int]]]) -> list[Any]:
+        """Run the script once per (keys, args), all sent in one round trip (pipelined, not a
+        transaction: each runs whole and alone, as a single call does); each call's reply in
+        order, a script error returned in its place rather than raised."""
+        return await self.link.run_many(self, calls)
 
 
 class ScriptLink:
@@ -192,10 +210,36 @@ class ScriptLink:
             raise reply
         return reply
 
+    async def run_many(
+        self, script: Script, calls: Sequence[tuple[Sequence[str], Sequence[str | int]]]
+    ) -> list[Any]:
+        """Script.many: one write of every EVALSHA, their replies read together (one deadline
+        for all); a call the server did not hold the script for did not run, and is sent again
+        whole on its own."""
+        if not calls:
+            return []
+        deadline = self.deadline()
+        packed = b"".join(
+            _pack(("EVALSHA", script.sha, len(keys), *keys, *args)) for keys, args in calls
+        )
+        replies = list(await self._round_trip(packed, len(calls), deadline))
+        for i, reply in enumerate(replies):
+            if isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT"):
+                keys, args = calls[i]
+                replies[i] = await self.execute(
+                    "EVAL", script.source, len(keys), *keys, *args, deadline=deadline
+                )
+        return replies
+
     async def execute(self, *parts: str | int, deadline: float | None = None) -> Any:
         """One command on a pooled connection, answered by `deadline` (the loop's time; default:
         one timeout from now); its reply (a ResponseError returned as is)."""
         deadline = self.deadline() if deadline is None else deadline
+        return await self._round_trip(_pack(parts), None, deadline)
+
+    async def _round_trip(self, packed: bytes, replies: int | None, deadline: float) -> Any:
+        """`packed` (one command, or `replies` commands: their list of replies) on a pooled
+        connection, answered by `deadline`."""
         conn = self._take() or await self._connection(deadline)
         try:
             left = _left(deadline)
@@ -204,7 +248,7 @@ class ScriptLink:
             raise
         reusable = False
         try:
-            reply = await conn.ask(_pack(parts), left)
+            reply = await conn.ask(packed, left, replies)
             reusable = True
             return reply
         finally:

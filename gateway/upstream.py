@@ -100,8 +100,18 @@ class StreamWatch:
     def whole(self, body: bytes) -> None:
         """A whole answer (not streamed): its first token is now; its usage and id."""
         self.first_token_at = time.perf_counter()
-        self.prompt_tokens, self.completion_tokens = usage_of(body)
-        self.response_id = response_id_of(body)
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(parsed, dict):
+            return
+        usage = parsed.get("usage")
+        if isinstance(usage, dict):
+            self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            self.completion_tokens = int(usage.get("completion_tokens") or 0)
+        found = parsed.get("id")
+        self.response_id = found if isinstance(found, str) else ""
 
     def flush(self) -> bytes:
         rest, self._buffer = self._buffer, b""
@@ -147,22 +157,6 @@ def _has_token(choice: object) -> bool:
     if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
         return True
     return bool(choice.get("text"))
-
-
-def usage_of(body: bytes) -> tuple[int, int]:
-    try:
-        usage = orjson.loads(body).get("usage") or {}
-    except (orjson.JSONDecodeError, AttributeError):
-        return 0, 0
-    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-
-
-def response_id_of(body: bytes) -> str:
-    try:
-        found = orjson.loads(body).get("id")
-    except (orjson.JSONDecodeError, AttributeError):
-        return ""
-    return found if isinstance(found, str) else ""
 
 
 async def relay(response: aiohttp.ClientResponse, watch: StreamWatch) -> AsyncIterator[bytes]:

@@ -1191,6 +1191,17 @@ GATEWAY_MEASUREMENT_FLUSH_SECONDS = env_float(
     ),
     shown="`1`",
 )
+# Ended requests' budget settles wait this long to share one database write and one Redis round
+# trip (gateway/budgets.py): their reservations are held that much longer, never less.
+GATEWAY_BUDGET_SETTLE_SECONDS = env_float(
+    "GATEWAY_BUDGET_SETTLE_SECONDS",
+    0.25,
+    doc=(
+        "how long a gateway replica gathers ended requests' budget settles into one batch (one "
+        "database transaction, one Redis round trip); their reservations are held until then"
+    ),
+    shown="`0.25`",
+)
 # A stream whose caller takes no bytes for this long is aborted at the engine, its slots freed.
 GATEWAY_WRITE_DEADLINE_SECONDS = env_float(
     "GATEWAY_WRITE_DEADLINE_SECONDS",

@@ -123,8 +123,16 @@ async def test_a_pooled_connection_the_engine_forgot_is_retried_on_a_fresh_one(
     )
     pool = EnginePool()
     try:
-        first, _ = await _chat(pool, engine)
+        first, relayed = await _chat(pool, engine)
         assert (first.sent, first.status, first.ok) == (SENT, 200, True)
+        # A whole answer goes to the caller whole: its length in the head, then one body.
+        head, whole = relayed
+        assert (head["type"], whole["type"], whole.get("more_body")) == (
+            "http.response.start",
+            "http.response.body",
+            None,
+        )
+        assert dict(head["headers"])[b"content-length"] == b"%d" % len(whole["body"])
         assert link.accepted == 1  # one connection, now idle in the pool
 
         link.forget()

@@ -52,6 +52,27 @@ async def test_a_script_runs_once_even_when_the_server_lost_it(server):
     await link.aclose()
 
 
+async def test_many_calls_go_in_one_round_trip_each_answered_in_order(server):
+    """Script.many (the budgets' settles of a batch): one write, every reply in its place, a
+    script error returned where it happened, a lost script sent whole for each call once."""
+    link = ScriptLink(_client(server, socket_timeout=2))
+    count = link.script(COUNT)
+    assert await count.many([(["n"], []), (["n"], []), (["m"], [])]) == [b"1", b"2", b"1"]
+    assert len(_link_clients(server)) == 1  # all on one connection, kept for the next call
+    server.client().script_flush()
+    assert await count.many([(["n"], []), (["m"], [])]) == [b"3", b"2"]  # NOSCRIPT: each once
+    picky = link.script(
+        "if ARGV[1] == 'bad' then return redis.error_reply('bad one') end return ARGV[1]"
+    )
+    replies = await picky.many([([], ["a"]), ([], ["bad"]), ([], ["c"])])
+    assert replies[0] == b"a" and replies[2] == b"c"
+    assert isinstance(replies[1], ResponseError) and "bad one" in str(replies[1])
+    assert await picky.many([]) == []
+    assert await picky.many([([], ["alone"])]) == [b"alone"]  # one call: still a list
+    assert await count(keys=["n"], args=[]) == b"4"  # the connection still in step
+    await link.aclose()
+
+
 async def test_a_script_error_is_a_redis_error_and_the_connection_stays(server):
     link = ScriptLink(_client(server, socket_timeout=2))
     broken = link.script("return redis.error_reply('LIMITS broken on purpose')")

@@ -44,3 +44,5 @@ ENTER = (
 LEAVE = _compose("ledger", "leave")
 BUDGET_SETTLE = _compose("ledger", "budget_settle")
 REAP = _compose("reap")
+# The gateway's recorder (gateway.conversations): a batch's conversation keys in one call.
+CONVERSATION_TURNS = _compose("conversation_turns")
