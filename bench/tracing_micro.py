@@ -22,7 +22,7 @@ import sys
 import timeit
 from typing import Any
 
-ATTRS = {
+ATTRS: dict[str, Any] = {
     "gen_ai.operation.name": "chat",
     "gen_ai.provider.name": "vllm",
     "gen_ai.request.model": "support-bot",
@@ -137,7 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--number", type=int, default=20000)
     args = parser.parse_args()
-    from google.protobuf.internal import api_implementation
+    from google.protobuf.internal import api_implementation  # type: ignore[import-untyped]
 
     print(f"python {sys.version.split()[0]}; protobuf implementation: {api_implementation.Type()}")
     print(f"load average: {os.getloadavg()[0]:.1f}")

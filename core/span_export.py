@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import errno
 import logging
 import marshal
@@ -30,6 +31,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +54,8 @@ class SpanPipe:
         self.fd = -1
         self.records: list[Record] = []
         self.unsent = bytearray()  # framed bytes the pipe did not take yet
-        self.scheduled = False
-        self.watching = False
+        self.scheduled: Any = None  # the loop a flush is due on
+        self.lock = threading.Lock()  # loops of several threads may share the pipe
         self.dropped = 0  # records dropped for a full buffer, or an exporter gone
 
     def ensure(self) -> None:
@@ -61,7 +63,8 @@ class SpanPipe:
         if self.pid == os.getpid():
             return
         self.pid = os.getpid()
-        self.records, self.unsent, self.scheduled, self.watching = [], bytearray(), False, False
+        self.records, self.unsent, self.scheduled = [], bytearray(), None
+        self.lock = threading.Lock()
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "core.span_export", self.service_name],
@@ -79,38 +82,59 @@ class SpanPipe:
         atexit.register(self.close)
 
     def put(self, record: Record) -> None:
-        """Hold one request's spans; the loop writes them within FLUSH_DELAY_S."""
+        """Hold one request's spans; the main thread's running loop (the server's) writes them
+        within FLUSH_DELAY_S. Without a loop, or on another thread's loop (an eval run's, which
+        may end before a timer of its own fires), they are written now."""
         self.records.append(record)
-        if self.scheduled:
-            return
-        self.scheduled = True
-        try:
-            asyncio.get_running_loop().call_later(FLUSH_DELAY_S, self.flush)
-        except RuntimeError:  # no loop in this thread: write now
+        if threading.current_thread() is not threading.main_thread():
             self.flush()
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        due = self.scheduled
+        if due is loop:
+            return
+        if due is not None:
+            self.flush()
+        self.scheduled = loop
+        loop.call_later(FLUSH_DELAY_S, self.flush)
 
     def flush(self) -> None:
-        """Write what is held: one marshalled frame, as much of it as the pipe takes."""
-        self.scheduled = False
-        records, self.records = self.records, []
-        if self.fd < 0:
-            self.dropped += len(records)
-            return
-        if records:
-            body = marshal.dumps(records)
-            if len(self.unsent) + len(body) > MAX_BUFFERED_BYTES:
+        """Write what is held: one marshalled frame, as much of it as the pipe takes; what it
+        did not take, the next flush writes (one is scheduled while bytes wait)."""
+        with self.lock:
+            self.scheduled = None
+            records, self.records = self.records, []
+            if self.fd < 0:
                 self.dropped += len(records)
-            else:
-                self.unsent += FRAME.pack(len(body))
-                self.unsent += body
-        self._write()
+                return
+            if records:
+                body = marshal.dumps(records)
+                if len(self.unsent) + len(body) > MAX_BUFFERED_BYTES:
+                    self.dropped += len(records)
+                else:
+                    self.unsent += FRAME.pack(len(body))
+                    self.unsent += body
+            self._write()
+            if not self.unsent:
+                return
+            try:  # the pipe is full: try again shortly
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop: the next put or the process's end writes it
+            if threading.current_thread() is not threading.main_thread():
+                return  # a loop that may end: the next put or the process's end writes it
+            self.scheduled = loop
+            loop.call_later(FLUSH_DELAY_S, self.flush)
 
     def _write(self) -> None:
         while self.unsent:
             try:
                 written = os.write(self.fd, self.unsent)
             except BlockingIOError:
-                self._watch()
                 return
             except OSError as exc:  # the exporter is gone: nothing more to send
                 if exc.errno not in (errno.EPIPE, errno.EBADF):
@@ -118,22 +142,6 @@ class SpanPipe:
                 self._gone()
                 return
             del self.unsent[:written]
-        if self.watching:
-            self.watching = False
-            try:
-                asyncio.get_running_loop().remove_writer(self.fd)
-            except RuntimeError:
-                pass
-
-    def _watch(self) -> None:
-        """The pipe is full: write the rest when it drains (the loop tells us)."""
-        if self.watching:
-            return
-        try:
-            asyncio.get_running_loop().add_writer(self.fd, self._write)
-            self.watching = True
-        except RuntimeError:  # no loop: the next flush tries again
-            pass
 
     def _gone(self) -> None:
         log.warning("tracing: the span exporter has exited; spans are dropped")
@@ -146,16 +154,12 @@ class SpanPipe:
         if self.pid != os.getpid() or self.proc is None or self.proc.stdin is None:
             return
         if self.fd >= 0:
+            with self.lock:
+                os.set_blocking(self.fd, True)
             self.flush()
-            os.set_blocking(self.fd, True)
-            try:
-                self._write()
-            finally:
-                self.fd = -1
-        try:
+            self.fd = -1
+        with contextlib.suppress(OSError):
             self.proc.stdin.close()
-        except OSError:
-            pass
 
 
 def readable_spans(record: Record, resource: Any, scope: Any) -> list[Any]:
@@ -175,9 +179,7 @@ def readable_spans(record: Record, resource: Any, scope: Any) -> list[Any]:
                 resource=resource,
                 attributes=attributes,
                 events=[Event(n, a, timestamp=t) for n, t, a in events],
-                links=[
-                    Link(SpanContext(t, s, True, TraceFlags(f)), a) for t, s, f, a in links
-                ],
+                links=[Link(SpanContext(t, s, True, TraceFlags(f)), a) for t, s, f, a in links],
                 kind=SpanKind(kind),
                 status=Status(StatusCode.ERROR) if error else Status(StatusCode.UNSET),
                 start_time=start,
@@ -211,7 +213,8 @@ def main(service_name: str) -> None:
             if len(head) < FRAME.size:
                 break
             body = stream.read(FRAME.unpack(head)[0])
-            for record in marshal.loads(body):
+            # Only its parent writes this pipe (its stdin): marshal's input is trusted here.
+            for record in marshal.loads(body):  # noqa: S302
                 for span in readable_spans(record, resource, scope):
                     processor.on_end(span)
     finally:

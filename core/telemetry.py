@@ -173,6 +173,18 @@ def current_traceparent() -> str:
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags:02x}"
 
 
+def annotate(attributes: dict[str, Any]) -> None:
+    """Attributes on the current span when it is recorded (nothing while tracing is off): what
+    a step learns once its span has begun (a decision, a count)."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    if current.is_recording():
+        current.set_attributes(attributes)
+
+
 def trace_id_of(traceparent: str) -> str:
     """The trace id (32 hex digits) a traceparent names, '' when it names none."""
     parts = traceparent.split("-")
