@@ -195,8 +195,6 @@ class _RequestSpan:
         self.request = request
 
     def __enter__(self) -> Any:
-        from opentelemetry import context
-
         request = self.request
         pipe = telemetry.span_pipe()
         pipe.ensure()
@@ -215,13 +213,12 @@ class _RequestSpan:
                 [caller] if caller is not None else [],
             )
         # Its Redis commands untraced (suppressed): the steps' spans say enough.
-        self.token = context.attach(_suppressed())
+        attach, _ = _context()
+        self.token = attach(_suppressed())
         return request.span
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        from opentelemetry import context
-
-        context.detach(self.token)
+        _context()[1](self.token)
         trace = self.request.span
         if not trace.recording:
             return
@@ -254,6 +251,17 @@ class _RequestSpan:
 
 _SUPPRESSED: Any = None
 _SAMPLER: Any = None
+_CONTEXT: Any = None
+
+
+def _context() -> Any:
+    """opentelemetry.context's attach and detach (imported once, when tracing is on)."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        from opentelemetry import context
+
+        _CONTEXT = (context.attach, context.detach)
+    return _CONTEXT
 
 
 def _suppressed() -> Any:
