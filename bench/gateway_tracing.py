@@ -19,8 +19,10 @@ at 100 % (`always_on`). Their spans, and the real CPU vLLM engine's own (launche
   gateway is the bottleneck) and through the real engine.
 - CPU per request (the throughput runs): the gateway process's utime + stime, and apart from it
   its span exporter's (core.span_export: a child process that builds and encodes the OTLP
-  spans). Each exporter runs on core 0, beside the load generator and the stub, as a collector
-  or agent runs beside a gateway; the gateways have core 1 to themselves.
+  spans). Each exporter, and the OTLP receiver, run on core 0, beside the load generator and the
+  stub, as a collector or agent runs beside a gateway; the gateways have core 1 to themselves.
+  With it, the share of its core each gateway's process was busy: near 100 %, the gateway was
+  the bottleneck of the run; well below, the other core was.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class TracingResult:
     # upstream -> mode -> ms of CPU per request: the gateway's process, and its span exporter's
     cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     exporter_cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    gateway_busy: dict[str, dict[str, float]] = field(default_factory=dict)  # share of its core
 
     def added_p50(self, upstream: str, kind: str, mode: str) -> float:
         per = self.latency[upstream][kind]
@@ -183,6 +186,9 @@ def render(r: TracingResult, command: str) -> str:
             cells = [f"{cpu['off']:.3f}"]
             cells += [f"{cpu[m]:.3f} (+ {exporter.get(m, 0.0):.3f})" for m in ("1%", "100%")]
             lines.append(f"| {upstream} | " + " | ".join(cells) + " |")
+        for upstream, shares in r.gateway_busy.items():
+            cells = [f"{shares[m]:.0%}" for m in MODES]
+            lines.append(f"| {upstream}: gateway's core busy | " + " | ".join(cells) + " |")
     lines += [
         "",
         f"Spans received: {r.gateway_spans} from the 100 % gateway's requests (request spans), "
@@ -252,12 +258,13 @@ def pin_exporters(pids: dict[str, int]) -> dict[str, int]:
 
 def throughput_runs(
     targets: dict[str, Any], pids: dict[str, int], exporters: dict[str, int], **load: Any
-) -> tuple[dict[str, Any], dict[str, float], dict[str, float]]:
+) -> tuple[dict[str, Any], dict[str, float], dict[str, float], dict[str, float]]:
     """measure_throughput for each gateway in turn; with the CPU per request (ms) of the
-    gateway's own process and of its exporter."""
+    gateway's own process and of its exporter, and the share of its core the gateway's process
+    was busy (near 1: the gateway was the bottleneck; well below: something else was)."""
     from bench.gateway_overhead import measure_throughput
 
-    runs, cpu, exporter_cpu = {}, {}, {}
+    runs, cpu, exporter_cpu, busy = {}, {}, {}, {}
     for mode in MODES:
         child = exporters.get(mode)
         before = gs.cpu_seconds(child) if child else 0.0
@@ -265,9 +272,11 @@ def throughput_runs(
         spent = gs.cpu_seconds(child) - before if child else 0.0
         runs[mode] = run
         done = max(1, run.requests)
-        cpu[mode] = ((run.cpu_s or 0.0) - spent) / done * 1000
+        own = (run.cpu_s or 0.0) - spent
+        cpu[mode] = own / done * 1000
         exporter_cpu[mode] = spent / done * 1000
-    return runs, cpu, exporter_cpu
+        busy[mode] = own / run.seconds if run.seconds else 0.0
+    return runs, cpu, exporter_cpu, busy
 
 
 def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> TracingResult:
@@ -284,6 +293,9 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     started, load_before = time.time(), os.getloadavg()[0]
     receiver = OtlpReceiver(VAR / "spans.jsonl").start()
     services.receiver = receiver
+    # The receiver (a trace store's stand-in) beside the exporters, off the gateways' core.
+    assert receiver.process is not None
+    os.sched_setaffinity(receiver.process.pid, EXPORTER_CPUS)
     tiny = gs.tiny_model()
     key = secrets.token_hex(16)
     config = gs.engine_config(
@@ -331,6 +343,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     throughput: dict[str, dict[str, float]] = {}
     cpu: dict[str, dict[str, float]] = {}
     exporter_cpu: dict[str, dict[str, float]] = {}
+    busy: dict[str, dict[str, float]] = {}
     latency_cpus = {int(PROXY_CPUS)} if args.engine_cpus else LOADGEN_CPUS
     with gs.pinned_to(latency_cpus):
         # One request each first: a traced gateway starts its span exporter at its first.
@@ -339,7 +352,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         raw = uvloop.run(measure_latency(targets, requests=args.requests, warmup=args.warmup))
     latency["engine"] = _summaries(raw, KINDS)
     with gs.pinned_to(LOADGEN_CPUS):
-        runs, cpu["engine"], exporter_cpu["engine"] = throughput_runs(
+        runs, cpu["engine"], exporter_cpu["engine"], busy["engine"] = throughput_runs(
             targets, pids, exporters, upstream="engine", **load
         )
     throughput["engine"] = {m: t.rps for m, t in runs.items()}
@@ -356,7 +369,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         )
     latency["stub"] = _summaries(raw, KINDS[:2])
     with gs.pinned_to(LOADGEN_CPUS):
-        runs, cpu["stub"], exporter_cpu["stub"] = throughput_runs(
+        runs, cpu["stub"], exporter_cpu["stub"], busy["stub"] = throughput_runs(
             targets, pids, exporters, upstream="stub", **stub_load
         )
     throughput["stub"] = {m: t.rps for m, t in runs.items()}
@@ -376,6 +389,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         seconds=time.time() - started,
         cpu_ms=cpu,
         exporter_cpu_ms=exporter_cpu,
+        gateway_busy=busy,
     )
 
 

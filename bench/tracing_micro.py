@@ -71,7 +71,6 @@ def sdk_costs(number: int) -> dict[str, float]:
 
 
 def gateway_costs(number: int) -> dict[str, float]:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     from core import span_export
     from gateway import tracing
 
@@ -133,15 +132,102 @@ def gateway_costs(number: int) -> dict[str, float]:
     return out
 
 
+def request_path_costs(number: int) -> dict[str, float]:
+    """One request through gateway.tracing's calls as gateway/app.py makes them (a warm
+    version: admission, choice, limits, slot, engine call, settle), sampled and not; the
+    spans go to a pipe that keeps nothing."""
+    from types import SimpleNamespace
+
+    from opentelemetry.sdk.trace import sampling
+
+    from core import telemetry
+    from gateway import tracing
+    from gateway.exchange import Outcome
+
+    class Discard:
+        def ensure(self) -> None:
+            pass
+
+        def put(self, record: Any) -> None:
+            pass
+
+    telemetry._tracer = object()  # noqa: SLF001 - on, for the calls below
+    telemetry._pipe = Discard()  # noqa: SLF001
+    target = SimpleNamespace(
+        adapter="support",
+        label="support@3",
+        served_name="acme--support--v3-1f2e3d4c",
+        version_id=3,
+    )
+    route = SimpleNamespace(alias=True, name="support-bot")
+    table = SimpleNamespace(tenants={1: "acme"})
+    engine = SimpleNamespace(name="e1", url="http://127.0.0.1:8001", served_model_name="base")
+    outcome = Outcome("sent", ok=True, status=200, prompt_tokens=9, completion_tokens=1)
+    outcome.response_id = "chatcmpl-1"
+
+    def one() -> None:
+        request: Any = SimpleNamespace(
+            kind="chat",
+            payload={"model": "support-bot", "max_tokens": 16},
+            route=route,
+            target=target,
+            table=table,
+            tenant_id=1,
+            started=tracing._perf(),  # noqa: SLF001
+            background=False,
+            caller_traceparent="",
+            span=None,
+            tier="gpu",
+            admission=SimpleNamespace(service_class="silver"),
+        )
+        with tracing.request_span(request):
+            with tracing.step(request, "lora_portal.admission"):
+                pass
+            with tracing.step(request, "lora_portal.engine_choice"):
+                tracing.chosen(request, engine)
+            with tracing.step(request, "lora_portal.admission.limits"):
+                pass
+            waiting = tracing.start(request, "lora_portal.admission.slot")
+            tracing.end(waiting)
+            with tracing.engine_call(request, engine):
+                tracing.engine_headers(request)
+                outcome.first_token_at = tracing._perf()  # noqa: SLF001
+                tracing.answered(request, outcome)
+            with tracing.step(request, "lora_portal.settle"):
+                tracing.sampled_trace_id(request)
+            tracing.end(waiting)
+
+    out = {}
+    for label, sampler in (
+        ("gateway.tracing calls, one request, unsampled (1 %'s usual case)", sampling.ALWAYS_OFF),
+        ("gateway.tracing calls, one request, sampled", sampling.ALWAYS_ON),
+    ):
+        telemetry._root_sampler = sampler  # noqa: SLF001
+        tracing._SAMPLER = None  # noqa: SLF001 - decided again from the sampler above
+        out[label] = per_op(one, number)
+    telemetry._tracer = None  # noqa: SLF001
+    out["gateway.tracing calls, one request, tracing off"] = per_op(one, number)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--number", type=int, default=20000)
     args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "1")  # no secret key needed: nothing is served
+    import django
+
+    django.setup()
     from google.protobuf.internal import api_implementation  # type: ignore[import-untyped]
 
     print(f"python {sys.version.split()[0]}; protobuf implementation: {api_implementation.Type()}")
     print(f"load average: {os.getloadavg()[0]:.1f}")
-    results = {**sdk_costs(args.number), **gateway_costs(args.number)}
+    results = {
+        **sdk_costs(args.number),
+        **gateway_costs(args.number),
+        **request_path_costs(args.number),
+    }
     for name, us in results.items():
         print(f"{us:8.2f} us  {name}")
 
