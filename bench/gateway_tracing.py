@@ -15,7 +15,8 @@ at 100 % (`always_on`). Their spans, and the real CPU vLLM engine's own (launche
 - Latency: one request at a time, the three gateways in turn (send_order), first through the real
   engine, then through the stub engine that answers at once (the gateway's own cost alone);
   added p50 = the traced gateway's p50 minus the untraced one's, per kind.
-- Throughput: non-streaming chat at concurrency 16, each gateway in turn, through the stub (the
+- Throughput: non-streaming chat at concurrency 16, the gateways in turn and five rounds over
+  (their order repeated: the machine's drift falls on each alike), through the stub (the
   gateway is the bottleneck) and through the real engine.
 - CPU per request (the throughput runs): the gateway process's utime + stime, and apart from it
   its span exporter's (core.span_export: a child process that builds and encodes the OTLP
@@ -61,6 +62,7 @@ IDENTITY = (
 )
 JOIN_WAIT_S = 120.0
 EXPORTER_CPUS = {0}
+ROUNDS = 5  # throughput: the modes interleaved, this many rounds each
 EXPORTER_MODULE = "core.span_export"
 
 
@@ -259,23 +261,35 @@ def pin_exporters(pids: dict[str, int]) -> dict[str, int]:
 def throughput_runs(
     targets: dict[str, Any], pids: dict[str, int], exporters: dict[str, int], **load: Any
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, float], dict[str, float]]:
-    """measure_throughput for each gateway in turn; with the CPU per request (ms) of the
+    """measure_throughput for the gateways in turn, ROUNDS times over (off, 1 %, 100 %, off,
+    ...: the machine's drift over the run falls on every mode alike), each round a
+    ROUNDS-th of the count; per mode, the rounds' sum. With the CPU per request (ms) of the
     gateway's own process and of its exporter, and the share of its core the gateway's process
     was busy (near 1: the gateway was the bottleneck; well below: something else was)."""
-    from bench.gateway_overhead import measure_throughput
+    from bench.gateway_overhead import Throughput, measure_throughput
 
+    per_round = {**load, "count": max(1, load["count"] // ROUNDS)}
+    totals: dict[str, list[float]] = {m: [0, 0, 0.0, 0.0, 0.0] for m in MODES}
+    for _ in range(ROUNDS):
+        for mode in MODES:
+            child = exporters.get(mode)
+            before = gs.cpu_seconds(child) if child else 0.0
+            run = uvloop.run(measure_throughput(targets[mode], pids[mode], **per_round))
+            spent = gs.cpu_seconds(child) - before if child else 0.0
+            total = totals[mode]
+            total[0] += run.requests
+            total[1] += run.errors
+            total[2] += run.seconds
+            total[3] += (run.cpu_s or 0.0) - spent
+            total[4] += spent
     runs, cpu, exporter_cpu, busy = {}, {}, {}, {}
-    for mode in MODES:
-        child = exporters.get(mode)
-        before = gs.cpu_seconds(child) if child else 0.0
-        run = uvloop.run(measure_throughput(targets[mode], pids[mode], **load))
-        spent = gs.cpu_seconds(child) - before if child else 0.0
-        runs[mode] = run
-        done = max(1, run.requests)
-        own = (run.cpu_s or 0.0) - spent
+    upstream = load["upstream"]
+    for mode, (requests, errors, seconds, own, spent) in totals.items():
+        runs[mode] = Throughput(mode, upstream, int(requests), int(errors), seconds, own + spent)
+        done = max(1.0, requests)
         cpu[mode] = own / done * 1000
         exporter_cpu[mode] = spent / done * 1000
-        busy[mode] = own / run.seconds if run.seconds else 0.0
+        busy[mode] = own / seconds if seconds else 0.0
     return runs, cpu, exporter_cpu, busy
 
 
@@ -357,7 +371,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         )
     throughput["engine"] = {m: t.rps for m, t in runs.items()}
     # Every request the 100 % gateway sent the real engine: latency (warm-up too) and load.
-    warm = max(50, args.load_requests // 10)
+    warm = ROUNDS * max(50, (args.load_requests // ROUNDS) // 10)  # each round warms
     sent = len(KINDS) * (args.requests + args.warmup) + 1 + runs["100%"].requests + warm
     spans = wait_for_spans(receiver, sent)
     roots, engine_spans, joined = joined_requests(spans)
