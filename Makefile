@@ -144,7 +144,7 @@ bench-gateway-overhead: venv services engine-venv tiny-model litellm-venv
 # Tracing off, at 1 % and at 100 %: three gateways side by side on one engine and a stub, and the
 # share of traced requests whose engine span joins the gateway's (docs/observability.md; ~6 min).
 bench-gateway-tracing: venv services engine-venv tiny-model
-	@$(PY) -m bench.gateway_overhead --tracing --requests 300 --warmup 30 --load-requests 500 --stub-requests 3000 --concurrency 16 --engine-cpus 0 --write-docs
+	@$(PY) -m bench.gateway_overhead --tracing --requests 300 --warmup 30 --load-requests 500 --stub-requests 20000 --concurrency 16 --engine-cpus 0 --write-docs
 
 bench-gateway-routing: venv services engine-venv tiny-model
 	@$(PY) -m bench.gateway_routing --requests 300 --rates 1.5,4 --adapters 16 --zipf 1.1 --seed 1 --write-docs

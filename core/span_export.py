@@ -2,7 +2,7 @@
 
 The gateway's event loop records a sampled request's spans as tuples (gateway.tracing) and hands
 them to a `SpanPipe`: every few milliseconds the loop writes what it holds, marshalled, to the
-pipe of a child process (`python -m core.span_export SERVICE`) with one non-blocking write. The
+pipe of a child process (`python -m core.span_export SERVICE SCOPE`) with one non-blocking write. The
 child builds the SDK's `ReadableSpan`s and exports them through the SDK's BatchSpanProcessor and
 OTLP/HTTP exporter, configured by the standard variables it inherits (`OTEL_EXPORTER_OTLP_*`,
 `OTEL_BSP_*`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`). Building span objects and encoding
@@ -47,8 +47,8 @@ Record = tuple[int, list[tuple[Any, ...]]]
 class SpanPipe:
     """The recording side: one child exporter per process (a forked child starts its own)."""
 
-    def __init__(self, service_name: str) -> None:
-        self.service_name = service_name
+    def __init__(self, service_name: str, scope_name: str) -> None:
+        self.service_name, self.scope_name = service_name, scope_name
         self.pid = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.fd = -1
@@ -67,7 +67,7 @@ class SpanPipe:
         self.lock = threading.Lock()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "core.span_export", self.service_name],
+                [sys.executable, "-m", "core.span_export", self.service_name, self.scope_name],
                 stdin=subprocess.PIPE,
                 cwd=REPO,
                 close_fds=True,
@@ -190,7 +190,7 @@ def readable_spans(record: Record, resource: Any, scope: Any) -> list[Any]:
     return out
 
 
-def main(service_name: str) -> None:
+def main(service_name: str, scope_name: str) -> None:
     """The exporter process: frames from stdin until it closes, then the rest exported."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -199,12 +199,10 @@ def main(service_name: str) -> None:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-    from core.telemetry import INSTRUMENTATION_NAME
-
     resource = Resource.create({"service.name": service_name}).merge(
         OTELResourceDetector().detect()
     )
-    scope = InstrumentationScope(INSTRUMENTATION_NAME)
+    scope = InstrumentationScope(scope_name)
     processor = BatchSpanProcessor(OTLPSpanExporter())
     stream = sys.stdin.buffer
     try:
@@ -222,4 +220,4 @@ def main(service_name: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "lora-portal")
+    main(*sys.argv[1:3])

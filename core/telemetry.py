@@ -69,7 +69,7 @@ def configure(service_name: str, *, instrument: bool = True) -> Any:
         from core.span_export import SpanPipe
 
         _root_sampler = sampling._get_from_env_or_default()  # noqa: SLF001 - the SDK's env rule
-        _pipe = SpanPipe(service_name)
+        _pipe = SpanPipe(service_name, INSTRUMENTATION_NAME)
         provider = TracerProvider(resource=resource, sampler=_sampler(_root_sampler))
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         trace.set_tracer_provider(provider)

@@ -45,7 +45,7 @@ def pipe(otlp_receiver, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_receiver.endpoint)
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
     monkeypatch.setenv("OTEL_SERVICE_NAME", "span-export-test")
-    made = SpanPipe("lora-portal")
+    made = SpanPipe("lora-portal", "lora_portal")
     made.ensure()
     yield made
     made.close()
