@@ -161,7 +161,7 @@ def request_path_costs(number: int) -> dict[str, float]:
     )
     route = SimpleNamespace(alias=True, name="support-bot")
     table = SimpleNamespace(tenants={1: "acme"})
-    engine = SimpleNamespace(name="e1", url="http://127.0.0.1:8001", served_model_name="base")
+    engine: Any = SimpleNamespace(name="e1", url="http://127.0.0.1:8001", served_model_name="base")
     outcome = Outcome("sent", ok=True, status=200, prompt_tokens=9, completion_tokens=1)
     outcome.response_id = "chatcmpl-1"
 
