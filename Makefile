@@ -144,7 +144,7 @@ bench-gateway-overhead: venv services engine-venv tiny-model litellm-venv
 # Tracing off, at 1 % and at 100 %: three gateways side by side on one engine and a stub, and the
 # share of traced requests whose engine span joins the gateway's (docs/observability.md; ~6 min).
 bench-gateway-tracing: venv services engine-venv tiny-model
-	@$(PY) -m bench.gateway_overhead --tracing --requests 300 --warmup 30 --load-requests 500 --stub-requests 3000 --concurrency 16 --engine-cpus 0 --write-docs
+	@$(PY) -m bench.gateway_overhead --tracing --requests 300 --warmup 30 --load-requests 500 --stub-requests 20000 --concurrency 16 --engine-cpus 0 --write-docs
 
 # Every gateway feature on (budgets on every scope, service classes, the live headroom, lanes):
 # classes on against off in one run, the CPU per request, and where it goes (issue 46).

@@ -15,8 +15,15 @@ at 100 % (`always_on`). Their spans, and the real CPU vLLM engine's own (launche
 - Latency: one request at a time, the three gateways in turn (send_order), first through the real
   engine, then through the stub engine that answers at once (the gateway's own cost alone);
   added p50 = the traced gateway's p50 minus the untraced one's, per kind.
-- Throughput: non-streaming chat at concurrency 16, each gateway in turn, through the stub (the
+- Throughput: non-streaming chat at concurrency 16, the gateways in turn and five rounds over
+  (their order repeated: the machine's drift falls on each alike), through the stub (the
   gateway is the bottleneck) and through the real engine.
+- CPU per request (the throughput runs): the gateway process's utime + stime, and apart from it
+  its span exporter's (core.span_export: a child process that builds and encodes the OTLP
+  spans). Each exporter, and the OTLP receiver, run on core 0, beside the load generator and the
+  stub, as a collector or agent runs beside a gateway; the gateways have core 1 to themselves.
+  With it, the share of its core each gateway's process was busy: near 100 %, the gateway was
+  the bottleneck of the run; well below, the other core was.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import os
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import uvloop
@@ -53,6 +61,9 @@ IDENTITY = (
     "lora_portal.cache_tier",
 )
 JOIN_WAIT_S = 120.0
+EXPORTER_CPUS = {0}
+ROUNDS = 5  # throughput: the modes interleaved, this many rounds each
+EXPORTER_MODULE = "core.span_export"
 
 
 @dataclass
@@ -70,6 +81,10 @@ class TracingResult:
     machine: str = ""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # upstream -> mode -> ms of CPU per request: the gateway's process, and its span exporter's
+    cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    exporter_cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    gateway_busy: dict[str, dict[str, float]] = field(default_factory=dict)  # share of its core
 
     def added_p50(self, upstream: str, kind: str, mode: str) -> float:
         per = self.latency[upstream][kind]
@@ -159,6 +174,23 @@ def render(r: TracingResult, command: str) -> str:
         cells = [f"{rates['off']:.0f}"]
         cells += [f"{rates[m]:.0f} ({rates[m] / rates['off']:.3f}x)" for m in ("1%", "100%")]
         lines.append(f"| {upstream} | " + " | ".join(cells) + " |")
+    if r.cpu_ms:
+        lines += [
+            "",
+            "CPU per request in the throughput runs, ms: the gateway's process (+ its span "
+            "exporter process, core.span_export):",
+            "",
+            "| upstream | off | 1 % | 100 % |",
+            "|---|---|---|---|",
+        ]
+        for upstream, cpu in r.cpu_ms.items():
+            exporter = r.exporter_cpu_ms.get(upstream, {})
+            cells = [f"{cpu['off']:.3f}"]
+            cells += [f"{cpu[m]:.3f} (+ {exporter.get(m, 0.0):.3f})" for m in ("1%", "100%")]
+            lines.append(f"| {upstream} | " + " | ".join(cells) + " |")
+        for upstream, shares in r.gateway_busy.items():
+            cells = [f"{shares[m]:.0%}" for m in MODES]
+            lines.append(f"| {upstream}: gateway's core busy | " + " | ".join(cells) + " |")
     lines += [
         "",
         f"Spans received: {r.gateway_spans} from the 100 % gateway's requests (request spans), "
@@ -202,6 +234,65 @@ def wait_for_spans(receiver: Any, sent: int) -> list[dict[str, Any]]:
         time.sleep(0.5)
 
 
+def exporters_of(pid: int) -> list[int]:
+    """The span exporter processes among a gateway's children."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except FileNotFoundError:
+                continue
+            if EXPORTER_MODULE.encode() in cmdline:
+                found.append(int(child))
+    return found
+
+
+def pin_exporters(pids: dict[str, int]) -> dict[str, int]:
+    """Each traced gateway's exporter on EXPORTER_CPUS; the exporter's pid by mode."""
+    out = {}
+    for mode, pid in pids.items():
+        for child in exporters_of(pid):
+            os.sched_setaffinity(child, EXPORTER_CPUS)
+            out[mode] = child
+    return out
+
+
+def throughput_runs(
+    targets: dict[str, Any], pids: dict[str, int], exporters: dict[str, int], **load: Any
+) -> tuple[dict[str, Any], dict[str, float], dict[str, float], dict[str, float]]:
+    """measure_throughput for the gateways in turn, ROUNDS times over (off, 1 %, 100 %, off,
+    ...: the machine's drift over the run falls on every mode alike), each round a
+    ROUNDS-th of the count; per mode, the rounds' sum. With the CPU per request (ms) of the
+    gateway's own process and of its exporter, and the share of its core the gateway's process
+    was busy (near 1: the gateway was the bottleneck; well below: something else was)."""
+    from bench.gateway_overhead import Throughput, measure_throughput
+
+    per_round = {**load, "count": max(1, load["count"] // ROUNDS)}
+    totals: dict[str, list[float]] = {m: [0, 0, 0.0, 0.0, 0.0] for m in MODES}
+    for _ in range(ROUNDS):
+        for mode in MODES:
+            child = exporters.get(mode)
+            before = gs.cpu_seconds(child) if child else 0.0
+            run = uvloop.run(measure_throughput(targets[mode], pids[mode], **per_round))
+            spent = gs.cpu_seconds(child) - before if child else 0.0
+            total = totals[mode]
+            total[0] += run.requests
+            total[1] += run.errors
+            total[2] += run.seconds
+            total[3] += (run.cpu_s or 0.0) - spent
+            total[4] += spent
+    runs, cpu, exporter_cpu, busy = {}, {}, {}, {}
+    upstream = load["upstream"]
+    for mode, (requests, errors, seconds, own, spent) in totals.items():
+        runs[mode] = Throughput(mode, upstream, int(requests), int(errors), seconds, own + spent)
+        done = max(1.0, requests)
+        cpu[mode] = own / done * 1000
+        exporter_cpu[mode] = spent / done * 1000
+        busy[mode] = own / seconds if seconds else 0.0
+    return runs, cpu, exporter_cpu, busy
+
+
 def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> TracingResult:
     from bench.gateway_overhead import (
         KINDS,
@@ -209,7 +300,6 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         PROXY_CPUS,
         STUB_CPUS,
         measure_latency,
-        measure_throughput,
         point_engine_row,
     )
     from tests.fixtures.otlp_receiver import OtlpReceiver
@@ -217,6 +307,9 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     started, load_before = time.time(), os.getloadavg()[0]
     receiver = OtlpReceiver(VAR / "spans.jsonl").start()
     services.receiver = receiver
+    # The receiver (a trace store's stand-in) beside the exporters, off the gateways' core.
+    assert receiver.process is not None
+    os.sched_setaffinity(receiver.process.pid, EXPORTER_CPUS)
     tiny = gs.tiny_model()
     key = secrets.token_hex(16)
     config = gs.engine_config(
@@ -262,17 +355,24 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     stub_load = {"count": args.stub_requests, "concurrency": args.concurrency}
     latency: dict[str, dict[str, dict[str, gs.Summary]]] = {}
     throughput: dict[str, dict[str, float]] = {}
+    cpu: dict[str, dict[str, float]] = {}
+    exporter_cpu: dict[str, dict[str, float]] = {}
+    busy: dict[str, dict[str, float]] = {}
     latency_cpus = {int(PROXY_CPUS)} if args.engine_cpus else LOADGEN_CPUS
     with gs.pinned_to(latency_cpus):
+        # One request each first: a traced gateway starts its span exporter at its first.
+        uvloop.run(measure_latency(targets, requests=1, warmup=0, kinds=KINDS[:1]))
+        exporters = pin_exporters({m: pids[m] for m in SERVICE})
         raw = uvloop.run(measure_latency(targets, requests=args.requests, warmup=args.warmup))
     latency["engine"] = _summaries(raw, KINDS)
     with gs.pinned_to(LOADGEN_CPUS):
-        runs = {m: uvloop.run(measure_throughput(targets[m], pids[m], upstream="engine", **load))
-                for m in MODES}  # fmt: skip
+        runs, cpu["engine"], exporter_cpu["engine"], busy["engine"] = throughput_runs(
+            targets, pids, exporters, upstream="engine", **load
+        )
     throughput["engine"] = {m: t.rps for m, t in runs.items()}
     # Every request the 100 % gateway sent the real engine: latency (warm-up too) and load.
-    warm = max(50, args.load_requests // 10)
-    sent = len(KINDS) * (args.requests + args.warmup) + runs["100%"].requests + warm
+    warm = ROUNDS * max(50, (args.load_requests // ROUNDS) // 10)  # each round warms
+    sent = len(KINDS) * (args.requests + args.warmup) + 1 + runs["100%"].requests + warm
     spans = wait_for_spans(receiver, sent)
     roots, engine_spans, joined = joined_requests(spans)
     point_engine_row("bench-engine", stub_url)
@@ -283,8 +383,9 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         )
     latency["stub"] = _summaries(raw, KINDS[:2])
     with gs.pinned_to(LOADGEN_CPUS):
-        runs = {m: uvloop.run(measure_throughput(targets[m], pids[m], upstream="stub", **stub_load))
-                for m in MODES}  # fmt: skip
+        runs, cpu["stub"], exporter_cpu["stub"], busy["stub"] = throughput_runs(
+            targets, pids, exporters, upstream="stub", **stub_load
+        )
     throughput["stub"] = {m: t.rps for m, t in runs.items()}
     point_engine_row("bench-engine", services.engine.base_url)
     return TracingResult(
@@ -300,6 +401,9 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         concurrency=args.concurrency,
         machine=gs.machine_note(load_before, [services.engine]),
         seconds=time.time() - started,
+        cpu_ms=cpu,
+        exporter_cpu_ms=exporter_cpu,
+        gateway_busy=busy,
     )
 
 

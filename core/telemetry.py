@@ -24,6 +24,8 @@ INSTRUMENTATION_NAME = "lora_portal"
 _lock = threading.Lock()
 _tracer: Any = None  # opentelemetry.trace.Tracer once configured, else None
 _provider: Any = None
+_root_sampler: Any = None  # the environment's sampler, as configured
+_pipe: Any = None  # core.span_export.SpanPipe: the hot path's spans, exported by a child
 
 
 def tracing_wanted() -> bool:
@@ -46,7 +48,7 @@ def configure(service_name: str, *, instrument: bool = True) -> Any:
     environment's sampler and resource, OTLP over HTTP through a batch processor, and (with
     `instrument`) the official instrumentations of Django, Celery, psycopg and Redis. Returns
     the tracer, or None when the environment does not ask for traces."""
-    global _tracer, _provider
+    global _tracer, _provider, _root_sampler, _pipe
     if not tracing_wanted():
         return None
     with _lock:
@@ -62,7 +64,13 @@ def configure(service_name: str, *, instrument: bool = True) -> Any:
         resource = Resource.create({"service.name": service_name}).merge(
             OTELResourceDetector().detect()
         )
-        provider = TracerProvider(resource=resource, sampler=_sampler())
+        from opentelemetry.sdk.trace import sampling
+
+        from core.span_export import SpanPipe
+
+        _root_sampler = sampling._get_from_env_or_default()  # noqa: SLF001 - the SDK's env rule
+        _pipe = SpanPipe(service_name, INSTRUMENTATION_NAME)
+        provider = TracerProvider(resource=resource, sampler=_sampler(_root_sampler))
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         trace.set_tracer_provider(provider)
         _provider = provider
@@ -73,14 +81,24 @@ def configure(service_name: str, *, instrument: bool = True) -> Any:
         return _tracer
 
 
-def _sampler() -> Any:
-    """The environment's sampler (OTEL_TRACES_SAMPLER, parent-based always-on by default), less
-    the database and Redis calls made outside any request or task (a background loop's every
-    round would otherwise be a trace of its own)."""
+def root_sampler() -> Any:
+    """The environment's sampler (OTEL_TRACES_SAMPLER, parent-based always-on by default): what
+    decides a root span's sampling, e.g. the gateway's request span (gateway.tracing). None
+    while tracing is off."""
+    return _root_sampler
+
+
+def span_pipe() -> Any:
+    """Where a hot path's spans recorded as tuples go (core.span_export.SpanPipe: exported by a
+    child process, off this one's GIL); None while tracing is off."""
+    return _pipe
+
+
+def _sampler(configured: Any) -> Any:
+    """The environment's sampler, less the database and Redis calls made outside any request or
+    task (a background loop's every round would otherwise be a trace of its own)."""
     from opentelemetry.sdk.trace import sampling
     from opentelemetry.trace import SpanKind, get_current_span
-
-    configured = sampling._get_from_env_or_default()  # noqa: SLF001 - the SDK's own env rule
 
     class NoOrphanCalls(sampling.Sampler):
         def should_sample(
@@ -153,6 +171,18 @@ def current_traceparent() -> str:
         return ""
     flags = int(context.trace_flags) & 0xFF
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags:02x}"
+
+
+def annotate(attributes: dict[str, Any]) -> None:
+    """Attributes on the current span when it is recorded (nothing while tracing is off): what
+    a step learns once its span has begun (a decision, a count)."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    if current.is_recording():
+        current.set_attributes(attributes)
 
 
 def trace_id_of(traceparent: str) -> str:

@@ -24,6 +24,7 @@ from redis.exceptions import LockError, RedisError
 
 from adapters.models import AdapterVersion
 from adapters.tracing import traced_step
+from core import telemetry
 from core.audit import record_event
 from core.errors import ApplicationError
 from workers import engine_slots, shared_state
@@ -369,7 +370,14 @@ def _load(engine: Engine, version: AdapterVersion | None, world: World) -> None:
     if version is None:
         raise ApplicationError("fleet.unknown_version", "not a portal version")
     row = _row(engine, world, version.served_name)
+    in_cpu = row is not None and row.observed_state == ResidencyState.RESIDENT_CPU
     staged = stage_version_files(engine, version, row, reason="files for a load", retry=False)
+    # Where the load started from: the engine's CPU cache, the node's disk, or nowhere (its
+    # files fetched first: a cold load).
+    tier = "cpu" if in_cpu else ("cold" if staged.downloaded else "disk")
+    telemetry.annotate(
+        {"lora_portal.cache_tier": tier, "lora_portal.stage_ms": round(staged.ms, 3)}
+    )
     if not engine.has_plugin:
         run_engine_call(engine, lambda c: c.load_adapter(version.served_name, str(staged.path)))
         return

@@ -23,6 +23,7 @@ from pathlib import Path
 from adapters.models import AdapterVersion
 from adapters.storage import StorageError, get_storage
 from adapters.tracing import traced_step
+from core import telemetry
 from core.errors import ApplicationError
 
 SERVED_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,118}[a-z0-9]$")
@@ -113,6 +114,7 @@ def stage_on_node(*, adapter_root: str, version: AdapterVersion) -> StageResult:
     path = node_dir(adapter_root, version.served_name)
     if path.exists() or path.is_symlink():
         verify_node_copy(path, version.manifest)
+        telemetry.annotate({"lora_portal.stage.downloaded": False})
         return StageResult(path, False, (time.monotonic() - started) * 1000)
     if not version.serving_keys:
         raise ApplicationError(
@@ -147,6 +149,7 @@ def stage_on_node(*, adapter_root: str, version: AdapterVersion) -> StageResult:
         ) from exc
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
+    telemetry.annotate({"lora_portal.stage.downloaded": True})
     return StageResult(path, True, (time.monotonic() - started) * 1000)
 
 

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from adapters.models import VersionStatus
 from adapters.services.releases import Guard, canary_series, canary_verdict, window_minutes
+from core import telemetry
 from core.errors import ApplicationError
 from evals.models import EvalPolicy, PlanStatus, ReleasePlan, ReleaseStep
 from evals.scoring.release_stats import Counts, Decision, GuardTest, GuardVerdict, combine, judge
@@ -126,9 +127,70 @@ def plans_tick(*, client: redis.Redis | None, now: float | None = None) -> list[
 
 
 def plan_tick(plan_id: int, *, client: redis.Redis | None, now: float) -> PlanPass:
+    """One plan judged and moved at most once: a span of its own (`lora_portal.release_plan.
+    decision`, linked to the candidate's upload trace) with the plan's, the step's and each
+    guard's figures and the decision taken (docs/observability.md)."""
     plan = ReleasePlan.objects.select_related(
         "alias__tenant", "stable__adapter", "candidate__adapter"
     ).get(pk=plan_id)
+    with telemetry.span(
+        "lora_portal.release_plan.decision",
+        plan_attributes(plan),
+        links_to=plan.candidate.upload_traceparent,
+    ):
+        done = _plan_tick(plan, client=client, now=now)
+        telemetry.annotate(
+            {
+                "lora_portal.release_plan.decision": done.decision,
+                "lora_portal.release_plan.reason": done.reason,
+            }
+        )
+    return done
+
+
+def plan_attributes(plan: ReleasePlan) -> dict[str, Any]:
+    """What a decision's span says of its plan and step: names, ids and figures only."""
+    steps = list(plan.steps or [])
+    index = plan.current_step
+    return {
+        "lora_portal.tenant": plan.alias.tenant.slug,
+        "lora_portal.alias": plan.alias.name,
+        "lora_portal.adapter": plan.candidate.adapter.name,
+        "lora_portal.release_plan": plan.pk,
+        "lora_portal.release_plan.status": str(plan.status),
+        "lora_portal.release_plan.stable": version_label(plan.stable),
+        "lora_portal.release_plan.candidate": version_label(plan.candidate),
+        "lora_portal.release_plan.step": index,
+        "lora_portal.release_plan.steps": len(steps),
+        "lora_portal.release_plan.step_weight": int(steps[index]) if index < len(steps) else -1,
+        "lora_portal.release_plan.min_step_seconds": plan.min_step_seconds,
+        "lora_portal.release_plan.min_step_samples": plan.min_step_samples,
+        "lora_portal.release_plan.alpha": plan.alpha,
+        "lora_portal.release_plan.margin": plan.margin,
+    }
+
+
+def guard_attributes(verdicts: dict[str, GuardVerdict]) -> dict[str, Any]:
+    """Each guard's figures as span attributes, `lora_portal.guard.<name>.<figure>` (an
+    absent figure is left out: attributes hold no None)."""
+    out: dict[str, Any] = {}
+    for name, v in verdicts.items():
+        prefix = f"lora_portal.guard.{name}."
+        figures = {
+            "decision": str(v.decision),
+            "estimate": v.estimate,
+            "interval_low": v.low,
+            "interval_high": v.high,
+            "candidate_n": v.candidate.n,
+            "candidate_passed": v.candidate.passed,
+            "stable_n": v.stable.n,
+            "stable_passed": v.stable.passed,
+        }
+        out.update({prefix + k: x for k, x in figures.items() if x is not None})
+    return out
+
+
+def _plan_tick(plan: ReleasePlan, *, client: redis.Redis | None, now: float) -> PlanPass:
     index = plan.current_step
     if plan.status == PlanStatus.RUNNING and plan.candidate.status != VersionStatus.ACTIVE:
         # Disabled or retired under the plan: the gateway serves it no more; the stable alone.
@@ -138,6 +200,7 @@ def plan_tick(plan_id: int, *, client: redis.Redis | None, now: float) -> PlanPa
         return PlanPass(plan.pk, index, "rollback" if done else "", reason)
     step = plan.step_rows.get(index=index)
     verdicts = step_guards(plan, step, client=client, now=now)
+    telemetry.annotate(guard_attributes(verdicts))
     decision = combine(list(verdicts.values())) if verdicts else Decision.ADVANCE
     figures = {name: v.as_dict() for name, v in verdicts.items()}
     ReleaseStep.objects.filter(pk=step.pk).update(guards=figures, evaluated_at=timezone.now())

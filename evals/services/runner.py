@@ -33,10 +33,12 @@ from django.utils import timezone
 from adapters.models import AdapterVersion, VersionStatus
 from adapters.services.promotion import promote_to_serving
 from adapters.tracing import version_span
+from core import telemetry
 from core.audit import record_event
 from core.errors import Conflict
 from core.tasks import task_named
 from evals.models import EvalRun, RunStatus
+from evals.scoring.verdicts import SIDES
 from evals.selectors import policy_of
 from evals.services.runs import run_create, run_finish
 from workers.models import Engine
@@ -201,16 +203,43 @@ def run_execute(run_id: int, task_id: str) -> EvalRun | None:
     if run is None:
         return None
     error = ""
-    try:
-        version = promote_for_eval(run.version)
-        with version_span("eval", version, **{"lora_portal.eval_run": run.pk}):
+    # The run's span (in a trace of its own, linked to the version's upload) holds its case
+    # counts once it is closed.
+    with version_span(
+        "eval",
+        run.version,
+        **{"lora_portal.eval_run": run.pk, "lora_portal.eval_run.number": run.number},
+    ):
+        try:
+            version = promote_for_eval(run.version)
             at_lower_priority(lambda: asyncio.run(_ask_alive(run, version, task_id)))
-    except ClaimLost:
-        log.warning("eval run %s: claimed by another task meanwhile; this one stops", run_id)
-        return None
-    except Exception as exc:  # noqa: BLE001 - the run closes with the reason, not stuck running
-        error = f"{type(exc).__name__}: {exc}"[:2000]
-    return run_finish(run=run, error=error)
+        except ClaimLost:
+            log.warning("eval run %s: claimed by another task meanwhile; this one stops", run_id)
+            return None
+        except Exception as exc:  # noqa: BLE001 - the run closes with the reason, not stuck
+            error = f"{type(exc).__name__}: {exc}"[:2000]
+        finished = run_finish(run=run, error=error)
+        telemetry.annotate(run_counts(finished))
+    return finished
+
+
+def run_counts(run: EvalRun) -> dict[str, Any]:
+    """A closed run's counts as span attributes: its cases (total, done, scored), the answers
+    that passed and the answers that failed with an error on each side, and the verdict. Counts only, never content."""
+    summary = run.summary or {}
+    passed = summary.get("passed") or {}
+    failed = summary.get("failed") or {}
+    out: dict[str, Any] = {
+        "lora_portal.eval_run.status": str(run.status),
+        "lora_portal.eval_run.cases_total": run.cases_total,
+        "lora_portal.eval_run.cases_done": run.cases_done,
+        "lora_portal.eval_run.cases_scored": int(summary.get("scored") or 0),
+        "lora_portal.eval_run.passed": bool((run.verdict or {}).get("passed")),
+    }
+    for side in SIDES:
+        out[f"lora_portal.eval_run.{side}.passed"] = int(passed.get(side) or 0)
+        out[f"lora_portal.eval_run.{side}.errors"] = sum((failed.get(side) or {}).values())
+    return out
 
 
 def at_lower_priority(work: Callable[[], None]) -> None:

@@ -107,7 +107,19 @@ def test_a_versions_upload_to_load_is_one_trace_or_linked_to_it(
         assert span["attributes"]["lora_portal.adapter_version"] == "support@1"
         assert span["attributes"]["lora_portal.tenant"] == "acme"
     engines = {worker_fleet.a.name, worker_fleet.b.name}
-    assert steps["load"]["attributes"]["lora_portal.engine"] in engines
+    load = steps["load"]
+    assert load["attributes"]["lora_portal.engine"] in engines
+    # Where the load began: the node's disk when the version's files were there (its staging
+    # inside the load downloaded nothing), else cold (fetched first).
+    staged = [
+        s
+        for s in spans
+        if s["name"] == "lora_portal.version.stage" and s["parent_span_id"] == load["span_id"]
+    ]
+    assert len(staged) == 1
+    downloaded = staged[0]["attributes"]["lora_portal.stage.downloaded"]
+    assert load["attributes"]["lora_portal.cache_tier"] == ("cold" if downloaded else "disk")
+    assert load["attributes"]["lora_portal.stage_ms"] >= 0
     # The database and Redis calls are spans too (psycopg's and Redis's instrumentations).
     in_upload = {s["scope"] for s in spans if s["trace_id"] == upload_trace}
     assert {

@@ -84,6 +84,7 @@ def test_a_validated_version_is_evaluated_by_itself_beside_the_active_one(
     worker_fleet,  # noqa: F811 - fixture
     tmp_path,
     settings,
+    otlp_receiver,
 ):
     world = worker_fleet.world
     active = servable_version(world.support, tmp_path, seed=801, status="active")
@@ -113,6 +114,59 @@ def test_a_validated_version_is_evaluated_by_itself_beside_the_active_one(
     refund = next(c for c in cases.json()["cases"] if c["id"] == "refund")
     assert refund["candidate"]["verdicts"]["contains"]["passed"] is False
     assert refund["baseline"]["verdicts"]["contains"]["passed"] is False
+
+    # The run is a span with its counts (the worker exports to the session's OTLP receiver),
+    # and each case asked of the candidate is a gateway request span of the background lane.
+    def run_span(spans: list[dict]) -> dict | None:
+        return next(
+            (
+                s
+                for s in spans
+                if s["name"] == "lora_portal.version.eval"
+                and s["attributes"].get("lora_portal.eval_run") == run.pk
+                and "lora_portal.eval_run.cases_total" in s["attributes"]
+            ),
+            None,
+        )
+
+    assert run.started_at is not None and run.finished_at is not None
+    began, ended = (int(t.timestamp() * 1e9) for t in (run.started_at, run.finished_at))
+
+    def candidate_cases(spans: list[dict]) -> list[dict]:  # of this run (the receiver's session)
+        return [
+            s
+            for s in spans
+            if s["service"] == "lora-portal-worker"
+            and began <= s["start_ns"] <= ended
+            and not s["parent_span_id"]
+            and s["attributes"].get("lora_portal.adapter_version") == "support@2"
+            and s["attributes"].get("lora_portal.background") is True
+        ]
+
+    spans = otlp_receiver.wait_for(
+        lambda spans: run_span(spans) and len(candidate_cases(spans)) >= len(CASES)
+    )
+    counted = run_span(spans)
+    assert counted is not None
+    assert counted["attributes"] | {"lora_portal.eval_run.passed": "?"} == counted["attributes"] | {
+        "lora_portal.tenant": "acme",
+        "lora_portal.adapter_version": "support@2",
+        "lora_portal.eval_run.status": "finished",
+        "lora_portal.eval_run.cases_total": len(CASES),
+        "lora_portal.eval_run.cases_done": len(CASES),
+        "lora_portal.eval_run.cases_scored": run.summary["scored"],
+        "lora_portal.eval_run.candidate.passed": run.summary["passed"]["candidate"],
+        "lora_portal.eval_run.baseline.passed": run.summary["passed"]["baseline"],
+        "lora_portal.eval_run.candidate.errors": 0,
+        "lora_portal.eval_run.baseline.errors": 0,
+        "lora_portal.eval_run.passed": "?",
+    }
+    assert counted["attributes"]["lora_portal.eval_run.passed"] is run.verdict["passed"]
+    cases = candidate_cases(spans)
+    assert len(cases) == len(CASES)
+    calls = {s["parent_span_id"] for s in spans if s["kind"] == 3}  # the engine calls
+    assert all(case["span_id"] in calls for case in cases)
+    assert "Refund window?" not in str(spans)  # a case's content is in no span
 
     # Billed to the tenant as its traffic (the runner's gateway flushes its measurements).
     assert _requests_of("support@2") - asked_before == len(CASES)

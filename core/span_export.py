@@ -1,0 +1,223 @@
+"""Spans recorded as plain tuples on a hot path, exported over OTLP by a process of their own.
+
+The gateway's event loop records a sampled request's spans as tuples (gateway.tracing) and hands
+them to a `SpanPipe`: every few milliseconds the loop writes what it holds, marshalled, to the
+pipe of a child process (`python -m core.span_export SERVICE SCOPE`) with one non-blocking write. The
+child builds the SDK's `ReadableSpan`s and exports them through the SDK's BatchSpanProcessor and
+OTLP/HTTP exporter, configured by the standard variables it inherits (`OTEL_EXPORTER_OTLP_*`,
+`OTEL_BSP_*`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`). Building span objects and encoding
+protobuf, the bulk of tracing's CPU, thus never holds the serving process's GIL.
+
+Back pressure: when the child does not keep up, the pipe fills and the loop keeps at most
+`MAX_BUFFERED_BYTES` of its own; beyond that, spans are dropped (counted), never requests
+delayed. The child exits, after exporting what it holds, when the pipe closes (its parent ended,
+whichever way); it ignores SIGINT and SIGTERM, which its process group receives at a stop.
+
+A span tuple: (span_id, parent_span_id or 0, name, kind (opentelemetry.trace.SpanKind's value),
+start_ns, end_ns, attributes, events [(name, time_ns, attributes)], links [(trace_id, span_id,
+trace_flags, attributes)], error (bool)). A record: (trace_id, [span tuples]).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import errno
+import logging
+import marshal
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[1]
+FRAME = struct.Struct("<I")
+FLUSH_DELAY_S = 0.02  # the loop writes what it holds at most this often
+MAX_BUFFERED_BYTES = 4 << 20  # beyond the pipe's own buffer; more is dropped
+
+Record = tuple[int, list[tuple[Any, ...]]]
+
+
+class SpanPipe:
+    """The recording side: one child exporter per process (a forked child starts its own)."""
+
+    def __init__(self, service_name: str, scope_name: str) -> None:
+        self.service_name, self.scope_name = service_name, scope_name
+        self.pid = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.fd = -1
+        self.records: list[Record] = []
+        self.unsent = bytearray()  # framed bytes the pipe did not take yet
+        self.scheduled: Any = None  # the loop a flush is due on
+        self.lock = threading.Lock()  # loops of several threads may share the pipe
+        self.dropped = 0  # records dropped for a full buffer, or an exporter gone
+
+    def ensure(self) -> None:
+        """The exporter started, in this process (one compare once it is)."""
+        if self.pid == os.getpid():
+            return
+        self.pid = os.getpid()
+        self.records, self.unsent, self.scheduled = [], bytearray(), None
+        self.lock = threading.Lock()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "core.span_export", self.service_name, self.scope_name],
+                stdin=subprocess.PIPE,
+                cwd=REPO,
+                close_fds=True,
+            )
+        except OSError:
+            log.exception("tracing: could not start the span exporter; spans are dropped")
+            self.proc, self.fd = None, -1
+            return
+        assert self.proc.stdin is not None
+        self.fd = self.proc.stdin.fileno()
+        os.set_blocking(self.fd, False)
+        atexit.register(self.close)
+
+    def put(self, record: Record) -> None:
+        """Hold one request's spans; the main thread's running loop (the server's) writes them
+        within FLUSH_DELAY_S. Without a loop, or on another thread's loop (an eval run's, which
+        may end before a timer of its own fires), they are written now."""
+        self.records.append(record)
+        if threading.current_thread() is not threading.main_thread():
+            self.flush()
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        due = self.scheduled
+        if due is loop:
+            return
+        if due is not None:
+            self.flush()
+        self.scheduled = loop
+        loop.call_later(FLUSH_DELAY_S, self.flush)
+
+    def flush(self) -> None:
+        """Write what is held: one marshalled frame, as much of it as the pipe takes; what it
+        did not take, the next flush writes (one is scheduled while bytes wait)."""
+        with self.lock:
+            self.scheduled = None
+            records, self.records = self.records, []
+            if self.fd < 0:
+                self.dropped += len(records)
+                return
+            if records:
+                body = marshal.dumps(records)
+                if len(self.unsent) + len(body) > MAX_BUFFERED_BYTES:
+                    self.dropped += len(records)
+                else:
+                    self.unsent += FRAME.pack(len(body))
+                    self.unsent += body
+            self._write()
+            if not self.unsent:
+                return
+            try:  # the pipe is full: try again shortly
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop: the next put or the process's end writes it
+            if threading.current_thread() is not threading.main_thread():
+                return  # a loop that may end: the next put or the process's end writes it
+            self.scheduled = loop
+            loop.call_later(FLUSH_DELAY_S, self.flush)
+
+    def _write(self) -> None:
+        while self.unsent:
+            try:
+                written = os.write(self.fd, self.unsent)
+            except BlockingIOError:
+                return
+            except OSError as exc:  # the exporter is gone: nothing more to send
+                if exc.errno not in (errno.EPIPE, errno.EBADF):
+                    log.warning("tracing: span exporter pipe: %s", exc)
+                self._gone()
+                return
+            del self.unsent[:written]
+
+    def _gone(self) -> None:
+        log.warning("tracing: the span exporter has exited; spans are dropped")
+        self.fd = -1
+        self.unsent.clear()
+
+    def close(self) -> None:
+        """Send what is held (blocking: the process is ending) and close the pipe; the exporter
+        exports the rest and exits."""
+        if self.pid != os.getpid() or self.proc is None or self.proc.stdin is None:
+            return
+        if self.fd >= 0:
+            with self.lock:
+                os.set_blocking(self.fd, True)
+            self.flush()
+            self.fd = -1
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+
+
+def readable_spans(record: Record, resource: Any, scope: Any) -> list[Any]:
+    """One record's spans as the SDK's ReadableSpan (what its processors and exporters take)."""
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    sampled = TraceFlags(TraceFlags.SAMPLED)
+    trace_id, spans = record
+    out = []
+    for span_id, parent_id, name, kind, start, end, attributes, events, links, error in spans:
+        out.append(
+            ReadableSpan(
+                name=name,
+                context=SpanContext(trace_id, span_id, False, sampled),
+                parent=SpanContext(trace_id, parent_id, False, sampled) if parent_id else None,
+                resource=resource,
+                attributes=attributes,
+                events=[Event(n, a, timestamp=t) for n, t, a in events],
+                links=[Link(SpanContext(t, s, True, TraceFlags(f)), a) for t, s, f, a in links],
+                kind=SpanKind(kind),
+                status=Status(StatusCode.ERROR) if error else Status(StatusCode.UNSET),
+                start_time=start,
+                end_time=end,
+                instrumentation_scope=scope,
+            )
+        )
+    return out
+
+
+def main(service_name: str, scope_name: str) -> None:
+    """The exporter process: frames from stdin until it closes, then the rest exported."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    resource = Resource.create({"service.name": service_name}).merge(
+        OTELResourceDetector().detect()
+    )
+    scope = InstrumentationScope(scope_name)
+    processor = BatchSpanProcessor(OTLPSpanExporter())
+    stream = sys.stdin.buffer
+    try:
+        while True:
+            head = stream.read(FRAME.size)
+            if len(head) < FRAME.size:
+                break
+            body = stream.read(FRAME.unpack(head)[0])
+            # Only its parent writes this pipe (its stdin): marshal's input is trusted here.
+            for record in marshal.loads(body):  # noqa: S302
+                for span in readable_spans(record, resource, scope):
+                    processor.on_end(span)
+    finally:
+        processor.shutdown()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
