@@ -49,7 +49,15 @@ from budgets.spend import add_spend
 from evals.models import EvalPolicy, PlanStatus, ReleasePlan, ReleaseSample, ReleaseStep
 from evals.scoring import pairwise
 from evals.scoring.live_checks import score_live
-from evals.services.asking import HELD, Asker, _judge_payload, _version_side, judge_side
+from evals.services.asking import (
+    HELD,
+    Asker,
+    Side,
+    _base_side,
+    _judge_payload,
+    _version_side,
+    judge_side,
+)
 from evals.services.runner import at_lower_priority
 from gateway.app import Gateway
 from gateway.budgets import worst_case
@@ -90,6 +98,8 @@ class Pair:
     plan: ReleasePlan
     step: ReleaseStep
     policy: EvalPolicy
+    side: Side  # the candidate as the gateway's path takes it
+    base: Side  # its base model (a judge that names it)
     candidate: str = ""
     orders: tuple[str | None, str | None] = (None, None)
     outcome: str = ""
@@ -170,7 +180,13 @@ def pairs_ask(*, client: redis.Redis, now: float | None = None) -> dict[str, int
                 log.warning("shadow request dropped: not JSON")
         pairs, skipped = _admitted(items, client=client, now=time.time() if now is None else now)
         if pairs:
-            at_lower_priority(lambda: asyncio.run(_ask_all(pairs)))
+            try:
+                at_lower_priority(lambda: asyncio.run(_ask_all(pairs)))
+            except Exception:  # noqa: BLE001 - counted as skipped: the plan goes on
+                log.warning("shadow pass failed", exc_info=True)
+                for pair in pairs:
+                    if not (pair.outcome or pair.skipped):
+                        pair.skipped = Skip.ERROR
         _record(pairs, skipped, client=client)
     finally:
         try:
@@ -222,7 +238,11 @@ def _admitted(
         if not _budgets_hold(plan, item, rules, pending, client=client):
             skipped[step.pk][Skip.BUDGET] += 1
             continue
-        pairs.append(Pair(item, plan, step, policy))
+        pairs.append(
+            Pair(
+                item, plan, step, policy, _version_side(plan.candidate), _base_side(plan.candidate)
+            )
+        )
     return pairs, skipped
 
 
@@ -258,9 +278,9 @@ def _budgets_hold(
         return True
     kind, payload = _payload(item)
     try:
-        checked = check_request(kind, payload, default_plan())
+        checked = check_request(kind, {**payload, "model": plan.alias.name}, default_plan())
     except GatewayError:
-        return False
+        return False  # the stable was asked it: cannot happen short of a changed schema
     weights = rules.weights_for(plan.candidate.adapter.base_model_id)
     answer_bytes = len(str(item.get("stable", "")).encode())
     # The candidate's ask, and each judge order (the prompt, both answers and a word).
@@ -305,8 +325,7 @@ async def _ask_all(pairs: list[Pair]) -> None:
 
 async def _ask_pair(asker: Asker, pair: Pair) -> None:
     _, payload = _payload(pair.item)
-    side = _version_side(pair.plan.candidate)
-    answer = await asker.try_once(side, payload)
+    answer = await asker.try_once(pair.side, payload)
     if answer.error:
         pair.skipped = Skip.NO_ROOM if answer.error.startswith(HELD + ":") else Skip.ERROR
         if pair.skipped == Skip.ERROR:
@@ -314,7 +333,7 @@ async def _ask_pair(asker: Asker, pair: Pair) -> None:
         return
     pair.candidate = answer.text
     pair.asked.append((pair.plan.candidate_id, answer.prompt_tokens, answer.completion_tokens))
-    judge = judge_side(asker.table, pair.plan.tenant_id, pair.policy.judge, pair.plan.candidate)
+    judge = judge_side(asker.table, pair.plan.tenant_id, pair.policy.judge, base=pair.base)
     if judge is None:
         return  # no judge any more: the answer counts under the live checks only
     question = _question(pair.item.get("prompt"))
