@@ -1,7 +1,8 @@
 """The demo's eval gate and release plan (`make run`, after portal.demo): acme/support@2 released
 beside @1 and the alias `support-bot` releasing it through a plan judged on live answers, its
-first step shadow pairs (the demo load asks the alias); then a suite `qa` and a gate with live checks on acme/support, and
-acme/support@3 uploaded and validated, its eval run waiting on the review page. Idempotent."""
+first step shadow pairs (the demo load asks the alias); then a suite `qa` and a gate with live
+checks and a judge on acme/support, and acme/support@3 uploaded and validated, its eval run
+waiting on the review page. Idempotent."""
 
 from __future__ import annotations
 

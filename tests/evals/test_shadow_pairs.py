@@ -63,16 +63,20 @@ def test_a_shadow_step_needs_the_policys_judge_and_leaves_nothing_without_it(acm
 
 def test_the_controller_advances_a_shadow_step_on_pairs_the_candidate_does_not_lose(acme):
     plan = shadow_plan(acme, min_step_samples=50)
-    pairs(plan, tie=40, split=20, win=3, loss=2)
+    pairs(plan, tie=60, split=20, win=1)
+    # The live checks on the candidate's shadow answers against the stable's sampled ones.
+    ReleaseStep.objects.filter(plan=plan, index=0).update(
+        stable_n=80, stable_passed=80, candidate_n=81, candidate_passed=81
+    )
     result = tick(plan)
     assert result.decision == "advance", result
     plan.refresh_from_db()
     assert plan.current_step == 1
     assert targets_of(alias_of(acme)) == {"support@1": (50, None), "support@2": (50, None)}
     decision = plan.decisions.get()
-    assert decision.numbers["pairs"] == {"tie": 40, "split": 20, "win": 3, "loss": 2}
+    assert decision.numbers["pairs"] == {"tie": 60, "split": 20, "win": 1}
     guard = decision.numbers["guards"]["pairs"]
-    assert guard["decision"] == "advance" and guard["candidate"]["n"] == 65
+    assert guard["decision"] == "advance" and guard["candidate"]["n"] == 81
     assert guard["interval"][0] > -0.05
 
 
