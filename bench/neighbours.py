@@ -949,6 +949,9 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         + ("" if result.live_headroom is None else f", live headroom {result.live_headroom}"),
         "quiet": "nothing; the first engine drained (B on the second only)",
         "busy": "(anyone) the eval's load straight at the first engine, drained (B on the second)",
+        "live": f"{result.a_rate:g}/s live requests to its stable version by name (no plan)",
+        "shadow": f"{result.a_rate:g}/s live requests to its alias, its plan's shadow step at "
+        f"{_pct(result.sample_share)}",
     }
     quiet = next((p for p in together + gateway if p.name == "quiet"), None)
     rows = [(p, what.get(p.name, ""), p.name) for p in gateway]
@@ -961,6 +964,7 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
             f"{_ms(p.b_ttft_p99_ms)} | {_ratio(p, base)} | {_answers(p.b_status)} | "
             f"{_answers(p.a_status)} |"
         )
+    lines += render_extra_work(result)
     if direct:
         lines += _reference(direct, gateway)
     for note in notes or []:
@@ -1013,6 +1017,110 @@ def _reference(direct: list[PhaseResult], gateway: list[PhaseResult]) -> list[st
             f"| {label} | {_ms(p.b_ttft_p50_ms)} | {_ms(p.b_ttft_p99_ms)} | "
             f"{_ratio(p, base)} | {_answers(p.b_status)} | {_answers(p.a_status)} | "
             f"{_ratio(same, p) if same else '-'} |"
+        )
+    return lines
+
+
+@dataclass
+class ExtraWork:
+    """The work a shadow phase's plan added, against A's live requests."""
+
+    label: str
+    live: int  # A's requests answered 2xx
+    sampled: int  # of them, the stable's answers the plan sampled (scored)
+    asks: int  # candidate asks the shadow worker made
+    judge: int  # judge calls (two orders a pair)
+    skipped: int  # samples the shadow worker skipped (stale, budget, no room, backlog, error)
+    engine_extra: int | None  # engine-counted requests less A's and B's answered ones
+
+    def share(self, n: int) -> float | None:
+        return n / self.live if self.live else None
+
+
+def extra_work(phases: list[PhaseResult]) -> list[ExtraWork]:
+    """Each shadow turn's extra work, then every turn's together when there are several."""
+    rows = []
+    for i, p in enumerate(p for p in phases if p.name == "shadow"):
+        a = p.a_status
+        engine = a.get("engine requests")
+        rows.append(
+            ExtraWork(
+                label=f"turn {i + 1}",
+                live=sum(v for k, v in a.items() if k.startswith("2") and k.isdigit()),
+                sampled=a.get("sampled", 0),
+                asks=a.get("candidate asks", 0),
+                judge=a.get("judge calls", 0),
+                skipped=sum(v for k, v in a.items() if k.startswith("skipped ")),
+                engine_extra=None
+                if engine is None
+                else engine
+                - sum(v for k, v in a.items() if k.startswith("2") and k.isdigit())
+                - p.b_status.get("200", 0),
+            )
+        )
+    if len(rows) > 1:
+        engine_rows = [r.engine_extra for r in rows]
+        rows.append(
+            ExtraWork(
+                label="**all turns**",
+                live=sum(r.live for r in rows),
+                sampled=sum(r.sampled for r in rows),
+                asks=sum(r.asks for r in rows),
+                judge=sum(r.judge for r in rows),
+                skipped=sum(r.skipped for r in rows),
+                engine_extra=None
+                if None in engine_rows
+                else sum(r.engine_extra or 0 for r in rows),
+            )
+        )
+    return rows
+
+
+def share_range(share: float, n: int) -> tuple[float, float]:
+    """Where sampling alone puts `n` requests' sampled share 95 % of the time (normal
+    approximation of the binomial)."""
+    half = 1.96 * (share * (1 - share) / n) ** 0.5 if n else 1.0
+    return max(0.0, share - half), min(1.0, share + half)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def render_extra_work(result: Result) -> list[str]:
+    """The shadow phase's extra engine work against the goal: the sample share within 10 % of
+    it, read as candidate asks / A's live requests; with the judge's calls, and what the
+    engines' own counters saw, beside it."""
+    rows = extra_work(result.phases)
+    if not rows:
+        return []
+    share = result.sample_share
+    low, high = 0.9 * share, 1.1 * share
+    lines = [
+        "",
+        f"The extra engine work of the shadow phase (A: {result.a_rate:g} requests/s to its "
+        f"alias, the plan's sample share {_pct(share)}; goal: candidate asks / A's live requests "
+        f"between {_pct(low)} and {_pct(high)}). Judge calls: two a pair (both orders). Engines' "
+        "count: every request the engines' own counters finished in the phase (and while the "
+        "worker finished its samples after it) less A's and B's answered ones. Sampling's range: "
+        "where the share of A's requests the gateway samples falls 95 % of the time by chance "
+        "alone, for that many requests.",
+        "",
+        "| shadow | A live | sampled | candidate asks | judge calls | skipped | asks / live "
+        "| (asks + judge) / live | engines' extra / live | sampling's range | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        asks = r.share(r.asks)
+        lo, hi = share_range(share, r.live)
+        met = "-" if asks is None else ("met" if low <= asks <= high else "not met")
+        engine = (
+            "-" if r.engine_extra is None else f"{r.engine_extra} ({_pct(r.share(r.engine_extra))})"
+        )
+        lines.append(
+            f"| {r.label} | {r.live} | {r.sampled} | {r.asks} | {r.judge} | {r.skipped} | "
+            f"{_pct(asks)} | {_pct(r.share(r.asks + r.judge))} | {engine} | "
+            f"{_pct(lo)}-{_pct(hi)} | {met} |"
         )
     return lines
 
