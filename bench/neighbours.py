@@ -1102,13 +1102,14 @@ def render_extra_work(result: Result) -> list[str]:
         f"alias, the plan's sample share {_pct(share)}; goal: candidate asks / A's live requests "
         f"between {_pct(low)} and {_pct(high)}). Judge calls: two a pair (both orders). Engines' "
         "count: every request the engines' own counters finished in the phase (and while the "
-        "worker finished its samples after it) less A's and B's answered ones. Sampling's range: "
+        "worker finished its samples after it) less A's and B's answered ones. Asks / sampled: "
+        "what the portal asked of what the gateway sampled (skips lower it). Sampling's range: "
         "where the share of A's requests the gateway samples falls 95 % of the time by chance "
         "alone, for that many requests.",
         "",
-        "| shadow | A live | sampled | candidate asks | judge calls | skipped | asks / live "
-        "| (asks + judge) / live | engines' extra / live | sampling's range | goal |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| shadow | A live | sampled | candidate asks | judge calls | skipped | asks / sampled "
+        "| asks / live | (asks + judge) / live | engines' extra / live | sampling's range | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         asks = r.share(r.asks)
@@ -1119,7 +1120,8 @@ def render_extra_work(result: Result) -> list[str]:
         )
         lines.append(
             f"| {r.label} | {r.live} | {r.sampled} | {r.asks} | {r.judge} | {r.skipped} | "
-            f"{_pct(asks)} | {_pct(r.share(r.asks + r.judge))} | {engine} | "
+            f"{_pct(r.asks / r.sampled if r.sampled else None)} | {_pct(asks)} | "
+            f"{_pct(r.share(r.asks + r.judge))} | {engine} | "
             f"{_pct(lo)}-{_pct(hi)} | {met} |"
         )
     return lines

@@ -181,7 +181,9 @@ def test_the_shadow_phases_extra_work_is_read_against_a_live_requests_and_pooled
     result.sample_share = 0.10
     lines = nb.render_extra_work(result)
     assert any(
-        line.startswith("| turn 1 | 100 | 11 | 10 | 20 | 1 | 10.0 % | 30.0 % | 30 (30.0 %) |")
+        line.startswith(
+            "| turn 1 | 100 | 11 | 10 | 20 | 1 | 90.9 % | 10.0 % | 30.0 % | 30 (30.0 %) |"
+        )
         and line.endswith("| met |")
         for line in lines
     ), lines
