@@ -5,7 +5,13 @@ requests its plan allows; and (e) while anyone sends 1,000 requests/s of made-up
 another address; and (f) while an eval run of 500 cases runs (a candidate version against the
 base model, started as the page starts one and run by a real Celery worker: background requests,
 evals.services.asking), on B's own adapter: B's live requests must go first even against its own
-evals (A's plan allows it 60 requests a minute, too few for an eval of 1,000 requests). B's time
+evals (A's plan allows it 60 requests a minute, too few for an eval of 1,000 requests); and (g)
+while A's callers send steady live traffic to an alias of A's whose release plan is in its shadow
+step at a sample share of 10 % (the plan started through the portal's own services; a real
+worker scores the samples and asks the candidate and the judge in the background lane,
+evals.services.shadow_pairs), with `live` beside it: the same traffic to the stable version by
+name, which no plan samples. The shadow phase also counts the extra engine work: candidate asks
+and judge calls against A's live requests, and what the engines' own counters served. B's time
 to first token (p50, p99) and its answers by status in each phase, against B alone in the same
 run. Goal: B's p99 within 1.25x of alone, no non-2xx for B.
 
@@ -45,6 +51,12 @@ VAR = REPO_ROOT / "var" / "bench" / "neighbours"
 RUNS = REPO_ROOT / "var" / "bench" / "neighbours-runs"
 ENGINE_NAMES = ("nb-a", "nb-b")
 PHASES = ("alone", "flood", "unread", "overtime", "largest", "anonymous", "eval")
+# Phases run only when named (--phases): A's live traffic to its alias, sampled by a release
+# plan in its shadow step (shadow), and the same traffic to the stable version by name (live).
+SHADOW_PHASES = ("live", "shadow")
+SHADOW_ALIAS = "support-bot"
+SHADOW_SHARE = 0.10  # the plan's sample share
+A_SHADOW_BODY = {"max_tokens": 8, "temperature": 0}
 # Reference phases of their own, straight at the engines only: B on the second engine, with the
 # first engine idle ("quiet") or running what an eval run sends it ("busy": the run's bound of
 # short completions in flight, at the rate the eval phases' runs reached). Their ratio is what
@@ -60,6 +72,17 @@ class Busy:
 
     in_flight: int = 1
     rate: float | None = None
+
+
+@dataclass
+class Shadow:
+    """What the live and shadow phases need: A's rate, its stable version's model name, the
+    plan in its shadow step, and the engines (name: (url, key)) whose counters are read."""
+
+    rate: float = 2.0
+    stable: str = ""
+    plan_id: int = 0
+    engines: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 EVAL_QUEUE = "nb-evals"  # the bench worker's queue: the eval run's task goes there
@@ -107,6 +130,8 @@ class Result:
     eval_cases: int = 500
     live_headroom: int | None = None  # GATEWAY_LIVE_HEADROOM of the gateway and the eval's worker
     repeat: int = 1  # the gateway phases, run this many times in turn (their samples pooled)
+    a_rate: float = 2.0  # A's live requests a second in the live and shadow phases
+    sample_share: float = SHADOW_SHARE
 
 
 # --- the traffic ---------------------------------------------------------------------------
@@ -236,7 +261,12 @@ async def a_anonymous(base: str, rate: float, seconds: float) -> Counter:
 
 
 def a_load(
-    phase: str, targets: list[gs.Target], seconds: float, anon_rate: float, busy: Busy
+    phase: str,
+    targets: list[gs.Target],
+    seconds: float,
+    anon_rate: float,
+    busy: Busy,
+    shadow: Shadow | None = None,
 ) -> Any:
     if phase == "flood":  # 10x the rate limit, small requests
         return a_requests(targets, _body("tiny-llama", max_tokens=4), A_RPM * 10 / 60, seconds)
@@ -267,7 +297,25 @@ def a_load(
         return a_eval(seconds)
     if phase == "busy":
         return a_busy(targets, seconds, busy)
+    if phase in SHADOW_PHASES and shadow is not None:
+        return a_live(targets, phase, seconds, shadow)
     return None
+
+
+async def a_live(targets: list[gs.Target], phase: str, seconds: float, shadow: Shadow) -> Counter:
+    """A's callers at `shadow.rate` a second: to the alias (shadow), whose plan samples them, or
+    to the stable version by name (live), which nothing samples. In the shadow phase, the extra
+    work the plan caused, counted once the worker has handled every sample of the phase."""
+    model = SHADOW_ALIAS if phase == "shadow" else shadow.stable
+    body = _body(model, **A_SHADOW_BODY)
+    before = await asyncio.to_thread(shadow_counts, shadow) if phase == "shadow" else {}
+    statuses = await a_requests(targets, body, shadow.rate, seconds)
+    if phase != "shadow":
+        return statuses
+    after = await asyncio.to_thread(shadow_drain, shadow)
+    return statuses + Counter(
+        {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+    )
 
 
 async def a_busy(targets: list[gs.Target], seconds: float, busy: Busy) -> Counter:
@@ -352,8 +400,9 @@ async def run_phase(
     via: str = "gateway",
     anon_rate: float = 1000.0,
     busy: Busy | None = None,
+    shadow: Shadow | None = None,
 ) -> PhaseResult:
-    load = a_load(phase, a, seconds, anon_rate, busy or Busy())
+    load = a_load(phase, a, seconds, anon_rate, busy or Busy(), shadow)
     b_task = asyncio.create_task(steady_b(b, rate, seconds, seed))
     a_status = await load if load is not None else Counter()
     samples = await b_task
@@ -439,6 +488,176 @@ def seed_eval(engines: dict[str, EngineProcess], keys: dict[str, str], cases: in
     policy_set(access=access, adapter=adapter, suite="qa")
 
 
+def seed_shadow(
+    engines: dict[str, EngineProcess], keys: dict[str, str], rate: float, share: float
+) -> Shadow:
+    """A's adapter with a stable version on both engines and a candidate on the second (the
+    first holds B's eval candidate when the eval phase runs), resident as the fleet leaves them;
+    a policy whose judge is the base model; the alias on the stable; and a release plan started
+    through the portal's services, its first step shadow at `share`."""
+    from adapters.access import AccessContext
+    from adapters.models import Adapter
+    from adapters.services.aliases import alias_set
+    from evals.models import EvalPolicy
+    from evals.services.release_plans import plan_start
+    from tenants.models import Membership, Tenant
+    from tests.evals.live_policy import live_checks_policy
+    from tests.workers.fleet import servable_version
+    from workers.models import Engine
+
+    tenant = Tenant.objects.get(slug="tenant-a")
+    owner = Membership.objects.get(tenant=tenant, role="owner").user
+    access = AccessContext.for_user(owner)
+    base = Engine.objects.get(name=ENGINE_NAMES[0]).base_model
+    adapter = Adapter.objects.create(tenant=tenant, name="support", base_model=base)
+    src = VAR / "src-a"
+    stable = servable_version(adapter, src, seed=461)
+    candidate = servable_version(adapter, src, seed=462)
+    for name in ENGINE_NAMES:
+        row = Engine.objects.get(name=name)
+        gs.make_resident(engines[name], keys[name], row, stable, src / "src-support-461")
+    name = ENGINE_NAMES[1]
+    row = Engine.objects.get(name=name)
+    gs.make_resident(engines[name], keys[name], row, candidate, src / "src-support-462")
+    live_checks_policy(tenant=tenant, adapter=adapter, checks={"max_chars": 4000})
+    EvalPolicy.objects.filter(adapter=adapter).update(judge=base.name)
+    alias = alias_set(
+        access=access,
+        tenant=tenant,
+        name=SHADOW_ALIAS,
+        targets=[{"version": f"support@{stable.number}", "weight": 100}],
+    )
+    # The controller is not ticked here (the bench plays beat for the scoring and shadow tasks
+    # only), so the plan stays in its shadow step for the whole run.
+    plan = plan_start(
+        access=access,
+        alias=alias,
+        candidate=f"support@{candidate.number}",
+        steps=[0, 100],
+        sample_share=share,
+    )
+    return Shadow(
+        rate=rate,
+        stable=f"support@{stable.number}",
+        plan_id=plan.pk,
+        engines={n: (p.base_url, keys[n]) for n, p in engines.items()},
+    )
+
+
+def _tenant_rpm(slug: str, rpm: int) -> None:
+    """The tenant's requests a minute, saved (the gateway's tables follow saves)."""
+    from tenants.models import Tenant
+
+    tenant = Tenant.objects.get(slug=slug)
+    tenant.quota_requests_per_minute = rpm
+    tenant.save()
+
+
+def engine_requests(engines: dict[str, tuple[str, str]]) -> int:
+    """Requests the engines finished, by their own counters (vllm:request_success_total)."""
+    from workers.vllm_client import VLLMClient
+
+    async def one(url: str, key: str) -> int:
+        async with VLLMClient(url, engine_key=key) as client:
+            text = await client.metrics()
+        return round(
+            sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("vllm:request_success_total")
+            )
+        )
+
+    async def every() -> int:
+        return sum(await asyncio.gather(*(one(u, k) for u, k in engines.values())))
+
+    return asyncio.run(every())
+
+
+def shadow_counts(shadow: Shadow) -> dict[str, int]:
+    """The plan's step and usage counters, and the engines' finished requests, now."""
+    from datetime import UTC, datetime
+
+    from evals.models import ReleasePlan, ReleaseStep
+    from gateway.usage import SHADOW_PREFIX, usage_key
+    from workers import shared_state
+
+    plan = ReleasePlan.objects.get(pk=shadow.plan_id)
+    step = ReleaseStep.objects.get(plan=plan, index=0)
+    usage = shared_state.client().hgetall(usage_key(datetime.now(UTC).date()))
+
+    def used(version: int) -> int:
+        field = f"{plan.alias.tenant_id}|{version}|{SHADOW_PREFIX}requests".encode()
+        return int(usage.get(field, 0))
+
+    counts = {
+        "engine requests": engine_requests(shadow.engines),
+        "sampled": step.stable_n,
+        "candidate asks": used(plan.candidate_id),
+        "judge calls": used(0),
+        "pairs": sum(step.pairs.values()),
+    }
+    counts.update({f"skipped {k}": v for k, v in step.shadow_skipped.items()})
+    return counts
+
+
+def shadow_drain(shadow: Shadow, seconds: float = 120.0) -> dict[str, int]:
+    """The counters once the worker has handled every sample the phase's requests left: the
+    gateway's buffer sent, the samples scored, the shadow list empty and no pass running, the
+    same counts twice in a row."""
+    from workers import shared_state
+    from workers.redis_contract.keys import RELEASE_SAMPLES, RELEASE_SHADOW, RELEASE_SHADOW_LOCK
+
+    client = shared_state.client()
+    deadline = time.monotonic() + seconds
+    last: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        time.sleep(2.0)
+        busy = client.llen(RELEASE_SAMPLES) or client.llen(RELEASE_SHADOW)
+        if busy or client.exists(RELEASE_SHADOW_LOCK):
+            continue
+        counts = shadow_counts(shadow)
+        if counts == last:
+            return counts
+        last = counts
+    raise RuntimeError(f"the shadow worker did not finish the phase's samples in {seconds:.0f} s")
+
+
+@contextlib.contextmanager
+def shadow_beat() -> Any:
+    """Beat for the two tasks of shadow pairs only, at their schedule (the worker runs them):
+    scoring the gateway's samples, and the shadow worker's pass. The rest of beat (the
+    controller's tick, the fleet's passes) does not run in the bench."""
+    import threading
+
+    from django.conf import settings
+
+    from evals.tasks import ask_shadow_pairs, score_release_samples
+
+    stop = threading.Event()
+    every = {
+        score_release_samples: max(1.0, settings.RELEASE_TICK_SECONDS / 2),
+        ask_shadow_pairs: float(settings.RELEASE_SHADOW_SECONDS),
+    }
+
+    def beat() -> None:
+        due = dict.fromkeys(every, 0.0)
+        while not stop.wait(0.2):
+            now = time.monotonic()
+            for task, at in due.items():
+                if now >= at:
+                    task.delay()
+                    due[task] = now + every[task]
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: list) -> Result:
     tiny = gs.tiny_model()
     keys = {name: secrets.token_hex(16) for name in ENGINE_NAMES}
@@ -465,7 +684,12 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     phases = [p for p in args.phases.split(",") if p]
     if "eval" in phases:
         seed_eval(engines, keys, args.eval_cases)
-        # The eval's worker: threads, as the bench's other workers (gateway_support).
+    shadow = None
+    if any(p in SHADOW_PHASES for p in phases):
+        shadow = seed_shadow(engines, keys, args.a_rate, args.sample_share)
+    if "eval" in phases or shadow:
+        # The eval's and shadow pairs' worker: threads, as the bench's other workers
+        # (gateway_support).
         procs.append(gs.start_worker(EVAL_QUEUE, [], VAR / "worker.log", env))
     extra = {
         "GATEWAY_REQUEST_TIMEOUT_SECONDS": str(BUDGET_S),
@@ -484,6 +708,8 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         eval_cases=args.eval_cases,
         live_headroom=live_headroom(),
         repeat=args.repeat,
+        a_rate=args.a_rate,
+        sample_share=args.sample_share,
     )
     # Warm both engines and the gateway's tables.
     a, b = via_gateway(base, tokens["a"]), via_gateway(base, tokens["b"])
@@ -509,32 +735,51 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
     # A's load (if any) on the first engine, B on the second only, in turn as the gateway's.
     runs += [(p, direct[:1], direct[1:], "direct") for _ in range(args.repeat) for p in lanes]
     busy = Busy(eval_room(ENGINE_NAMES[0]))
-    for i, (phase, a_targets, b_targets, via) in enumerate(runs):
-        if phase == "busy":
-            busy.rate = eval_answer_rate(result.phases, args.phase_seconds)
-        lane = via == "gateway" and phase in LANE_PHASES
-        if lane:
-            _engine_state(ENGINE_NAMES[0], "draining")
-            time.sleep(BUDGET_S)  # the gateway's tables follow the save (pub/sub)
-        result.phases.append(
-            asyncio.run(
-                run_phase(
-                    phase,
-                    a_targets,
-                    b_targets,
-                    args.phase_seconds,
-                    args.b_rate,
-                    i + 1,
-                    via,
-                    args.anon_rate,
-                    busy,
-                )
-            )
+    with shadow_beat() if shadow else contextlib.nullcontext():
+        for i, run in enumerate(runs):
+            result.phases.append(_one_phase(args, i, run, busy, shadow, result.phases))
+    return result
+
+
+def _one_phase(
+    args: argparse.Namespace,
+    i: int,
+    run: tuple[str, list[gs.Target], list[gs.Target], str],
+    busy: Busy,
+    shadow: Shadow | None,
+    done: list[PhaseResult],
+) -> PhaseResult:
+    phase, a_targets, b_targets, via = run
+    if phase == "busy":
+        busy.rate = eval_answer_rate(done, args.phase_seconds)
+    lane = via == "gateway" and phase in LANE_PHASES
+    if lane:
+        _engine_state(ENGINE_NAMES[0], "draining")
+        time.sleep(BUDGET_S)  # the gateway's tables follow the save (pub/sub)
+    live = phase in SHADOW_PHASES and shadow is not None
+    if live:  # A's plan lets its callers send the phase's rate (twice it, to spare)
+        _tenant_rpm("tenant-a", max(A_RPM, round(args.a_rate * 60 * 2)))
+        time.sleep(BUDGET_S)
+    result = asyncio.run(
+        run_phase(
+            phase,
+            a_targets,
+            b_targets,
+            args.phase_seconds,
+            args.b_rate,
+            i + 1,
+            via,
+            args.anon_rate,
+            busy,
+            shadow,
         )
-        if lane:
-            _engine_state(ENGINE_NAMES[0], "up")
-        print(json.dumps({**asdict(result.phases[-1]), "b_ttfts_ms": "..."}), flush=True)
-        time.sleep(BUDGET_S)  # what A left running ends before the next phase
+    )
+    if lane:
+        _engine_state(ENGINE_NAMES[0], "up")
+    if live:
+        _tenant_rpm("tenant-a", A_RPM)
+    print(json.dumps({**asdict(result), "b_ttfts_ms": "..."}), flush=True)
+    time.sleep(BUDGET_S)  # what A left running ends before the next phase
     return result
 
 
@@ -704,6 +949,9 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
         + ("" if result.live_headroom is None else f", live headroom {result.live_headroom}"),
         "quiet": "nothing; the first engine drained (B on the second only)",
         "busy": "(anyone) the eval's load straight at the first engine, drained (B on the second)",
+        "live": f"{result.a_rate:g}/s live requests to its stable version by name (no plan)",
+        "shadow": f"{result.a_rate:g}/s live requests to its alias, its plan's shadow step at "
+        f"{_pct(result.sample_share)}",
     }
     quiet = next((p for p in together + gateway if p.name == "quiet"), None)
     rows = [(p, what.get(p.name, ""), p.name) for p in gateway]
@@ -716,6 +964,7 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
             f"{_ms(p.b_ttft_p99_ms)} | {_ratio(p, base)} | {_answers(p.b_status)} | "
             f"{_answers(p.a_status)} |"
         )
+    lines += render_extra_work(result)
     if direct:
         lines += _reference(direct, gateway)
     for note in notes or []:
@@ -772,6 +1021,112 @@ def _reference(direct: list[PhaseResult], gateway: list[PhaseResult]) -> list[st
     return lines
 
 
+@dataclass
+class ExtraWork:
+    """The work a shadow phase's plan added, against A's live requests."""
+
+    label: str
+    live: int  # A's requests answered 2xx
+    sampled: int  # of them, the stable's answers the plan sampled (scored)
+    asks: int  # candidate asks the shadow worker made
+    judge: int  # judge calls (two orders a pair)
+    skipped: int  # samples the shadow worker skipped (stale, budget, no room, backlog, error)
+    engine_extra: int | None  # engine-counted requests less A's and B's answered ones
+
+    def share(self, n: int) -> float | None:
+        return n / self.live if self.live else None
+
+
+def extra_work(phases: list[PhaseResult]) -> list[ExtraWork]:
+    """Each shadow turn's extra work, then every turn's together when there are several."""
+    rows = []
+    for i, p in enumerate(p for p in phases if p.name == "shadow"):
+        a = p.a_status
+        engine = a.get("engine requests")
+        rows.append(
+            ExtraWork(
+                label=f"turn {i + 1}",
+                live=sum(v for k, v in a.items() if k.startswith("2") and k.isdigit()),
+                sampled=a.get("sampled", 0),
+                asks=a.get("candidate asks", 0),
+                judge=a.get("judge calls", 0),
+                skipped=sum(v for k, v in a.items() if k.startswith("skipped ")),
+                engine_extra=None
+                if engine is None
+                else engine
+                - sum(v for k, v in a.items() if k.startswith("2") and k.isdigit())
+                - p.b_status.get("200", 0),
+            )
+        )
+    if len(rows) > 1:
+        engine_rows = [r.engine_extra for r in rows]
+        rows.append(
+            ExtraWork(
+                label="**all turns**",
+                live=sum(r.live for r in rows),
+                sampled=sum(r.sampled for r in rows),
+                asks=sum(r.asks for r in rows),
+                judge=sum(r.judge for r in rows),
+                skipped=sum(r.skipped for r in rows),
+                engine_extra=None
+                if None in engine_rows
+                else sum(r.engine_extra or 0 for r in rows),
+            )
+        )
+    return rows
+
+
+def share_range(share: float, n: int) -> tuple[float, float]:
+    """Where sampling alone puts `n` requests' sampled share 95 % of the time (normal
+    approximation of the binomial)."""
+    half = 1.96 * (share * (1 - share) / n) ** 0.5 if n else 1.0
+    return max(0.0, share - half), min(1.0, share + half)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def render_extra_work(result: Result) -> list[str]:
+    """The shadow phase's extra engine work against the goal: the sample share within 10 % of
+    it, read as candidate asks / A's live requests; with the judge's calls, and what the
+    engines' own counters saw, beside it."""
+    rows = extra_work(result.phases)
+    if not rows:
+        return []
+    share = result.sample_share
+    low, high = 0.9 * share, 1.1 * share
+    lines = [
+        "",
+        f"The extra engine work of the shadow phase (A: {result.a_rate:g} requests/s to its "
+        f"alias, the plan's sample share {_pct(share)}; goal: candidate asks / A's live requests "
+        f"between {_pct(low)} and {_pct(high)}). Judge calls: two a pair (both orders). Engines' "
+        "count: every request the engines' own counters finished in the phase (and while the "
+        "worker finished its samples after it) less A's and B's answered ones. Asks / sampled: "
+        "what the portal asked of what the gateway sampled (skips lower it). Sampling's range: "
+        "where the share of A's requests the gateway samples falls 95 % of the time by chance "
+        "alone, for that many requests.",
+        "",
+        "| shadow | A live | sampled | candidate asks | judge calls | skipped | asks / sampled "
+        "| asks / live | (asks + judge) / live | engines' extra / live | sampling's range | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        asks = r.share(r.asks)
+        lo, hi = share_range(share, r.live)
+        met = "-" if asks is None else ("met" if low <= asks <= high else "not met")
+        engine = (
+            "-" if r.engine_extra is None else f"{r.engine_extra} ({_pct(r.share(r.engine_extra))})"
+        )
+        lines.append(
+            f"| {r.label} | {r.live} | {r.sampled} | {r.asks} | {r.judge} | {r.skipped} | "
+            f"{_pct(r.asks / r.sampled if r.sampled else None)} | {_pct(asks)} | "
+            f"{_pct(r.share(r.asks + r.judge))} | {engine} | "
+            f"{_pct(lo)}-{_pct(hi)} | {met} |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--phase-seconds", type=float, default=40.0)
@@ -807,6 +1162,18 @@ def main() -> None:
         "--direct-phases",
         default="alone,overtime",
         help="phases run again with both tenants straight at the engines (the reference)",
+    )
+    parser.add_argument(
+        "--a-rate",
+        type=float,
+        default=2.0,
+        help="A's live requests a second in the live and shadow phases (its plan raised for them)",
+    )
+    parser.add_argument(
+        "--sample-share",
+        type=float,
+        default=SHADOW_SHARE,
+        help="the shadow phase's plan's sample share",
     )
     add_report_arguments(parser, keep_db=False)
     args = parser.parse_args()

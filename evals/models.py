@@ -284,6 +284,11 @@ class ReleaseStep(models.Model):
     candidate_n = models.PositiveIntegerField(default=0)
     candidate_passed = models.PositiveIntegerField(default=0)
     guards = models.JSONField(default=dict, help_text="{guard: its verdict as last evaluated}")
+    # A shadow step's pairs (evals.services.shadow_pairs): the judge's outcome for the candidate
+    # after both orders (evals.scoring.pairwise.Outcome) -> how many, and the stable's sampled
+    # requests not asked of the candidate, by why (no_room, budget, backlog, stale, error).
+    pairs = models.JSONField(default=dict, blank=True, help_text="{outcome: count}")
+    shadow_skipped = models.JSONField(default=dict, blank=True, help_text="{reason: count}")
     evaluated_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=16, blank=True, default="")
 
@@ -329,16 +334,22 @@ class ReleaseDecision(models.Model):
 
 class ReleaseSample(models.Model):
     """A sampled live answer kept as text, for a plan that keeps text (keep_text_days), until
-    `expires_at`, when the retention job deletes it (evals.services.live_samples)."""
+    `expires_at`, when the retention job deletes it (evals.services.live_samples). A shadow pair
+    (side `pair`) keeps the candidate's shadow answer in `answer`, the stable's in
+    `stable_answer` and the judge's verdicts in `judgement`."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     plan = models.ForeignKey(ReleasePlan, on_delete=models.CASCADE, related_name="samples")
     step = models.PositiveIntegerField()
-    side = models.CharField(max_length=10)  # stable or candidate
+    side = models.CharField(max_length=10)  # stable, candidate, or pair (a shadow pair)
     passed = models.BooleanField()
     verdicts = models.JSONField(default=dict, help_text="{check: {passed, why}}")
     prompt = models.TextField(blank=True, default="")
     answer = models.TextField(blank=True, default="")
+    stable_answer = models.TextField(blank=True, default="")
+    judgement = models.JSONField(
+        default=dict, blank=True, help_text="a pair's {outcome, candidate_first, candidate_second}"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(db_index=True)
 

@@ -119,6 +119,12 @@ def plan_entry(plan: ReleasePlan, version: AdapterVersion) -> dict[str, Any]:
                     "candidate": {"n": step.candidate_n, "passed": step.candidate_passed},
                 },
                 "guards": step.guards,
+                # A shadow step's pairs by the judge's outcome and its skipped requests.
+                **(
+                    {"shadow": {"pairs": step.pairs, "skipped": step.shadow_skipped}}
+                    if step.weight == 0
+                    else {}
+                ),
             }
             for step in plan.step_rows.all()
         ],

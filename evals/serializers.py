@@ -141,11 +141,25 @@ class ReleaseStepSerializer(serializers.Serializer):
     samples = serializers.SerializerMethodField()
     guards = serializers.JSONField(help_text="{guard: {decision, reason, estimate, interval, ...}}")
     evaluated_at = serializers.DateTimeField(allow_null=True)
+    shadow = serializers.SerializerMethodField(
+        help_text="a shadow step's pairs by the judge's outcome and its skipped requests by why; "
+        "null for a weighted step"
+    )
 
     def get_samples(self, step: Any) -> dict[str, dict[str, int]]:
         return {
             "stable": {"n": step.stable_n, "passed": step.stable_passed},
             "candidate": {"n": step.candidate_n, "passed": step.candidate_passed},
+        }
+
+    def get_shadow(self, step: Any) -> dict[str, Any] | None:
+        if step.weight:
+            return None
+        return {
+            "pairs": step.pairs,
+            "pairs_n": sum(step.pairs.values()),
+            "skipped": step.shadow_skipped,
+            "skipped_n": sum(step.shadow_skipped.values()),
         }
 
 
@@ -206,11 +220,15 @@ class ReleasePlanWriteSerializer(serializers.Serializer):
 
 class ReleaseSampleSerializer(serializers.Serializer):
     step = serializers.IntegerField()
-    side = serializers.CharField()
-    passed = serializers.BooleanField()
+    side = serializers.CharField(help_text="stable, candidate, or pair (a shadow pair)")
+    passed = serializers.BooleanField(help_text="a pair: the candidate did not lose it")
     verdicts = serializers.JSONField()
     prompt = serializers.CharField()
-    answer = serializers.CharField()
+    answer = serializers.CharField(help_text="a pair: the candidate's shadow answer")
+    stable_answer = serializers.CharField(help_text="a pair: the stable's answer; else empty")
+    judgement = serializers.JSONField(
+        help_text="a pair: {outcome, candidate_first, candidate_second}; else {}"
+    )
     created_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
 

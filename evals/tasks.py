@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
-from evals.services import live_samples, release_controller
+from evals.services import live_samples, release_controller, shadow_pairs
 from evals.services.runner import run_execute, runs_requeue_stale
 from workers import shared_state
 
@@ -44,3 +44,10 @@ def delete_expired_release_samples() -> int:
 def score_release_samples() -> int:
     """Beat: count the live answers the gateway sampled for release plans."""
     return live_samples.samples_score(client=shared_state.client())
+
+
+@shared_task(ignore_result=True, name="evals.tasks.ask_shadow_pairs")
+def ask_shadow_pairs() -> dict[str, int]:
+    """Beat: ask the candidate of each plan in a shadow step a few of the stable's sampled
+    requests in the background lane, and judge the pairs (one pass at a time, by a lock)."""
+    return shadow_pairs.pairs_ask(client=shared_state.client())

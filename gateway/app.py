@@ -50,7 +50,7 @@ from gateway.lanes import LaneWatch, background_room, engine_slots
 from gateway.offloop import off_loop
 from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
-from gateway.release_samples import ReleaseSamples
+from gateway.release_samples import SHADOW_PARAMS, ReleaseSamples
 from gateway.replicas import ReplicaLease
 from gateway.request import GatewayRequest
 from gateway.request_schema import check_request, forwarded_max_tokens
@@ -771,6 +771,7 @@ class Gateway:
             at=time.time(),
             body=body,
             prompt=request.payload.get("messages") or request.payload.get("prompt"),
+            params={k: request.payload[k] for k in SHADOW_PARAMS if k in request.payload},
         )
 
     def settle(self, engine: EngineInfo, request: GatewayRequest, outcome: Outcome) -> None:

@@ -22,6 +22,11 @@ class DailyUsage(models.Model):
     # Sum of the requests' end-to-end times: each held one of an engine's batch slots (and its
     # adapter a GPU LoRA slot) from admission to its last token. What the cost view shares by.
     slot_seconds = models.FloatField(default=0.0)
+    # Of the above, what release plans' shadow pairs asked (evals.services.shadow_pairs): the
+    # tenant's usage all the same, labelled apart.
+    shadow_requests = models.PositiveBigIntegerField(default=0)
+    shadow_prompt_tokens = models.PositiveBigIntegerField(default=0)
+    shadow_completion_tokens = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         constraints = [

@@ -25,6 +25,19 @@ from workers.redis_contract.keys import (
 
 log = logging.getLogger(__name__)
 
+# What a release plan's shadow pair asks the candidate with besides the prompt: the stable's own
+# sampling terms (evals.services.shadow_pairs), so both answers are to the same request.
+SHADOW_PARAMS = (
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+)
+
 
 class ReleaseSamples:
     def __init__(self, redis: aioredis.Redis, capacity: int) -> None:
@@ -36,7 +49,14 @@ class ReleaseSamples:
         self._dropped_counted = 0  # of `dropped`, what RELEASE_SAMPLES_COUNTS has
 
     def offer(
-        self, *, alias_id: int, version_id: int, at: float, body: bytes, prompt: object = None
+        self,
+        *,
+        alias_id: int,
+        version_id: int,
+        at: float,
+        body: bytes,
+        prompt: object = None,
+        params: dict[str, object] | None = None,
     ) -> bool:
         """Keep one answer for the next send; False (dropped) when the buffer is full."""
         if len(self._held) >= self.capacity:
@@ -52,6 +72,7 @@ class ReleaseSamples:
                     # The request's messages (or prompt): written down only for a plan that
                     # keeps text (evals.services.live_samples).
                     "prompt": prompt,
+                    "params": params or {},
                 }
             )
         )

@@ -138,6 +138,10 @@ class UsageRow:
     requests: int
     prompt_tokens: int
     completion_tokens: int
+    # Of the above, what release plans' shadow pairs asked (labelled `shadow`).
+    shadow_requests: int = 0
+    shadow_prompt_tokens: int = 0
+    shadow_completion_tokens: int = 0
 
 
 USAGE_COLUMNS = tuple(UsageRow.__dataclass_fields__)
@@ -158,6 +162,9 @@ def usage_rows(*, day_from: date, day_to: date, tenant_id: int | None = None) ->
         "requests",
         "prompt_tokens",
         "completion_tokens",
+        "shadow_requests",
+        "shadow_prompt_tokens",
+        "shadow_completion_tokens",
     )
     return [
         UsageRow(
@@ -168,6 +175,9 @@ def usage_rows(*, day_from: date, day_to: date, tenant_id: int | None = None) ->
             requests=requests,
             prompt_tokens=prompt,
             completion_tokens=completion,
+            shadow_requests=shadow[0],
+            shadow_prompt_tokens=shadow[1],
+            shadow_completion_tokens=shadow[2],
         )
-        for day, tenant, adapter, number, requests, prompt, completion in rows
+        for day, tenant, adapter, number, requests, prompt, completion, *shadow in rows
     ]

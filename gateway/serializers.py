@@ -98,6 +98,11 @@ class UsageRowSerializer(serializers.Serializer):
     requests = serializers.IntegerField()
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
+    shadow_requests = serializers.IntegerField(
+        help_text="of `requests`, those release plans' shadow pairs asked"
+    )
+    shadow_prompt_tokens = serializers.IntegerField()
+    shadow_completion_tokens = serializers.IntegerField()
 
 
 # `from` is a Python keyword, so this shape is declared inline (for the OpenAPI schema).

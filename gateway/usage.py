@@ -23,7 +23,18 @@ from workers import shared_state
 
 log = logging.getLogger(__name__)
 
-USAGE_FIELDS = {"requests": "requests", "in": "prompt_tokens", "out": "completion_tokens"}
+SHADOW_PREFIX = "shadow_"
+
+USAGE_FIELDS = {
+    "requests": "requests",
+    "in": "prompt_tokens",
+    "out": "completion_tokens",
+    # Of those, what release plans' shadow pairs asked (evals.services.shadow_pairs writes them
+    # beside the recorder's own fields): the tenant's usage all the same, labelled `shadow`.
+    SHADOW_PREFIX + "requests": "shadow_requests",
+    SHADOW_PREFIX + "in": "shadow_prompt_tokens",
+    SHADOW_PREFIX + "out": "shadow_completion_tokens",
+}
 # Summed end-to-end milliseconds (a float in Redis), kept as slot-seconds.
 SLOT_MS_FIELD = "e2e_ms_sum"
 PERSISTED_FIELDS = [*USAGE_FIELDS.values(), "slot_seconds"]
@@ -38,7 +49,8 @@ def usage_key(day: date) -> str:
 
 
 def parse_usage(raw: dict[bytes, bytes]) -> Totals:
-    """Fields `tenant_id|version_id|requests|in|out|e2e_ms_sum` (version 0: the base model)."""
+    """Fields `tenant_id|version_id|requests|in|out|e2e_ms_sum` (version 0: the base model), and
+    `shadow_requests|shadow_in|shadow_out` for the part of them shadow pairs asked."""
     totals: Totals = defaultdict(lambda: dict.fromkeys(PERSISTED_FIELDS, 0))
     for name, value in raw.items():
         parts = name.decode().split("|")

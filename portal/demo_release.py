@@ -1,7 +1,8 @@
 """The demo's eval gate and release plan (`make run`, after portal.demo): acme/support@2 released
-beside @1 and the alias `support-bot` releasing it through a plan judged on live answers (the
-demo load asks the alias); then a suite `qa` and a gate with live checks on acme/support, and
-acme/support@3 uploaded and validated, its eval run waiting on the review page. Idempotent."""
+beside @1 and the alias `support-bot` releasing it through a plan judged on live answers, its
+first step shadow pairs (the demo load asks the alias); then a suite `qa` and a gate with live
+checks and a judge on acme/support, and acme/support@3 uploaded and validated, its eval run
+waiting on the review page. Idempotent."""
 
 from __future__ import annotations
 
@@ -47,8 +48,12 @@ DEMO_SUITE = [
     },
 ]
 DEMO_LIVE_CHECKS = {"not_contains": ["BEGIN PRIVATE KEY"], "max_chars": 400}
-# Small on purpose: the demo load sends a request every few seconds.
-DEMO_STEPS = [10, 50, 100]
+# Small on purpose: the demo load sends a request every few seconds. The first step is shadow:
+# no caller sees support@2 while its pairs with support@1's answers are judged.
+DEMO_STEPS = [0, 10, 50, 100]
+# The judge is the tiny base model, whose choices are random: a wide margin lets the demo's
+# plan move on a few dozen pairs (and sampled answers) a step.
+DEMO_MARGIN = 0.5
 
 
 def _upload(adapter: Adapter, number: int, source: Path) -> AdapterVersion | None:
@@ -103,8 +108,9 @@ def seed_demo_release(*, tiny_dir: Path, release: Callable[..., str]) -> list[st
             suite="qa",
             min_pass_rate=0.5,
             live_checks=DEMO_LIVE_CHECKS,
+            judge=adapter.base_model.name,
         )
-        done.append("eval gate on acme/support (suite qa, live checks)")
+        done.append("eval gate on acme/support (suite qa, live checks, judge)")
     alias = Alias.objects.get(tenant=tenant, name=DEMO_ALIAS)
     released = adapter.versions.filter(number=2, status=VersionStatus.ACTIVE).exists()
     if released and not ReleasePlan.objects.filter(alias=alias).exists():
@@ -116,8 +122,12 @@ def seed_demo_release(*, tiny_dir: Path, release: Callable[..., str]) -> list[st
             min_step_seconds=120,
             min_step_samples=10,
             sample_share=1.0,
+            margin=DEMO_MARGIN,
+            keep_text_days=1,
         )
-        done.append(f"release plan {plan.pk}: support@2 on acme/{DEMO_ALIAS}, steps 10, 50, 100 %")
+        done.append(
+            f"release plan {plan.pk}: support@2 on acme/{DEMO_ALIAS}, steps shadow, 10, 50, 100 %"
+        )
     # support@3 uploaded and validated: the gate starts its eval run; it waits for a reviewer.
     third = _upload(adapter, 3, tiny_dir / "adapters" / LATER_VERSIONS[3])
     if third is not None and third.status in (VersionStatus.UPLOADED, VersionStatus.VALIDATING):

@@ -1500,6 +1500,42 @@ CELERY_BEAT_SCHEDULE["score-release-samples"] = {
     "task": "evals.tasks.score_release_samples",
     "schedule": max(1.0, RELEASE_TICK_SECONDS / 2),
 }
+RELEASE_SHADOW_SECONDS = env_float(
+    "RELEASE_SHADOW_SECONDS",
+    2.0,
+    doc="how often a worker asks the candidate of a plan in a shadow step the stable's sampled "
+    "requests (docs/releases.md, shadow pairs)",
+)
+CELERY_BEAT_SCHEDULE["ask-shadow-pairs"] = {
+    "task": "evals.tasks.ask_shadow_pairs",
+    "schedule": RELEASE_SHADOW_SECONDS,
+}
+RELEASE_SHADOW_BACKLOG = env_int(
+    "RELEASE_SHADOW_BACKLOG",
+    32,
+    minimum=1,
+    doc="the most sampled stable requests waiting for the shadow worker; one more is skipped "
+    "(counted as `backlog`), never queued",
+)
+RELEASE_SHADOW_BATCH = env_int(
+    "RELEASE_SHADOW_BATCH",
+    4,
+    minimum=1,
+    doc="shadow pairs one pass of the shadow worker asks at once (each also within the "
+    "background lane's room and the tenant's eval bound)",
+)
+RELEASE_SHADOW_MAX_AGE_SECONDS = env_float(
+    "RELEASE_SHADOW_MAX_AGE_SECONDS",
+    30.0,
+    doc="a sampled stable request older than this when the shadow worker takes it is skipped "
+    "(counted as `stale`)",
+)
+RELEASE_SHADOW_BUDGET_RESERVE = env_float(
+    "RELEASE_SHADOW_BUDGET_RESERVE",
+    0.10,
+    doc="share of each budget's window a shadow pair leaves to live traffic: a pair is asked "
+    "only while every budget that applies has its worst case left above this share",
+)
 
 # --- traces (core.telemetry, docs/observability.md) ---
 # The OpenTelemetry SDK reads the rest of its standard variables itself (OTEL_TRACES_SAMPLER,

@@ -205,9 +205,15 @@ def _show_text(found: dict[str, Any]) -> Callable[[], None]:
             )
             mark = ">" if step["index"] == found["current_step"] else " "
             weight = f"{step['weight']}%" if step["weight"] else SHADOW
+            shadow = step.get("shadow")
+            pairs = (
+                f"  pairs {shadow.get('pairs_n', 0)} skipped {shadow.get('skipped_n', 0)}"
+                if shadow
+                else ""
+            )
             click.echo(
                 f"{mark} step {step['index']} {weight:>6} {step.get('outcome') or '-':<11} "
-                f"{sides}  {guards}"
+                f"{sides}  {guards}{pairs}"
             )
         for decision in found.get("decisions", []):
             click.echo("  " + decision_line(found, decision))

@@ -17,7 +17,8 @@ from adapters.models import Alias
 from core.errors import ApplicationError, NotFound
 from core.request import PortalRequest
 from evals.models import PLAN_OPEN, PlanStatus, ReleasePlan
-from evals.selectors import release_plan_get, release_plans_of
+from evals.scoring.pairwise import Outcome
+from evals.selectors import release_plan_get, release_plans_of, release_samples_of
 from evals.services import release_plans
 from tenants.pagekit import page_view, post_text, render_page, tenant_scope
 
@@ -27,6 +28,8 @@ ACTIONS = {
     "advance": release_plans.plan_advance,
     "rollback": release_plans.plan_rollback,
 }
+PAIR_OUTCOMES = [o.value for o in Outcome]
+KEPT_PAIRS_SHOWN = 20
 DONE = {"advance": "Advanced", "complete": "Advanced", "rolled_back": "Rolled back"}
 
 
@@ -81,6 +84,14 @@ def plan_timeline(plan: ReleasePlan) -> list[dict[str, Any]]:
                 "stable": (step.stable_passed, step.stable_n),
                 "candidate": (step.candidate_passed, step.candidate_n),
                 "guards": _guard_rows(step.guards or {}),
+                "shadow": None
+                if step.weight
+                else {
+                    "pairs": [(o, (step.pairs or {}).get(o, 0)) for o in PAIR_OUTCOMES],
+                    "pairs_n": sum((step.pairs or {}).values()),
+                    "skipped": sorted((step.shadow_skipped or {}).items()),
+                    "skipped_n": sum((step.shadow_skipped or {}).values()),
+                },
             }
         )
     return steps
@@ -114,6 +125,11 @@ def alias_release(request: PortalRequest, tenant: str, alias: str) -> HttpRespon
             "earlier": plans[1:],
             "open": plan is not None and plan.status in PLAN_OPEN,
             "can_act": access.tenant_can(found, "manage_aliases"),
+            # Kept shadow pairs are the tenant's data: its eval reviewers only, as the API's
+            # samples endpoint.
+            "pairs": list(release_samples_of(plan=plan).filter(side="pair")[:KEPT_PAIRS_SHOWN])
+            if plan is not None and access.tenant_can(found, "manage_evals")
+            else [],
             "action_buttons": _buttons(plan),
         },
     )

@@ -20,11 +20,21 @@ normal approximation: each side needs MIN_SIDE_SAMPLES before anything is decide
   -margin (non-inferiority: the candidate is at most `margin` worse). For a candidate worse by
   more than the margin, the chance of advancing is at most alpha too.
 - **hold** otherwise: too few samples, or not yet enough evidence either way.
+
+Shadow pairs (`judge_pairs`) are one sample, not two: each pair is scored for the candidate
++1 (the judge prefers it in both orders), -1 (prefers the stable in both, or the judgement is
+unreadable) or 0 (a tie in both orders, or a split), and the same confidence sequence is taken on
+the mean score d = P(win) - P(loss or unreadable), with the variance of one score, s^2 =
+p_win + p_loss - (p_win - p_loss)^2 (rates smoothed as above), over n. The same three rules
+follow: rollback when the interval lies below 0 (for a candidate the judge finds at least as good
+as the stable, at most alpha however often it is looked at), advance when it lies above -margin
+with the step's sample, else hold.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -115,6 +125,16 @@ class GuardVerdict:
         }
 
 
+def _radius(variance: float, *, alpha: float, tau: float) -> float:
+    t2 = tau * tau
+    return math.sqrt(
+        variance
+        * (variance + t2)
+        / t2
+        * (2 * math.log(1 / alpha) + math.log((variance + t2) / variance))
+    )
+
+
 def confidence_sequence(
     candidate: Counts, stable: Counts, *, alpha: float, tau: float
 ) -> tuple[float, float, float]:
@@ -124,18 +144,65 @@ def confidence_sequence(
     estimate = candidate.passed / candidate.n - stable.passed / stable.n
     pc, ps = candidate.smoothed(), stable.smoothed()
     variance = pc * (1 - pc) / candidate.n + ps * (1 - ps) / stable.n
-    t2 = tau * tau
-    radius = math.sqrt(
-        variance
-        * (variance + t2)
-        / t2
-        * (2 * math.log(1 / alpha) + math.log((variance + t2) / variance))
-    )
+    radius = _radius(variance, alpha=alpha, tau=tau)
     return estimate, estimate - radius, estimate + radius
 
 
 def judge(candidate: Counts, stable: Counts, test: GuardTest) -> GuardVerdict:
     """The guard's decision on the samples so far (see the module's docstring)."""
+    return _decide(candidate, stable, test, confidence_sequence)
+
+
+@dataclass(frozen=True, slots=True)
+class PairCounts:
+    """A shadow step's judged pairs by outcome for the candidate (evals.scoring.pairwise)."""
+
+    win: int = 0
+    tie: int = 0
+    split: int = 0
+    loss: int = 0
+    unreadable: int = 0
+
+    @property
+    def n(self) -> int:
+        return self.win + self.tie + self.split + self.loss + self.unreadable
+
+    @property
+    def against(self) -> int:
+        return self.loss + self.unreadable
+
+
+def pairs_sequence(pairs: PairCounts, *, alpha: float, tau: float) -> tuple[float, float, float]:
+    """(estimate, low, high) of P(win) - P(loss or unreadable), valid at every look."""
+    if pairs.n == 0:
+        raise ValueError("no pair judged")
+    estimate = (pairs.win - pairs.against) / pairs.n
+    pw, pl = (pairs.win + 0.5) / (pairs.n + 1), (pairs.against + 0.5) / (pairs.n + 1)
+    variance = (pw + pl - (pw - pl) ** 2) / pairs.n
+    radius = _radius(variance, alpha=alpha, tau=tau)
+    return estimate, estimate - radius, estimate + radius
+
+
+def judge_pairs(pairs: PairCounts, test: GuardTest) -> GuardVerdict:
+    """The shadow pairs' guard (see the module's docstring): the candidate side counts the pairs
+    it did not lose (passed = n - losses - unreadable), the stable side the pairs the stable did
+    not lose (passed = n - wins), so the figures read as the live checks' do."""
+    candidate = Counts(pairs.n, pairs.n - pairs.against)
+    stable = Counts(pairs.n, pairs.n - pairs.win)
+    return _decide(
+        candidate,
+        stable,
+        test,
+        lambda c, s, *, alpha, tau: pairs_sequence(pairs, alpha=alpha, tau=tau),
+    )
+
+
+def _decide(
+    candidate: Counts,
+    stable: Counts,
+    test: GuardTest,
+    sequence: Callable[..., tuple[float, float, float]],
+) -> GuardVerdict:
 
     def verdict(
         decision: Decision,
@@ -155,9 +222,7 @@ def judge(candidate: Counts, stable: Counts, test: GuardTest) -> GuardVerdict:
             f"too few samples to judge ({candidate.n} candidate, {stable.n} stable; "
             f"{floor} each at least)",
         )
-    estimate, low, high = confidence_sequence(
-        candidate, stable, alpha=test.alpha, tau=test.mixture_scale
-    )
+    estimate, low, high = sequence(candidate, stable, alpha=test.alpha, tau=test.mixture_scale)
     if high < 0:
         return verdict(
             Decision.ROLLBACK,

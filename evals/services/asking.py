@@ -86,16 +86,30 @@ def _sides(run: EvalRun, candidate: AdapterVersion) -> tuple[Side, Side]:
 
 
 def _judge_side(table: RouteTable, run: EvalRun, base: Side) -> Side | None:
-    """The judge the policy named, as the tenant may call it: one of its routes (from the
-    gateway's tables, as /v1/ resolves it) or the base model; None when it names nothing."""
-    judge = str(run.policy.get("judge") or "")
+    """The judge the run's policy named (judge_side)."""
+    return judge_side(table, run.tenant_id, str(run.policy.get("judge") or ""), base=base)
+
+
+def judge_side(
+    table: RouteTable,
+    tenant_id: int,
+    judge: str,
+    candidate: AdapterVersion | None = None,
+    *,
+    base: Side | None = None,
+) -> Side | None:
+    """The judge a policy names, as the tenant may call it: one of its routes (from the
+    gateway's tables, as /v1/ resolves it) or the base model (`base`, or the candidate's);
+    None when it names nothing."""
     if not judge:
         return None
-    route = table.route_for(run.tenant_id, judge)
+    route = table.route_for(tenant_id, judge)
     if route is not None:
         target = route.targets[0] if route.targets else None
         return Side(judge, route, target)
-    if judge == base.route.name:
+    if base is None and candidate is not None:
+        base = _base_side(candidate)
+    if base is not None and judge == base.route.name:
         return base
     return Side(judge, Route(judge), None)  # refused when asked: the judge's rows say why
 
@@ -174,6 +188,17 @@ class Asker:
                     return answer
                 await asyncio.sleep(pause)
                 pause = min(0.1, pause * 2)
+
+    async def try_once(self, side: Side, payload: dict[str, Any]) -> Answer:
+        """One ask that never waits for room: when the run's bound is full, or the engine keeps
+        its headroom for live requests, it comes back `held_for_live_traffic` at once (a shadow
+        pair is then skipped, evals.services.shadow_pairs)."""
+        if side.route.base_model_id is None and not side.route.targets:
+            return Answer(error=f"model_not_found: '{side.name}' is no model the tenant may call")
+        if self.limit.locked():
+            return Answer(error=f"{HELD}: the background bound ({self.bound}) is full")
+        async with self.limit:
+            return await self._ask_once(side, payload)
 
     async def _ask_once(self, side: Side, payload: dict[str, Any]) -> Answer:
         kind = "chat" if "messages" in payload else "completion"

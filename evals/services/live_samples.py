@@ -5,6 +5,9 @@ worker pops them from Redis, reads each answer's text, scores it with the adapte
 text (`keep_text_days`): then each sample's prompt, answer and verdicts are a ReleaseSample until
 the retention job (samples_delete_expired) deletes them.
 
+In a shadow step (weight 0) the stable's samples are also handed to the shadow pairs
+(evals.services.shadow_pairs), which ask the candidate the same request in the background.
+
 A sample taken before its plan's current step began (under the previous weights), for an alias
 with no open plan, or of a version that is neither side, is dropped. A worker that dies between
 the pop and the commit loses that batch: they are a sample, and the guard's test needs no
@@ -25,8 +28,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from core.audit import record_event
-from evals.models import PLAN_OPEN, EvalPolicy, ReleasePlan, ReleaseSample, ReleaseStep
+from evals.models import (
+    PLAN_OPEN,
+    EvalPolicy,
+    PlanStatus,
+    ReleasePlan,
+    ReleaseSample,
+    ReleaseStep,
+)
 from evals.scoring.live_checks import score_live
+from evals.services import shadow_pairs
+from evals.services.shadow_pairs import shadow_request
 from tenants.models import Tenant
 from workers.redis_contract.keys import RELEASE_SAMPLES
 
@@ -75,10 +87,10 @@ def samples_score(*, client: redis.Redis, batch: int = BATCH) -> int:
             samples.append(json.loads(item))
         except ValueError:
             log.warning("release sample dropped: not JSON")
-    return count_samples(samples)
+    return count_samples(samples, client=client)
 
 
-def count_samples(samples: list[dict[str, Any]]) -> int:
+def count_samples(samples: list[dict[str, Any]], *, client: redis.Redis | None = None) -> int:
     alias_ids = {s["alias_id"] for s in samples if isinstance(s.get("alias_id"), int)}
     plans = {
         p.alias_id: p
@@ -105,13 +117,14 @@ def count_samples(samples: list[dict[str, Any]]) -> int:
     adds: defaultdict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0])
     kept: list[ReleaseSample] = []
     now = timezone.now()
+    shadow: list[tuple[ReleaseStep, dict[str, Any]]] = []
     for sample in samples:
         plan = plans.get(sample.get("alias_id", 0))
         if plan is None:
             continue
         spec = checks.get(plan.candidate.adapter_id) or {}
         step = steps.get((plan.pk, plan.current_step))
-        if not spec or step is None or step.started_at is None:
+        if step is None or step.started_at is None:
             continue
         at = datetime.fromtimestamp(float(sample.get("at", 0)), UTC)
         if at < step.started_at:
@@ -120,6 +133,10 @@ def count_samples(samples: list[dict[str, Any]]) -> int:
         side = sides.get(sample.get("version_id", 0))
         text = answer_text(str(sample.get("body", "")))
         if side is None or text is None:
+            continue
+        if step.weight == 0 and side == "stable" and plan.status == PlanStatus.RUNNING:
+            shadow.append((step, shadow_request(plan, step, sample, text)))
+        if not spec:
             continue
         verdicts = score_live(text, spec)
         passed = all(v.passed for v in verdicts.values())
@@ -141,7 +158,10 @@ def count_samples(samples: list[dict[str, Any]]) -> int:
                     expires_at=now + timedelta(days=plan.keep_text_days),
                 )
             )
+    handed = shadow_pairs.hand_over(shadow, client=client) if shadow and client else {}
     with transaction.atomic():
+        for step_id, skipped in handed.items():
+            shadow_pairs.count_skipped(step_id, skipped)
         ReleaseSample.objects.bulk_create(kept)
         for (step_id, side), (n, n_passed) in adds.items():
             ReleaseStep.objects.filter(pk=step_id).update(

@@ -9,7 +9,12 @@ saw since it began:
 - `errors`: the share of requests answered without an engine error, candidate against stable,
   from the gateway's per-minute counts in Redis (the measurements the canary check reads).
 - `latency`: the candidate's mean TTFT against the alias's `max_ttft_ms` (the existing canary
-  check's threshold, adapters.services.releases.canary_verdict), when the alias sets one.
+  check's threshold, adapters.services.releases.canary_verdict), when the alias sets one (not
+  in a shadow step: no caller waits for the candidate there).
+- `pairs` (a shadow step only): the judge's outcomes over the step's shadow pairs
+  (evals.services.shadow_pairs), P(win) - P(loss or unreadable) against 0 and -margin
+  (release_stats.judge_pairs). In a shadow step `live_checks` scores the candidate's shadow
+  answers and `errors` its shadow requests' engine errors.
 
 A step advances when its minimum time has passed and every guard says advance; a guard that says
 rollback rolls the plan back at once (any time); otherwise it holds. The move is claimed by a
@@ -35,11 +40,22 @@ from adapters.services.releases import Guard, canary_series, canary_verdict, win
 from core import telemetry
 from core.errors import ApplicationError
 from evals.models import EvalPolicy, PlanStatus, ReleasePlan, ReleaseStep
-from evals.scoring.release_stats import Counts, Decision, GuardTest, GuardVerdict, combine, judge
+from evals.scoring.pairwise import Outcome
+from evals.scoring.release_stats import (
+    Counts,
+    Decision,
+    GuardTest,
+    GuardVerdict,
+    PairCounts,
+    combine,
+    judge,
+    judge_pairs,
+)
 from evals.services.release_events import plan_changed
 from evals.services.release_plans import CONTROLLER, move_to_next, roll_back, version_label
 
 log = logging.getLogger(__name__)
+PAIR_OUTCOMES = frozenset(o.value for o in Outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +78,9 @@ def step_guards(
             Counts(step.stable_n, step.stable_passed),
             test,
         )
+    if step.weight == 0:  # shadow: the candidate's pairs against the stable's answers
+        known = {k: int(v) for k, v in (step.pairs or {}).items() if k in PAIR_OUTCOMES}
+        guards["pairs"] = judge_pairs(PairCounts(**known), test)
     if client is not None:
         since = (step.started_at or plan.step_started_at).timestamp()
         minutes = window_minutes(now=now, window=24 * 60, since=since)
@@ -85,7 +104,9 @@ def step_guards(
 
         guards["errors"] = judge(answered("candidate"), answered("stable"), test)
         alias = plan.alias
-        if alias.max_ttft_ms is not None:
+        # A shadow step's candidate answers in the background lane, seen by no caller: its
+        # latency is no caller's.
+        if alias.max_ttft_ms is not None and step.weight > 0:
             guards["latency"] = _latency(sides["candidate"], alias.max_ttft_ms, test.min_samples)
     return guards
 

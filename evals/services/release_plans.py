@@ -23,6 +23,7 @@ from core.audit import record_event
 from core.errors import ApplicationError, Conflict, NotFound
 from evals.models import (
     PLAN_OPEN,
+    EvalPolicy,
     PlanStatus,
     ReleaseDecision,
     ReleasePlan,
@@ -44,27 +45,44 @@ def version_label(version: AdapterVersion) -> str:
 
 
 def check_steps(steps: Any) -> list[int]:
-    """The candidate's weights step by step: whole numbers rising strictly to 100."""
+    """The candidate's weights step by step: whole numbers rising strictly to 100, the first
+    of which may be 0 (a shadow step: callers see the stable alone while the candidate is asked
+    the stable's sampled requests again in the background, evals.services.shadow_pairs)."""
     if not isinstance(steps, list) or not 2 <= len(steps) <= MAX_STEPS:
         raise ApplicationError(
             "release.bad_steps",
             f"Give 2-{MAX_STEPS} steps, the candidate's weight at each, ending at 100 "
-            "(e.g. [5, 25, 50, 100]).",
+            "(e.g. [0, 5, 25, 50, 100]).",
         )
     if any(not isinstance(w, int) or isinstance(w, bool) for w in steps):
         raise ApplicationError("release.bad_steps", "Each step is a whole percentage.")
-    if 0 in steps:
+    if 0 in steps[1:]:
         raise ApplicationError(
-            "release.shadow_unavailable",
-            "A shadow step (0 %) needs shadow pairs, which this portal does not run yet; "
-            "start the plan at a small weight instead (e.g. 5).",
+            "release.shadow_not_first",
+            "A shadow step (0 %) can only be the first step: once callers have seen the "
+            f"candidate there is no going back to shadow; got {steps}.",
         )
-    if any(not 1 <= w <= 100 for w in steps) or steps != sorted(set(steps)) or steps[-1] != 100:
+    rest = steps[1:] if steps[0] == 0 else steps
+    if any(not 1 <= w <= 100 for w in rest) or rest != sorted(set(rest)) or steps[-1] != 100:
         raise ApplicationError(
             "release.bad_steps",
-            f"Steps must rise strictly from 1 to 100 and end at 100; got {steps}.",
+            f"Steps must rise strictly from 1 to 100 and end at 100 (after a first shadow "
+            f"step, 0); got {steps}.",
         )
     return steps
+
+
+def check_shadow_policy(candidate: AdapterVersion) -> None:
+    """A shadow step is judged by pairs: the candidate's adapter's eval policy must name the
+    judge that compares them."""
+    policy = EvalPolicy.objects.filter(adapter_id=candidate.adapter_id).first()
+    if policy is None or not policy.judge:
+        raise ApplicationError(
+            "release.shadow_needs_judge",
+            f"A shadow step's pairs are judged by the eval policy's judge, and adapter "
+            f"'{candidate.adapter.name}' has none; set `judge` in its eval policy "
+            "(PUT .../eval-policy/) or start the plan at a small weight (e.g. 5).",
+        )
 
 
 def _version(alias: Alias, ref: str) -> AdapterVersion:
@@ -119,6 +137,8 @@ def plan_start(
             "min_step_samples must be at least 10 (fewer cannot be judged).",
         )
     version = _version(alias, candidate)
+    if steps[0] == 0:
+        check_shadow_policy(version)
     with transaction.atomic():
         locked = Alias.objects.select_for_update().select_related("tenant").get(pk=alias.pk)
         targets = current_targets(locked)
@@ -202,14 +222,18 @@ def plan_settings(plan: ReleasePlan) -> dict[str, Any]:
 
 
 def step_numbers(step: ReleaseStep) -> dict[str, Any]:
-    """A step's figures as a decision keeps them."""
-    return {
+    """A step's figures as a decision keeps them (a shadow step's pairs and skips too)."""
+    numbers: dict[str, Any] = {
         "step": step.index,
         "weight": step.weight,
         "stable": {"n": step.stable_n, "passed": step.stable_passed},
         "candidate": {"n": step.candidate_n, "passed": step.candidate_passed},
         "guards": step.guards,
     }
+    if step.weight == 0:
+        numbers["pairs"] = step.pairs
+        numbers["shadow_skipped"] = step.shadow_skipped
+    return numbers
 
 
 # --- moving a plan (the controller's and a person's) -------------------------------------------

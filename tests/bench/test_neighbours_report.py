@@ -135,3 +135,66 @@ def test_runs_pool_every_turn_of_each_phase_against_its_quiet_row():
     table = nb.render_runs([first, second, third])
     # 300 samples, the 297th: alone 20 (its last four are 20), eval 22 (then 30, 30, 30).
     assert "| eval | gateway | 3 | 300 | 10 ms | 22 ms | 1.10x |" in table
+
+
+def _shadow(a_status: dict[str, int], b_ok: int = 100) -> nb.PhaseResult:
+    phase = _phase("shadow", [10.0] * b_ok)
+    phase.a_status = a_status
+    return phase
+
+
+def test_the_shadow_phases_extra_work_is_read_against_a_live_requests_and_pooled():
+    turns = [
+        _shadow(
+            {
+                "200": 100,
+                "sampled": 11,
+                "candidate asks": 10,
+                "judge calls": 20,
+                "skipped stale": 1,
+                "engine requests": 230,
+            }
+        ),
+        _shadow(
+            {
+                "200": 98,
+                "429": 2,
+                "sampled": 9,
+                "candidate asks": 8,
+                "judge calls": 16,
+                "skipped no_room": 1,
+            }
+        ),
+    ]
+    rows = nb.extra_work([_phase("alone", [5.0]), *turns])
+    assert [(r.label, r.live, r.sampled, r.asks, r.judge, r.skipped) for r in rows] == [
+        ("turn 1", 100, 11, 10, 20, 1),
+        ("turn 2", 98, 9, 8, 16, 1),
+        ("**all turns**", 198, 20, 18, 36, 2),
+    ]
+    # The engines finished 230: 100 of A's and 100 of B's answered, 30 more.
+    assert rows[0].engine_extra == 30
+    assert rows[1].engine_extra is None and rows[2].engine_extra is None  # one turn unread
+    assert rows[0].share(rows[0].asks) == 0.10
+
+    result = _result([_phase("alone", [5.0] * 100), *turns], repeat=2)
+    result.sample_share = 0.10
+    lines = nb.render_extra_work(result)
+    assert any(
+        line.startswith(
+            "| turn 1 | 100 | 11 | 10 | 20 | 1 | 90.9 % | 10.0 % | 30.0 % | 30 (30.0 %) |"
+        )
+        and line.endswith("| met |")
+        for line in lines
+    ), lines
+    # 8 of 98: 8.2 %, under 9 %.
+    assert any(line.startswith("| turn 2 |") and line.endswith("| not met |") for line in lines)
+    assert nb.render_extra_work(_result([_phase("alone", [5.0])], repeat=1)) == []
+
+
+def test_the_sampling_range_narrows_with_the_requests():
+    low, high = nb.share_range(0.10, 100)
+    assert round(low, 3) == 0.041 and round(high, 3) == 0.159
+    low, high = nb.share_range(0.10, 3600)
+    assert round(low, 3) == 0.090 and round(high, 3) == 0.110
+    assert nb.share_range(0.10, 0) == (0.0, 1.0)

@@ -62,7 +62,8 @@ def test_it_starts_a_plan_and_shows_each_steps_guards(acme):
 def test_bad_input_is_refused_with_its_code_and_leaves_nothing(acme):
     client = acme.client("alice")
     for body, code in (
-        ({"candidate": "support@2", "steps": [0, 10, 100]}, "release.shadow_unavailable"),
+        ({"candidate": "support@2", "steps": [0, 10, 100]}, "release.shadow_needs_judge"),
+        ({"candidate": "support@2", "steps": [10, 0, 100]}, "release.shadow_not_first"),
         ({"candidate": "support@2", "steps": [10, 50]}, "release.bad_steps"),
         ({"candidate": "support@9", "steps": [10, 100]}, "alias.unknown_version"),
     ):

@@ -80,7 +80,9 @@ def test_it_starts_at_the_first_steps_weight_with_the_sample_share_on_the_alias(
 @pytest.mark.parametrize(
     ("steps", "code"),
     [
-        ([0, 5, 100], "release.shadow_unavailable"),
+        ([0, 5, 100], "release.shadow_needs_judge"),  # no judge in the adapter's policy
+        ([5, 0, 100], "release.shadow_not_first"),
+        ([0, 0, 100], "release.shadow_not_first"),
         ([5, 5, 100], "release.bad_steps"),
         ([50, 25, 100], "release.bad_steps"),
         ([5, 50], "release.bad_steps"),

@@ -69,7 +69,8 @@ def test_seed_adds_a_gate_a_waiting_run_and_a_release_plan_on_an_alias(
     (run,) = EvalRun.objects.filter(version__number=3)
     assert run.status == "queued"  # the worker runs it against the engine; then it waits
     plan = ReleasePlan.objects.get(alias__name="support-bot")
-    assert (plan.status, plan.steps, plan.candidate.number) == ("running", [10, 50, 100], 2)
+    assert (plan.status, plan.steps, plan.candidate.number) == ("running", [0, 10, 50, 100], 2)
+    assert policy.judge == plan.candidate.adapter.base_model.name  # the shadow pairs' judge
     assert "/t/acme/aliases/support-bot/release/" in out.getvalue()
 
     call_command("seed_demo", "--tiny-dir", str(tiny_model_dir), stdout=io.StringIO())

@@ -74,3 +74,8 @@ RELEASE_SAMPLES_COUNTS = f"{GATEWAY}:release:samples:counts"
 # under a backlog the newest are kept.
 RELEASE_SAMPLES = f"{GATEWAY}:release:samples"
 RELEASE_SAMPLES_MAX = 10_000
+# List: the stable's sampled requests of plans in a shadow step, waiting (seconds) for a worker
+# to ask the candidate them again (evals.services.shadow_pairs); never longer than
+# RELEASE_SHADOW_BACKLOG: one that finds it full is skipped and counted, not queued.
+RELEASE_SHADOW = f"{GATEWAY}:release:shadow"
+RELEASE_SHADOW_LOCK = f"{GATEWAY}:release:shadow-lock"  # one worker asks at a time
