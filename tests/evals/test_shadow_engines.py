@@ -154,7 +154,7 @@ def test_a_shadow_step_judges_pairs_on_a_real_engine_and_the_controller_advances
     assert step.candidate_n >= 10 and step.candidate_passed == step.candidate_n  # max_chars
     kept = ReleaseSample.objects.filter(plan=plan, side="pair")
     assert kept.count() >= 10
-    pair = kept.first()
+    pair = kept.order_by("id")[0]
     assert (pair.answer, pair.stable_answer) == (candidate_answer, stable_answer)
     assert pair.judgement["outcome"] in step.pairs
     assert {pair.judgement["candidate_first"], pair.judgement["candidate_second"]} <= {
