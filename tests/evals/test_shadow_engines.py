@@ -51,6 +51,15 @@ def until(condition: Callable[[], Any], *, timeout: float, what: str) -> Any:
         time.sleep(0.2)
 
 
+def fresh_budget(redis: Any, **fields: Any) -> Budget:
+    """A budget whose window starts empty in Redis (an earlier test's budget may have had its id)."""
+    budget = Budget.objects.create(**fields)
+    stale = list(redis.scan_iter(f"lp:gw:budget:{budget.pk}:*"))
+    if stale:
+        redis.delete(*stale)
+    return budget
+
+
 class Setup:
     """Stable and candidate on real engines, the alias on the stable, a policy naming `judge`."""
 
@@ -120,7 +129,7 @@ def test_a_shadow_step_judges_pairs_on_a_real_engine_and_the_controller_advances
     _, stable_answer = s.ask(f"support@{s.stable.number}")
     _, candidate_answer = s.ask(f"support@{s.candidate.number}")
     assert candidate_answer != stable_answer, "the two versions must answer apart"
-    budget = Budget.objects.create(tenant=s.world.acme, scope="tenant", tokens=10_000_000)
+    budget = fresh_budget(s.redis, tenant=s.world.acme, scope="tenant", tokens=10_000_000)
     rebuild_counts()
     # The judge is the tiny base model (its choices are random): a wide margin lets an equal
     # enough candidate advance on a few pairs; the guard's statistics are tested on their own.
@@ -145,7 +154,7 @@ def test_a_shadow_step_judges_pairs_on_a_real_engine_and_the_controller_advances
     assert step.candidate_n >= 10 and step.candidate_passed == step.candidate_n  # max_chars
     kept = ReleaseSample.objects.filter(plan=plan, side="pair")
     assert kept.count() >= 10
-    pair = kept.first()
+    pair = kept.order_by("id")[0]
     assert (pair.answer, pair.stable_answer) == (candidate_answer, stable_answer)
     assert pair.judgement["outcome"] in step.pairs
     assert {pair.judgement["candidate_first"], pair.judgement["candidate_second"]} <= {
@@ -261,7 +270,7 @@ def test_an_exhausted_budget_skips_the_pair_and_live_calls_are_still_answered(
     rebuild_counts()
     plan = s.start(steps=[0, 100])
     # Room for a few live requests' worst cases, not for a pair's above the share kept for live.
-    Budget.objects.create(tenant=s.world.acme, scope="alias:support-bot", tokens=600)
+    fresh_budget(s.redis, tenant=s.world.acme, scope="alias:support-bot", tokens=300)
     replies = s.live_answers(4)
     assert {model for model, _ in replies} == {s.stable.served_name}
     s.hand_over(plan, 4)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -178,7 +179,7 @@ def kept_pair(plan: ReleasePlan, **kw) -> ReleaseSample:
         "stable_answer": "stable's answer",
         "judgement": {"outcome": "loss", "candidate_first": "B", "candidate_second": "A"},
         "created_at": now,
-        "expires_at": now + timezone.timedelta(days=1),
+        "expires_at": now + timedelta(days=1),
         **kw,
     }
     return ReleaseSample.objects.create(**fields)

@@ -170,6 +170,9 @@ def test_owners_read_their_tenants_usage_as_json(usage):
             "requests": 1,
             "prompt_tokens": 1,
             "completion_tokens": 1,
+            "shadow_requests": 0,
+            "shadow_prompt_tokens": 0,
+            "shadow_completion_tokens": 0,
         },
         {
             "day": TODAY.isoformat(),
@@ -179,6 +182,9 @@ def test_owners_read_their_tenants_usage_as_json(usage):
             "requests": 2,
             "prompt_tokens": 30,
             "completion_tokens": 11,
+            "shadow_requests": 0,
+            "shadow_prompt_tokens": 0,
+            "shadow_completion_tokens": 0,
         },
         {
             "day": TODAY.isoformat(),
@@ -188,6 +194,9 @@ def test_owners_read_their_tenants_usage_as_json(usage):
             "requests": 1,
             "prompt_tokens": 7,
             "completion_tokens": 3,
+            "shadow_requests": 0,
+            "shadow_prompt_tokens": 0,
+            "shadow_completion_tokens": 0,
         },
         {
             "day": TODAY.isoformat(),
@@ -197,6 +206,9 @@ def test_owners_read_their_tenants_usage_as_json(usage):
             "requests": 1,
             "prompt_tokens": 4,
             "completion_tokens": 2,
+            "shadow_requests": 0,
+            "shadow_prompt_tokens": 0,
+            "shadow_completion_tokens": 0,
         },
     ]
 
@@ -234,6 +246,9 @@ def test_the_same_rows_as_csv(usage, how):
         "requests",
         "prompt_tokens",
         "completion_tokens",
+        "shadow_requests",
+        "shadow_prompt_tokens",
+        "shadow_completion_tokens",
     ]
     as_text = [{k: "" if v is None else str(v) for k, v in row.items()} for row in json_rows]
     assert parsed == as_text and len(parsed) == 4
@@ -308,3 +323,24 @@ def test_bad_ranges_are_refused(usage, params, code):
         return
     assert response.status_code == 400
     assert response.json()["error"]["code"] == code
+
+
+def test_shadow_pairs_usage_is_persisted_labelled_apart(world):
+    """The shadow worker's fields beside the recorder's (evals.services.shadow_pairs): the totals
+    hold them, and the shadow columns say how much of the totals they were."""
+    s1 = version(world.support, 1)
+    record(measure(s1, at=AT, tokens_in=10, tokens_out=5))
+    client = shared_state.client()
+    owner = f"{world.acme.id}|{s1.id}|shadow_"
+    client.hset(
+        usage_key(TODAY), mapping={owner + "requests": 1, owner + "in": 10, owner + "out": 5}
+    )
+    usage_persist(today=TODAY)
+    row = DailyUsage.objects.get(version=s1, day=TODAY)
+    assert (row.requests, row.prompt_tokens, row.shadow_requests, row.shadow_prompt_tokens) == (
+        1,
+        10,
+        1,
+        10,
+    )
+    assert row.shadow_completion_tokens == 5
