@@ -105,6 +105,11 @@ class Gateway:
         self.redis = gateway_redis(f"lp-gateway-{os.getpid()}")
         self.recorder = Recorder(self.redis)
         self.samples = ReleaseSamples(self.redis, settings.GATEWAY_RELEASE_SAMPLES_BUFFER)
+        # Release samples are taken systematically, not by a coin per reply: an (alias,
+        # version)'s credit grows by the plan's share per reply and a sample is taken each time
+        # it passes 1, so a replica keeps exactly that share of each version's replies (a coin
+        # puts 600 replies at 10 % anywhere within 7.6-12.4 %), from a random starting point.
+        self.sample_credit: dict[tuple[int, int], float] = {}
         self.scripts = limits.Scripts(self.redis)
         self.lease = ReplicaLease(self.redis, self.scripts)
         self.engines = EnginePool()
@@ -759,8 +764,13 @@ class Gateway:
         share = request.route.sample_share
         if not share or request.background or request.target is None:
             return 0
-        if random.random() >= share:
+        key = (request.route.alias_id, request.target.version_id)
+        credit = self.sample_credit.get(key)
+        credit = (random.random() if credit is None else credit) + share
+        if credit < 1.0:
+            self.sample_credit[key] = credit
             return 0
+        self.sample_credit[key] = credit - 1.0
         return settings.GATEWAY_RELEASE_SAMPLE_MAX_BYTES
 
     def keep_sample(self, request: GatewayRequest, target: Target, body: bytes) -> None:

@@ -5,7 +5,6 @@ and only a planned alias's live requests are sampled, at the plan's share."""
 from __future__ import annotations
 
 import json
-import random
 from types import SimpleNamespace
 
 import pytest
@@ -79,21 +78,33 @@ async def test_the_list_keeps_the_newest_under_a_backlog(redis, monkeypatch):
     assert keys.RELEASE_SAMPLES_MAX == 10_000
 
 
-def _request(share: float, *, background: bool = False, target: object = True):
+def _request(share: float, *, background: bool = False, target: object = True, version: int = 1):
     return SimpleNamespace(
-        route=SimpleNamespace(sample_share=share),
+        route=SimpleNamespace(sample_share=share, alias_id=7),
         background=background,
-        target=object() if target else None,
+        target=SimpleNamespace(version_id=version) if target else None,
     )
 
 
 def test_only_a_planned_aliass_live_requests_are_sampled_at_its_share():
     sample_bytes = Gateway.sample_bytes
-    gw = SimpleNamespace()
-    random.seed(45)
+    gw = SimpleNamespace(sample_credit={})
     assert sample_bytes(gw, _request(0.0)) == 0  # type: ignore[arg-type]
     assert sample_bytes(gw, _request(1.0, background=True)) == 0  # type: ignore[arg-type]
     assert sample_bytes(gw, _request(1.0, target=False)) == 0  # type: ignore[arg-type]
     assert sample_bytes(gw, _request(1.0)) == settings.GATEWAY_RELEASE_SAMPLE_MAX_BYTES  # type: ignore[arg-type]
-    kept = sum(bool(sample_bytes(gw, _request(0.1))) for _ in range(2000))  # type: ignore[arg-type]
-    assert 140 <= kept <= 260  # binomial(2000, 0.1): 200 +- 60 is beyond 4 sigma
+
+
+def test_each_versions_replies_are_sampled_at_exactly_the_share():
+    """Systematic, not a coin per reply: any run of replies of one version keeps its share to
+    within one sample, whatever the other version's traffic in between."""
+    sample_bytes = Gateway.sample_bytes
+    gw = SimpleNamespace(sample_credit={})
+    kept = {1: 0, 2: 0}
+    for i in range(2000):
+        version = 1 if i % 3 else 2  # the stable two replies in three, the canary one
+        kept[version] += bool(sample_bytes(gw, _request(0.1, version=version)))  # type: ignore[arg-type]
+    assert kept[1] in (133, 134) and kept[2] in (66, 67)  # 1334 and 666 replies at 10 %
+    for _ in range(600):
+        kept[1] += bool(sample_bytes(gw, _request(0.1, version=1)))  # type: ignore[arg-type]
+    assert kept[1] in (193, 194)
