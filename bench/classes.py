@@ -29,6 +29,7 @@ from gateway.class_policy import (
     DrainMeter,
     expected_wait_s,
     lower_class_holds,
+    may_take,
     plans_by_name,
     should_shed,
 )
@@ -90,7 +91,9 @@ def trace(
     return out
 
 
-def simulate(requests: list[Request], classes_on: bool) -> dict[str, dict[str, float]]:
+def simulate(
+    requests: list[Request], classes_on: bool, headroom: int = 0
+) -> dict[str, dict[str, float]]:
     engines = [Engine() for _ in range(ENGINES)]
     events: list[tuple[float, int, str, int, Request]] = []
     seq = 0
@@ -125,18 +128,35 @@ def simulate(requests: list[Request], classes_on: bool) -> dict[str, dict[str, f
         heapq.heappush(events, (now + r.service_s, seq, "done", engine_i, r))
         seq += 1
 
+    def eligible(engine: Engine, klass: str) -> bool:
+        """A free slot of the engine may go to `klass` (gateway.class_policy.may_take: a
+        sheddable class leaves the gold headroom free)."""
+        running = {c: n for c, n in engine.running.items() if n > 0}
+        return engine.busy() < SLOTS and may_take(
+            SLOTS, running, klass, 1, PLANS, engine.busy(), headroom
+        )
+
     def admit_waiters(engine_i: int, now: float) -> None:
         engine = engines[engine_i]
         while engine.busy() < SLOTS and engine.waiting():
             waiting = [k for k, q in engine.queues.items() if q]
             if classes_on:
+                waiting = [k for k in waiting if eligible(engine, k)]
+                if not waiting:
+                    return
                 chosen = engine.turns.pick(waiting, PLANS) or waiting[0]
             else:
                 while not engine.queues.get(engine.rr[0]):
                     engine.rr.rotate(-1)
                 chosen = engine.rr[0]
                 engine.rr.rotate(-1)
-            start(engine_i, engine.queues[chosen].popleft(), now)
+            r = engine.queues[chosen].popleft()
+            if classes_on and should_shed(
+                PLANS[r.klass], None, now - r.ready, lower_class_holds(r.klass, engine.running, PLANS)
+            ):
+                stats[r.klass]["shed"] += 1  # shed at its bound while it waited (gateway.limits)
+                continue
+            start(engine_i, r, now)
 
     while events:
         now, _, kind, engine_i, r = heapq.heappop(events)
@@ -147,14 +167,25 @@ def simulate(requests: list[Request], classes_on: bool) -> dict[str, dict[str, f
             engine.meter.observe(engine.drained, now)
             admit_waiters(engine_i, now)
             continue
-        engine_i = min(range(ENGINES), key=lambda i: engines[i].busy() + engines[i].waiting())
+        # Engine choice: the least loaded; with classes, first an engine its class may take now
+        # (a request held for its class's share counts nowhere, gateway.limits).
+        engine_i = min(
+            range(ENGINES),
+            key=lambda i: (
+                classes_on and not eligible(engines[i], r.klass),
+                engines[i].busy() + engines[i].waiting(),
+            ),
+        )
         engine = engines[engine_i]
-        if engine.busy() < SLOTS and not engine.waiting():
+        if classes_on and eligible(engine, r.klass) and not engine.queues.get(r.klass):
+            start(engine_i, r, now)
+            continue
+        if not classes_on and engine.busy() < SLOTS and not engine.waiting():
             start(engine_i, r, now)
             continue
         if classes_on:
             load = {c: engine.running[c] + len(engine.queues.get(c, ())) for c in CLASSES}
-            wait = expected_wait_s(SLOTS, load, r.klass, 1, PLANS, engine.meter.rate)
+            wait = expected_wait_s(SLOTS, load, r.klass, 1, PLANS, engine.meter.rate, headroom)
             lower = lower_class_holds(r.klass, dict(engine.running), PLANS)
             if should_shed(PLANS[r.klass], wait, 0.0, lower):
                 stats[r.klass]["shed"] += 1
@@ -173,16 +204,18 @@ def simulate(requests: list[Request], classes_on: bool) -> dict[str, dict[str, f
     return stats
 
 
-def run(seconds: float, seed: int, mix: tuple[float, ...]) -> dict[str, object]:
+def run(seconds: float, seed: int, mix: tuple[float, ...], headroom: int) -> dict[str, object]:
     out: dict[str, object] = {}
     # Gold's own part of the 1.0x trace, with no other tenant.
     gold_rate = CAPACITY_RPS * mix[0] / sum(mix)
-    alone = simulate(trace(gold_rate, seconds, seed, ("gold",), (1.0,)), classes_on=True)
+    alone = simulate(
+        trace(gold_rate, seconds, seed, ("gold",), (1.0,)), classes_on=True, headroom=headroom
+    )
     out["gold_alone_1.0x"] = alone["gold"]
     for factor in (1.0, 1.5, 2.0):
         for on in (False, True):
             reqs = trace(CAPACITY_RPS * factor, seconds, seed, CLASSES, mix)
-            out[f"{factor}x {'on' if on else 'off'}"] = simulate(reqs, classes_on=on)
+            out[f"{factor}x {'on' if on else 'off'}"] = simulate(reqs, on, headroom)
     return out
 
 
@@ -266,10 +299,13 @@ def main() -> None:
         action="append",
         help="offered load gold,silver,bronze (repeatable; default 1,1,1 and 2,3,5)",
     )
+    parser.add_argument(
+        "--headroom", type=int, default=2, help="slots per engine kept for gold (classes on)"
+    )
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     mixes = [tuple(float(x) for x in m.split(",")) for m in args.mix or ["1,1,1", "2,3,5"]]
-    results = [(mix, run(args.seconds, args.seed, mix)) for mix in mixes]
+    results = [(mix, run(args.seconds, args.seed, mix, args.headroom)) for mix in mixes]
     print(json.dumps([r for _, r in results], indent=1))
     command = f"python -m bench.classes --seconds {args.seconds:g} --seed {args.seed}"
     section = render(results, command)

@@ -182,11 +182,15 @@ class Terms:
     class_plans: tuple[class_policy.ClassPlan, ...] = ()
     # The longest a request of a class that may not be shed waits for its share (503 after).
     class_wait_cap_s: float = ADMIT_WAIT_S
+    # An engine's slots that only classes that may not be shed take (GATEWAY_CLASS_HEADROOM).
+    class_headroom: int = 0
 
 
-def plans_spec(plans: tuple[class_policy.ClassPlan, ...]) -> str:
-    """The classes' weights as admission.lua reads them: `gold=6,silver=3,bronze=1`."""
-    return ",".join(f"{p.name}={max(1, p.weight)}" for p in plans)
+def plans_spec(plans: tuple[class_policy.ClassPlan, ...], headroom: int = 0) -> str:
+    """The classes as admission.lua reads them: each one's weight (`*`: it may be shed), then
+    the slots kept for the classes that may not be: `gold=6,silver=3*,bronze=1*;2`."""
+    weights = ",".join(f"{p.name}={max(1, p.weight)}{'*' if p.sheddable else ''}" for p in plans)
+    return f"{weights};{max(0, headroom)}"
 
 
 class Admission:
@@ -205,7 +209,7 @@ class Admission:
         self.service_class = terms.service_class if not terms.background else ""
         self.class_field = f"class:{self.service_class}" if self.service_class else ""
         self._plans = class_policy.plans_by_name(terms.class_plans)
-        self._spec = plans_spec(terms.class_plans)
+        self._spec = plans_spec(terms.class_plans, terms.class_headroom)
         self.class_wait_s = 0.0  # how long it waited for its class's share (recorded)
         self.live_headroom = max(0, terms.live_headroom)
         self.budget = budget  # reserved with the first count, settled at release
@@ -382,7 +386,9 @@ class Admission:
         plan = self._plans.get(name) or class_policy.ClassPlan(name, 1, 0.0, True)
         capacity = int(argv[-2])
         drain = self.scripts.drain(entry.engine or "").observe(int(result[1]), time.monotonic())
-        wait_s = class_policy.expected_wait_s(capacity, load, name, self.weight, self._plans, drain)
+        wait_s = class_policy.expected_wait_s(
+            capacity, load, name, self.weight, self._plans, drain, self.terms.class_headroom
+        )
         lower = class_policy.lower_class_holds(name, load, self._plans)
         if class_policy.should_shed(plan, wait_s, waited_s, lower):
             self.scripts.shed[name] = self.scripts.shed.get(name, 0) + 1

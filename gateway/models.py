@@ -22,10 +22,15 @@ class DailyUsage(models.Model):
     # Sum of the requests' end-to-end times: each held one of an engine's batch slots (and its
     # adapter a GPU LoRA slot) from admission to its last token. What the cost view shares by.
     slot_seconds = models.FloatField(default=0.0)
+    # The service class the requests were admitted as (docs/classes.md; '' classes off, or
+    # recorded before classes): a token in a lower class than its tenant's bills apart.
+    service_class = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "version", "day"], name="dailyusage_unique")
+            models.UniqueConstraint(
+                fields=["tenant", "version", "service_class", "day"], name="dailyusage_unique"
+            )
         ]
 
     def __str__(self) -> str:

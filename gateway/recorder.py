@@ -11,8 +11,9 @@ cardinality stays bounded with thousands of adapters:
   bucket (`trace_id value unix_time`), the buckets' exemplars (a slow bucket opens its trace);
 - `lp:gwm:sec:<epoch second>` and `lp:gwm:min:<epoch minute>` fields `tenant|adapter|version|what` -
   time series for the live charts (kept 10 minutes) and the history (kept 2 days);
-- `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|requests|in|out|e2e_ms_sum` - chargeback
-  and the cost view's slot-seconds, persisted to gateway.DailyUsage by a task.
+- `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|class|requests|in|out|e2e_ms_sum` (no
+  `class|` part for a request of no class) - chargeback by service class and the cost view's
+  slot-seconds, persisted to gateway.DailyUsage by a task.
 
 Besides the metrics, each request to a version goes into its pool's demand history
 (workers.shared_state), marked ` follow` when it is a later turn of a conversation: the one
@@ -73,6 +74,7 @@ class Measurement:
     # version's error, so the canary's automatic rollback never counts it (counted apart).
     caller_fault: bool = False
     trace_id: str = ""  # its trace when sampled (gateway.tracing): its buckets' exemplar
+    service_class: str = ""  # the class it was admitted as ('' classes off): usage carries it
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,9 @@ def _rows(m: Measurement) -> list[tuple[str, str, float]]:
     sec = int(m.at)
     minute = sec // 60
     day = datetime.fromtimestamp(m.at, UTC).strftime("%Y-%m-%d")
+    usage = f"{m.tenant_id}|{m.version_id or 0}"
+    if m.service_class:
+        usage += f"|{m.service_class}"
     rows: list[tuple[str, str, float]] = [
         ("lp:gwm:counters", f"{key}|requests", 1),
         ("lp:gwm:counters", f"{key}|{m.served_from}", 1),
@@ -109,11 +114,11 @@ def _rows(m: Measurement) -> list[tuple[str, str, float]]:
         (f"lp:gwm:min:{minute}", f"{key}|requests", 1),
         (f"lp:gwm:min:{minute}", f"{key}|{m.served_from}", 1),
         (f"lp:gwm:min:{minute}", f"{key}|tokens_out", m.completion_tokens),
-        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|requests", 1),
-        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|in", m.prompt_tokens),
-        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|out", m.completion_tokens),
+        (f"lp:usage:{day}", f"{usage}|requests", 1),
+        (f"lp:usage:{day}", f"{usage}|in", m.prompt_tokens),
+        (f"lp:usage:{day}", f"{usage}|out", m.completion_tokens),
         # the slot time it held (the cost view's GPU-slot-seconds)
-        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|e2e_ms_sum", m.e2e_ms),
+        (f"lp:usage:{day}", f"{usage}|e2e_ms_sum", m.e2e_ms),
     ]
     if m.caller_fault:
         rows.append(("lp:gwm:counters", f"{key}|rejected", 1))

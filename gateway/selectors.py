@@ -135,6 +135,7 @@ class UsageRow:
     tenant: str
     adapter: str | None  # None: requests to the base model itself
     version: str | None  # "support@3"
+    service_class: str  # the class its requests were admitted as ('' none: classes off)
     requests: int
     prompt_tokens: int
     completion_tokens: int
@@ -144,17 +145,19 @@ USAGE_COLUMNS = tuple(UsageRow.__dataclass_fields__)
 
 
 def usage_rows(*, day_from: date, day_to: date, tenant_id: int | None = None) -> list[UsageRow]:
-    """Rows per day and version, ordered by day, tenant, adapter, version; one query."""
+    """Rows per day, version and service class, ordered by day, tenant, adapter, version, class;
+    one query."""
     qs = DailyUsage.objects.filter(day__gte=day_from, day__lte=day_to)
     if tenant_id is not None:
         qs = qs.filter(tenant_id=tenant_id)
     rows = qs.order_by(
-        "day", "tenant__slug", "version__adapter__name", "version__number"
+        "day", "tenant__slug", "version__adapter__name", "version__number", "service_class"
     ).values_list(
         "day",
         "tenant__slug",
         "version__adapter__name",
         "version__number",
+        "service_class",
         "requests",
         "prompt_tokens",
         "completion_tokens",
@@ -165,9 +168,10 @@ def usage_rows(*, day_from: date, day_to: date, tenant_id: int | None = None) ->
             tenant=tenant,
             adapter=adapter,
             version=f"{adapter}@{number}" if adapter else None,
+            service_class=klass,
             requests=requests,
             prompt_tokens=prompt,
             completion_tokens=completion,
         )
-        for day, tenant, adapter, number, requests, prompt, completion in rows
+        for day, tenant, adapter, number, klass, requests, prompt, completion in rows
     ]
