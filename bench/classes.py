@@ -3,7 +3,7 @@
 the drain meter), classes off (today's round-robin between tenants, no shedding) against classes
 on, in one run, on the same seeded trace.
 
-The trace: three tenants (gold, silver, bronze), equal offered load, each with hot adapters and
+The trace: three tenants (gold, silver, bronze), offered load split by a mix, each with hot adapters and
 cold ones (a cold request first waits for its adapter's load, holding no slot, then queues with
 its class), Poisson arrivals at 1.0x, 1.5x and 2.0x of the two engines' capacity (slots / mean
 service time), and gold alone at its 1.0x rate as the reference. A request's TTFT here is its
@@ -270,17 +270,20 @@ def table(result: dict[str, object], mix: tuple[float, ...]) -> list[str]:
     ]
 
 
-def render(results: list[tuple[tuple[float, ...], dict[str, object]]], command: str) -> str:
+def render(
+    results: list[tuple[tuple[float, ...], dict[str, object]]], command: str, headroom: int
+) -> str:
     return "\n".join(
         [
             "<!-- bench-classes:begin -->",
             "## Service classes on saturated engines (simulated with the gateway's policy)",
             "",
             f"`{command}`: bench/classes.py replays one seeded trace of three tenants (gold, "
-            "silver, bronze; equal offered load, 10% cold requests) on two engines of 8 slots "
+            "silver, bronze; offered load split by the mix below, 10% cold requests) on two engines of 8 slots "
             "(1 s mean service, so 16 requests/s), classes off (round-robin between tenants, no "
             "shedding) and on (gateway.class_policy: weighted fair queueing over classes, shed "
-            "past the class's bound), through the same policy code the gateway runs. Simulated: "
+            f"past the class's bound, {headroom} slots of each engine kept for gold: "
+            "GATEWAY_CLASS_HEADROOM), through the same policy code the gateway runs. Simulated: "
             "no engine, no gateway process; it measures the policy, not the software's overhead.",
             "",
             *[line for mix, result in results for line in table(result, mix)],
@@ -307,8 +310,11 @@ def main() -> None:
     mixes = [tuple(float(x) for x in m.split(",")) for m in args.mix or ["1,1,1", "2,3,5"]]
     results = [(mix, run(args.seconds, args.seed, mix, args.headroom)) for mix in mixes]
     print(json.dumps([r for _, r in results], indent=1))
-    command = f"python -m bench.classes --seconds {args.seconds:g} --seed {args.seed}"
-    section = render(results, command)
+    command = (
+        f"python -m bench.classes --seconds {args.seconds:g} --seed {args.seed} "
+        f"--headroom {args.headroom}"
+    )
+    section = render(results, command, args.headroom)
     print(section)
     if args.write_docs:
         write_section("bench-classes", section)
