@@ -152,7 +152,10 @@ def simulate(
                 engine.rr.rotate(-1)
             r = engine.queues[chosen].popleft()
             if classes_on and should_shed(
-                PLANS[r.klass], None, now - r.ready, lower_class_holds(r.klass, engine.running, PLANS)
+                PLANS[r.klass],
+                None,
+                now - r.ready,
+                lower_class_holds(r.klass, engine.running, PLANS),
             ):
                 stats[r.klass]["shed"] += 1  # shed at its bound while it waited (gateway.limits)
                 continue

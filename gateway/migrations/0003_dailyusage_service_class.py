@@ -4,25 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('adapters', '0009_live_sample_share'),
-        ('gateway', '0002_dailyusage_slot_seconds_costsettings'),
-        ('tenants', '0014_service_classes'),
+        ("adapters", "0009_live_sample_share"),
+        ("gateway", "0002_dailyusage_slot_seconds_costsettings"),
+        ("tenants", "0014_service_classes"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='dailyusage',
-            name='dailyusage_unique',
+            model_name="dailyusage",
+            name="dailyusage_unique",
         ),
         migrations.AddField(
-            model_name='dailyusage',
-            name='service_class',
-            field=models.CharField(blank=True, default='', max_length=32),
+            model_name="dailyusage",
+            name="service_class",
+            field=models.CharField(blank=True, default="", max_length=32),
         ),
         migrations.AddConstraint(
-            model_name='dailyusage',
-            constraint=models.UniqueConstraint(fields=('tenant', 'version', 'service_class', 'day'), name='dailyusage_unique'),
+            model_name="dailyusage",
+            constraint=models.UniqueConstraint(
+                fields=("tenant", "version", "service_class", "day"), name="dailyusage_unique"
+            ),
         ),
     ]

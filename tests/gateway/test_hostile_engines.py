@@ -78,7 +78,10 @@ def test_base_model_calls_are_limited_billed_and_pooled_as_the_tenant(worker_fle
     assert engine_counter(worker_fleet.handle_b, "vllm:request_success_total") - on_b == 3
     assert engine_counter(worker_fleet.handle_a, "vllm:request_success_total") - on_a == 1
     day = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
-    acme, globex = f"{world.acme.id}|0|{world.acme.slo_class}", f"{world.globex.id}|0|{world.globex.slo_class}"
+    acme, globex = (
+        f"{world.acme.id}|0|{world.acme.slo_class}",
+        f"{world.globex.id}|0|{world.globex.slo_class}",
+    )
     assert wait_for(lambda: redis_int(f"lp:usage:{day}", f"{acme}|requests") == 3)
     assert wait_for(lambda: redis_int(f"lp:usage:{day}", f"{globex}|requests") == 1)
     assert redis_int(f"lp:usage:{day}", "0|0|requests") == 0  # nothing billed to no tenant
