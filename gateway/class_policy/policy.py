@@ -183,18 +183,24 @@ def expected_wait_s(
 ) -> float | None:
     """How long a request of class `name` held back now should wait for its slot: its class's
     excess over its fair share (of the engine's room for it, `room`), drained at that share of
-    the engine's drain rate (slots freed a second). None when the drain rate is not known yet."""
+    the engine's drain rate (slots freed a second); for a sheddable class held by the headroom,
+    at least the engine's excess over that room, drained at the whole rate. None when the drain
+    rate is not known yet."""
     held = load.get(name, 0)
     demand = {c: float(n) for c, n in load.items() if n > 0}
     demand[name] = held + weight
-    share = shares(room(capacity, name, plans, headroom), demand, plans)[name]
+    slots = room(capacity, name, plans, headroom)
+    share = shares(slots, demand, plans)[name]
     excess = max(0.0, held + weight - share)
-    if excess <= EPSILON:
+    over_room = 0.0
+    if slots < capacity and not crowded(load, slots, plans):
+        over_room = max(0.0, sum(load.values()) + weight - slots)
+    if excess <= EPSILON and over_room <= EPSILON:
         return 0.0
     if drain_per_s <= 0:
         return None
     class_drain = drain_per_s * max(share, 1.0) / max(1, capacity)
-    return excess / class_drain
+    return max(excess / class_drain, over_room / drain_per_s)
 
 
 def should_shed(plan: ClassPlan, wait_s: float | None, waited_s: float, lower_holds: bool) -> bool:

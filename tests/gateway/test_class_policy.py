@@ -154,3 +154,13 @@ def test_a_sheddable_class_expects_its_wait_over_its_room_not_the_whole_engine()
     assert no_headroom is not None and with_headroom is not None
     assert with_headroom > no_headroom
     assert with_headroom == pytest.approx((3 - 1.5) / (4.0 * 1.5 / 8))
+
+
+def test_a_request_held_by_the_headroom_expects_the_engine_to_drain_below_its_room():
+    # Silver holds the 6 slots of its room (headroom 2): bronze is within its share of that
+    # room, but waits for the engine to drop below it, 1 slot at 4 a second.
+    load = {"silver": 6}
+    assert expected_wait_s(8, load, "bronze", 1, PLANS, 4.0) == 0.0
+    assert expected_wait_s(8, load, "bronze", 1, PLANS, 4.0, 2) == pytest.approx(1 / 4.0)
+    assert expected_wait_s(8, load, "bronze", 1, PLANS, 0.0, 2) is None
+    assert expected_wait_s(8, load, "gold", 1, PLANS, 4.0, 2) == 0.0  # the headroom is gold's
