@@ -18,7 +18,10 @@ from adapters.access import AccessContext
 from gateway import class_policy, limits
 from tenants.models import ServiceClass
 from tenants.services.tokens import token_issue
-from tests.gateway.hostile_support import replicas_fixture  # noqa: F401 - fixture
+from tests.gateway.hostile_support import (
+    replicas_fixture,  # noqa: F401 - fixture
+    wait_for,
+)
 from workers import shared_state
 from workers.redis_contract.keys import load_key
 
@@ -186,9 +189,12 @@ def test_two_replicas_keep_golds_headroom_on_a_saturated_engine(worker_fleet, re
         assert int(shed.headers["retry-after"]) >= 1
         gold = _ask(replicas[1], gold_token, model)
         assert gold.status_code == 200, gold.text  # a headroom slot was free for it
-        load = shared_state.client().hgetall(load_key(engine.name))
-        assert int(load.get(b"class:gold", 0)) == 0  # released with its answer
-        assert int(load.get(b"class:bronze", 0)) == 0  # the shed request held nothing
+
+        def holds(name: str) -> int:
+            return int(shared_state.client().hget(load_key(engine.name), f"class:{name}") or 0)
+
+        assert wait_for(lambda: holds("gold") == 0)  # released with its answer
+        assert holds("bronze") == 0  # the shed request held nothing
 
         async def release() -> None:
             for admission in held:
