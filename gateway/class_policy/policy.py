@@ -114,12 +114,12 @@ def may_take(
     held = load.get(name, 0)
     busy = sum(load.values()) if busy is None else busy
     slots = room(capacity, name, plans, headroom)
-    if busy + weight <= slots:
-        return True
-    if held <= 0:
-        return slots == capacity or crowded(load, slots, plans)
-    if slots < capacity:
+    if busy + weight <= slots or busy <= 0:
+        return True  # room for it, or an idle engine (a request heavier than the room runs alone)
+    if slots < capacity and not crowded(load, slots, plans):
         return False  # the headroom stays free for the classes that may not be shed
+    if held <= 0:
+        return True
     demand = {c: float(n) for c, n in load.items() if n > 0}
     demand[name] = held + weight
     return held + weight <= shares(capacity, demand, plans)[name] + EPSILON

@@ -197,6 +197,8 @@ async def test_a_class_that_may_not_be_shed_still_waits_a_bounded_time(scripts, 
         (8, {"gold": 6, "bronze": 1}, "silver", 2),
         (8, {"gold": 6, "silver": 2}, "silver", 2),
         (3, {"silver": 1}, "bronze", 5),
+        (10, {"gold": 8, "silver": 1}, "silver", 2),
+        (10, {"gold": 7, "silver": 1}, "silver", 2),
         (8, {"gold": 3, "silver": 3}, "platinum", 2),
     ],
 )
@@ -227,6 +229,21 @@ async def test_the_admission_script_decides_as_the_pure_policy_does(
         went_in = False
     assert went_in == expected
     await admission.release()
+
+
+async def test_a_request_heavier_than_its_room_runs_alone_on_an_idle_engine(scripts, engine):
+    """n=8 of silver on an 8-slot engine with gold's 2 slots kept: the script lets it in on the
+    idle engine (as the pure policy does), and holds the next one while it runs."""
+    plans = class_policy.plans_by_name(PLANS)
+    assert class_policy.may_take(8, {}, "silver", 8, plans, headroom=2)
+    first = await _admit(_admission(scripts, _tenant(), "silver", weight=8, headroom=2), engine, 8)
+    assert _load(engine) == {"live": 8, "class:silver": 8}
+    at_once = (PLANS[0], class_policy.ClassPlan("silver", 3, 0.0, True), PLANS[2])
+    with pytest.raises(GatewayError) as shed:
+        await _admit(_admission(scripts, _tenant(), "silver", at_once, headroom=2), engine, 8)
+    assert shed.value.code == "shed_for_capacity"
+    await first.release()
+    assert _load(engine) == {}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -133,6 +133,9 @@ def test_sheddable_classes_leave_the_gold_headroom_free():
     assert room(8, "gold", PLANS, 2) == 8 and room(8, "bronze", PLANS, 2) == 6
     assert room(2, "bronze", PLANS, 5) == 1  # a sheddable class always has one slot
     assert room(8, "platinum", PLANS, 2) == 6  # a class with no plan is sheddable
+    # A request heavier than the room (n=8) still runs alone on an idle engine.
+    assert may_take(8, {}, "silver", 8, PLANS, headroom=2)
+    assert not may_take(8, {"silver": 1}, "silver", 8, PLANS, headroom=2)
 
 
 def test_gold_cannot_starve_the_others_through_the_headroom():
@@ -143,6 +146,8 @@ def test_gold_cannot_starve_the_others_through_the_headroom():
     # Silver at its share (2.67 of 8 against gold's 6): held; gold at its own: held too.
     assert not may_take(8, {"gold": 6, "silver": 2}, "silver", 1, PLANS, headroom=2)
     assert not may_take(8, {"gold": 6, "silver": 2}, "gold", 1, PLANS, headroom=2)
+    # Gold holds all 8 of silver's room on 10 slots: silver takes its share (3.33) back.
+    assert may_take(10, {"gold": 8, "silver": 1}, "silver", 1, PLANS, headroom=2)
     # Gold holds less than the room: the headroom stays free, whoever holds nothing.
     assert not may_take(8, {"gold": 5, "silver": 1}, "bronze", 1, PLANS, headroom=2)
 

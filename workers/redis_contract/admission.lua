@@ -64,7 +64,8 @@ if lane == 'background' then
   end
 end
 -- Service classes (gateway.class_policy.may_take, mirrored here so that the shares hold across
--- replicas): a live request of a class goes onto an engine while it keeps room for it (all its
+-- replicas): a live request of a class goes onto an idle engine, and onto a busy one while it
+-- keeps room for it (all its
 -- slots for a class that may not be shed; a sheddable one leaves the last slots free, the
 -- headroom for the others); past that, only while its class holds nothing or stays within its
 -- weighted max-min fair share of the engine (a sheddable class only while the classes that may
@@ -103,7 +104,7 @@ if class ~= '' then
     end
     crowded = kept >= room
   end
-  if busy + weight > room and (not crowded or mine > 0) then
+  if busy + weight > room and busy > 0 and (not crowded or mine > 0) then
     -- Water filling: who wants less than its weight's part keeps what it wants; the rest of
     -- the slots go round again by weight.
     demand[class] = mine + weight
