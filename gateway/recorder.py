@@ -93,15 +93,26 @@ def bucket(ms: float) -> str:
     return "+Inf"
 
 
+def _usage_rows(m: Measurement, day: str) -> list[tuple[str, str, float]]:
+    """The chargeback counts, by tenant, version and the service class it ran in."""
+    usage = f"{m.tenant_id}|{m.version_id or 0}"
+    if m.service_class:
+        usage += f"|{m.service_class}"
+    return [
+        (f"lp:usage:{day}", f"{usage}|requests", 1),
+        (f"lp:usage:{day}", f"{usage}|in", m.prompt_tokens),
+        (f"lp:usage:{day}", f"{usage}|out", m.completion_tokens),
+        # the slot time it held (the cost view's GPU-slot-seconds)
+        (f"lp:usage:{day}", f"{usage}|e2e_ms_sum", m.e2e_ms),
+    ]
+
+
 def _rows(m: Measurement) -> list[tuple[str, str, float]]:
     """(hash, field, amount) for every count one measurement adds to."""
     key = f"{m.tenant}|{m.adapter}|{m.version}"
     sec = int(m.at)
     minute = sec // 60
     day = datetime.fromtimestamp(m.at, UTC).strftime("%Y-%m-%d")
-    usage = f"{m.tenant_id}|{m.version_id or 0}"
-    if m.service_class:
-        usage += f"|{m.service_class}"
     rows: list[tuple[str, str, float]] = [
         ("lp:gwm:counters", f"{key}|requests", 1),
         ("lp:gwm:counters", f"{key}|{m.served_from}", 1),
@@ -114,11 +125,7 @@ def _rows(m: Measurement) -> list[tuple[str, str, float]]:
         (f"lp:gwm:min:{minute}", f"{key}|requests", 1),
         (f"lp:gwm:min:{minute}", f"{key}|{m.served_from}", 1),
         (f"lp:gwm:min:{minute}", f"{key}|tokens_out", m.completion_tokens),
-        (f"lp:usage:{day}", f"{usage}|requests", 1),
-        (f"lp:usage:{day}", f"{usage}|in", m.prompt_tokens),
-        (f"lp:usage:{day}", f"{usage}|out", m.completion_tokens),
-        # the slot time it held (the cost view's GPU-slot-seconds)
-        (f"lp:usage:{day}", f"{usage}|e2e_ms_sum", m.e2e_ms),
+        *_usage_rows(m, day),
     ]
     if m.caller_fault:
         rows.append(("lp:gwm:counters", f"{key}|rejected", 1))
