@@ -3,7 +3,7 @@
 the drain meter), classes off (today's round-robin between tenants, no shedding) against classes
 on, in one run, on the same seeded trace.
 
-The trace: three tenants (gold, silver, bronze), equal offered load, each with hot adapters and
+The trace: three tenants (gold, silver, bronze), offered load split by a mix, each with hot adapters and
 cold ones (a cold request first waits for its adapter's load, holding no slot, then queues with
 its class), Poisson arrivals at 1.0x, 1.5x and 2.0x of the two engines' capacity (slots / mean
 service time), and gold alone at its 1.0x rate as the reference. A request's TTFT here is its
@@ -29,6 +29,7 @@ from gateway.class_policy import (
     DrainMeter,
     expected_wait_s,
     lower_class_holds,
+    may_take,
     plans_by_name,
     should_shed,
 )
@@ -90,7 +91,9 @@ def trace(
     return out
 
 
-def simulate(requests: list[Request], classes_on: bool) -> dict[str, dict[str, float]]:
+def simulate(
+    requests: list[Request], classes_on: bool, headroom: int = 0
+) -> dict[str, dict[str, float]]:
     engines = [Engine() for _ in range(ENGINES)]
     events: list[tuple[float, int, str, int, Request]] = []
     seq = 0
@@ -125,18 +128,38 @@ def simulate(requests: list[Request], classes_on: bool) -> dict[str, dict[str, f
         heapq.heappush(events, (now + r.service_s, seq, "done", engine_i, r))
         seq += 1
 
+    def eligible(engine: Engine, klass: str) -> bool:
+        """A free slot of the engine may go to `klass` (gateway.class_policy.may_take: a
+        sheddable class leaves the gold headroom free)."""
+        running = {c: n for c, n in engine.running.items() if n > 0}
+        return engine.busy() < SLOTS and may_take(
+            SLOTS, running, klass, 1, PLANS, engine.busy(), headroom
+        )
+
     def admit_waiters(engine_i: int, now: float) -> None:
         engine = engines[engine_i]
         while engine.busy() < SLOTS and engine.waiting():
             waiting = [k for k, q in engine.queues.items() if q]
             if classes_on:
+                waiting = [k for k in waiting if eligible(engine, k)]
+                if not waiting:
+                    return
                 chosen = engine.turns.pick(waiting, PLANS) or waiting[0]
             else:
                 while not engine.queues.get(engine.rr[0]):
                     engine.rr.rotate(-1)
                 chosen = engine.rr[0]
                 engine.rr.rotate(-1)
-            start(engine_i, engine.queues[chosen].popleft(), now)
+            r = engine.queues[chosen].popleft()
+            if classes_on and should_shed(
+                PLANS[r.klass],
+                None,
+                now - r.ready,
+                lower_class_holds(r.klass, engine.running, PLANS),
+            ):
+                stats[r.klass]["shed"] += 1  # shed at its bound while it waited (gateway.limits)
+                continue
+            start(engine_i, r, now)
 
     while events:
         now, _, kind, engine_i, r = heapq.heappop(events)
@@ -147,14 +170,25 @@ def simulate(requests: list[Request], classes_on: bool) -> dict[str, dict[str, f
             engine.meter.observe(engine.drained, now)
             admit_waiters(engine_i, now)
             continue
-        engine_i = min(range(ENGINES), key=lambda i: engines[i].busy() + engines[i].waiting())
+        # Engine choice: the least loaded; with classes, first an engine its class may take now
+        # (a request held for its class's share counts nowhere, gateway.limits).
+        engine_i = min(
+            range(ENGINES),
+            key=lambda i: (
+                classes_on and not eligible(engines[i], r.klass),
+                engines[i].busy() + engines[i].waiting(),
+            ),
+        )
         engine = engines[engine_i]
-        if engine.busy() < SLOTS and not engine.waiting():
+        if classes_on and eligible(engine, r.klass) and not engine.queues.get(r.klass):
+            start(engine_i, r, now)
+            continue
+        if not classes_on and engine.busy() < SLOTS and not engine.waiting():
             start(engine_i, r, now)
             continue
         if classes_on:
             load = {c: engine.running[c] + len(engine.queues.get(c, ())) for c in CLASSES}
-            wait = expected_wait_s(SLOTS, load, r.klass, 1, PLANS, engine.meter.rate)
+            wait = expected_wait_s(SLOTS, load, r.klass, 1, PLANS, engine.meter.rate, headroom)
             lower = lower_class_holds(r.klass, dict(engine.running), PLANS)
             if should_shed(PLANS[r.klass], wait, 0.0, lower):
                 stats[r.klass]["shed"] += 1
@@ -173,16 +207,18 @@ def simulate(requests: list[Request], classes_on: bool) -> dict[str, dict[str, f
     return stats
 
 
-def run(seconds: float, seed: int, mix: tuple[float, ...]) -> dict[str, object]:
+def run(seconds: float, seed: int, mix: tuple[float, ...], headroom: int) -> dict[str, object]:
     out: dict[str, object] = {}
     # Gold's own part of the 1.0x trace, with no other tenant.
     gold_rate = CAPACITY_RPS * mix[0] / sum(mix)
-    alone = simulate(trace(gold_rate, seconds, seed, ("gold",), (1.0,)), classes_on=True)
+    alone = simulate(
+        trace(gold_rate, seconds, seed, ("gold",), (1.0,)), classes_on=True, headroom=headroom
+    )
     out["gold_alone_1.0x"] = alone["gold"]
     for factor in (1.0, 1.5, 2.0):
         for on in (False, True):
             reqs = trace(CAPACITY_RPS * factor, seconds, seed, CLASSES, mix)
-            out[f"{factor}x {'on' if on else 'off'}"] = simulate(reqs, classes_on=on)
+            out[f"{factor}x {'on' if on else 'off'}"] = simulate(reqs, on, headroom)
     return out
 
 
@@ -237,17 +273,20 @@ def table(result: dict[str, object], mix: tuple[float, ...]) -> list[str]:
     ]
 
 
-def render(results: list[tuple[tuple[float, ...], dict[str, object]]], command: str) -> str:
+def render(
+    results: list[tuple[tuple[float, ...], dict[str, object]]], command: str, headroom: int
+) -> str:
     return "\n".join(
         [
             "<!-- bench-classes:begin -->",
             "## Service classes on saturated engines (simulated with the gateway's policy)",
             "",
             f"`{command}`: bench/classes.py replays one seeded trace of three tenants (gold, "
-            "silver, bronze; equal offered load, 10% cold requests) on two engines of 8 slots "
+            "silver, bronze; offered load split by the mix below, 10% cold requests) on two engines of 8 slots "
             "(1 s mean service, so 16 requests/s), classes off (round-robin between tenants, no "
             "shedding) and on (gateway.class_policy: weighted fair queueing over classes, shed "
-            "past the class's bound), through the same policy code the gateway runs. Simulated: "
+            f"past the class's bound, {headroom} slots of each engine kept for gold: "
+            "GATEWAY_CLASS_HEADROOM), through the same policy code the gateway runs. Simulated: "
             "no engine, no gateway process; it measures the policy, not the software's overhead.",
             "",
             *[line for mix, result in results for line in table(result, mix)],
@@ -266,13 +305,19 @@ def main() -> None:
         action="append",
         help="offered load gold,silver,bronze (repeatable; default 1,1,1 and 2,3,5)",
     )
+    parser.add_argument(
+        "--headroom", type=int, default=2, help="slots per engine kept for gold (classes on)"
+    )
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     mixes = [tuple(float(x) for x in m.split(",")) for m in args.mix or ["1,1,1", "2,3,5"]]
-    results = [(mix, run(args.seconds, args.seed, mix)) for mix in mixes]
+    results = [(mix, run(args.seconds, args.seed, mix, args.headroom)) for mix in mixes]
     print(json.dumps([r for _, r in results], indent=1))
-    command = f"python -m bench.classes --seconds {args.seconds:g} --seed {args.seed}"
-    section = render(results, command)
+    command = (
+        f"python -m bench.classes --seconds {args.seconds:g} --seed {args.seed} "
+        f"--headroom {args.headroom}"
+    )
+    section = render(results, command, args.headroom)
     print(section)
     if args.write_docs:
         write_section("bench-classes", section)

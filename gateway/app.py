@@ -472,6 +472,7 @@ class Gateway:
             if settings.GATEWAY_SERVICE_CLASSES
             else "",
             class_plans=table.class_plans,
+            class_headroom=settings.GATEWAY_CLASS_HEADROOM,
         )
         request.admission = limits.Admission(self.scripts, terms, claim)
 
@@ -817,6 +818,7 @@ class Gateway:
                 completion_tokens=outcome.completion_tokens,
                 load_ms=request.load_ms,
                 caused_load=request.caused_load,
+                service_class=request.admission.service_class,
                 at=time.time(),
                 turn=turn_of(request.payload.get("messages"), tenant_id, target.served_name)
                 if request.kind == "chat" and target is not None

@@ -185,31 +185,43 @@ class Terms:
     class_plans: tuple[class_policy.ClassPlan, ...] = ()
     # The longest a request of a class that may not be shed waits for its share (503 after).
     class_wait_cap_s: float = ADMIT_WAIT_S
+    # An engine's slots that only classes that may not be shed take (GATEWAY_CLASS_HEADROOM).
+    class_headroom: int = 0
 
 
-def plans_spec(plans: tuple[class_policy.ClassPlan, ...]) -> str:
-    """The classes' weights as admission.lua reads them: `gold=6,silver=3,bronze=1`."""
-    return ",".join(f"{p.name}={max(1, p.weight)}" for p in plans)
+def plans_spec(plans: tuple[class_policy.ClassPlan, ...], headroom: int = 0) -> str:
+    """The classes as admission.lua reads them: each one's weight (`*`: it may be shed), then
+    the slots kept for the classes that may not be: `gold=6,silver=3*,bronze=1*;2`."""
+    weights = ",".join(f"{p.name}={max(1, p.weight)}{'*' if p.sheddable else ''}" for p in plans)
+    return f"{weights};{max(0, headroom)}"
 
 
 # The classes' plans as the last request saw them: every request of one route table carries the
 # same tuple, so their lookup and admission.lua's spec are built once per table, not per request.
-_plans_seen: tuple[tuple[class_policy.ClassPlan, ...], dict[str, class_policy.ClassPlan], str] = (
+_plans_seen: tuple[
+    tuple[class_policy.ClassPlan, ...], int, dict[str, class_policy.ClassPlan], str
+] = (
     (),
+    0,
     {},
-    "",
+    plans_spec(()),
 )
 
 
 def _plans_view(
-    plans: tuple[class_policy.ClassPlan, ...],
+    plans: tuple[class_policy.ClassPlan, ...], headroom: int
 ) -> tuple[dict[str, class_policy.ClassPlan], str]:
     """The plans by name and as admission.lua reads them (`plans_spec`)."""
     global _plans_seen  # noqa: PLW0603 - a one-entry cache, replaced whole
     seen = _plans_seen
-    if seen[0] is not plans:
-        seen = _plans_seen = (plans, class_policy.plans_by_name(plans), plans_spec(plans))
-    return seen[1], seen[2]
+    if seen[0] is not plans or seen[1] != headroom:
+        seen = _plans_seen = (
+            plans,
+            headroom,
+            class_policy.plans_by_name(plans),
+            plans_spec(plans, headroom),
+        )
+    return seen[2], seen[3]
 
 
 class Admission:
@@ -227,7 +239,7 @@ class Admission:
         self.lane = "background" if terms.background else "live"
         self.service_class = terms.service_class if not terms.background else ""
         self.class_field = f"class:{self.service_class}" if self.service_class else ""
-        self._plans, self._spec = _plans_view(terms.class_plans)
+        self._plans, self._spec = _plans_view(terms.class_plans, terms.class_headroom)
         self.class_wait_s = 0.0  # how long it waited for its class's share (recorded)
         self.live_headroom = max(0, terms.live_headroom)
         self.budget = budget  # reserved with the first count, settled at release
@@ -404,7 +416,9 @@ class Admission:
         plan = self._plans.get(name) or class_policy.ClassPlan(name, 1, 0.0, True)
         capacity = int(argv[-2])
         drain = self.scripts.drain(entry.engine or "").observe(int(result[1]), time.monotonic())
-        wait_s = class_policy.expected_wait_s(capacity, load, name, self.weight, self._plans, drain)
+        wait_s = class_policy.expected_wait_s(
+            capacity, load, name, self.weight, self._plans, drain, self.terms.class_headroom
+        )
         lower = class_policy.lower_class_holds(name, load, self._plans)
         if class_policy.should_shed(plan, wait_s, waited_s, lower):
             self.scripts.shed[name] = self.scripts.shed.get(name, 0) + 1

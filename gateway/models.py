@@ -27,10 +27,15 @@ class DailyUsage(models.Model):
     shadow_requests = models.PositiveBigIntegerField(default=0)
     shadow_prompt_tokens = models.PositiveBigIntegerField(default=0)
     shadow_completion_tokens = models.PositiveBigIntegerField(default=0)
+    # The service class the requests were admitted as (docs/classes.md; '' classes off, or
+    # recorded before classes): a token in a lower class than its tenant's bills apart.
+    service_class = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "version", "day"], name="dailyusage_unique")
+            models.UniqueConstraint(
+                fields=["tenant", "version", "service_class", "day"], name="dailyusage_unique"
+            )
         ]
 
     def __str__(self) -> str:

@@ -11,8 +11,9 @@ cardinality stays bounded with thousands of adapters:
   bucket (`trace_id value unix_time`), the buckets' exemplars (a slow bucket opens its trace);
 - `lp:gwm:sec:<epoch second>` and `lp:gwm:min:<epoch minute>` fields `tenant|adapter|version|what` -
   time series for the live charts (kept 10 minutes) and the history (kept 2 days);
-- `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|requests|in|out|e2e_ms_sum` - chargeback
-  and the cost view's slot-seconds, persisted to gateway.DailyUsage by a task.
+- `lp:usage:<YYYY-MM-DD>` fields `tenant_id|version_id|class|requests|in|out|e2e_ms_sum` (no
+  `class|` part for a request of no class) - chargeback by service class and the cost view's
+  slot-seconds, persisted to gateway.DailyUsage by a task.
 
 Besides the metrics, each request to a version goes into its pool's demand history
 (workers.shared_state), marked ` follow` when it is a later turn of a conversation: the one
@@ -73,6 +74,7 @@ class Measurement:
     # version's error, so the canary's automatic rollback never counts it (counted apart).
     caller_fault: bool = False
     trace_id: str = ""  # its trace when sampled (gateway.tracing): its buckets' exemplar
+    service_class: str = ""  # the class it was admitted as ('' classes off): usage carries it
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,20 @@ def bucket(ms: float) -> str:
         if ms <= edge:
             return str(edge)
     return "+Inf"
+
+
+def _usage_rows(m: Measurement, day: str) -> list[tuple[str, str, float]]:
+    """The chargeback counts, by tenant, version and the service class it ran in."""
+    usage = f"{m.tenant_id}|{m.version_id or 0}"
+    if m.service_class:
+        usage += f"|{m.service_class}"
+    return [
+        (f"lp:usage:{day}", f"{usage}|requests", 1),
+        (f"lp:usage:{day}", f"{usage}|in", m.prompt_tokens),
+        (f"lp:usage:{day}", f"{usage}|out", m.completion_tokens),
+        # the slot time it held (the cost view's GPU-slot-seconds)
+        (f"lp:usage:{day}", f"{usage}|e2e_ms_sum", m.e2e_ms),
+    ]
 
 
 def _rows(m: Measurement) -> list[tuple[str, str, float]]:
@@ -109,11 +125,7 @@ def _rows(m: Measurement) -> list[tuple[str, str, float]]:
         (f"lp:gwm:min:{minute}", f"{key}|requests", 1),
         (f"lp:gwm:min:{minute}", f"{key}|{m.served_from}", 1),
         (f"lp:gwm:min:{minute}", f"{key}|tokens_out", m.completion_tokens),
-        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|requests", 1),
-        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|in", m.prompt_tokens),
-        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|out", m.completion_tokens),
-        # the slot time it held (the cost view's GPU-slot-seconds)
-        (f"lp:usage:{day}", f"{m.tenant_id}|{m.version_id or 0}|e2e_ms_sum", m.e2e_ms),
+        *_usage_rows(m, day),
     ]
     if m.caller_fault:
         rows.append(("lp:gwm:counters", f"{key}|rejected", 1))

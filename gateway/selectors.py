@@ -135,6 +135,7 @@ class UsageRow:
     tenant: str
     adapter: str | None  # None: requests to the base model itself
     version: str | None  # "support@3"
+    service_class: str  # the class its requests were admitted as ('' none: classes off)
     requests: int
     prompt_tokens: int
     completion_tokens: int
@@ -148,17 +149,19 @@ USAGE_COLUMNS = tuple(UsageRow.__dataclass_fields__)
 
 
 def usage_rows(*, day_from: date, day_to: date, tenant_id: int | None = None) -> list[UsageRow]:
-    """Rows per day and version, ordered by day, tenant, adapter, version; one query."""
+    """Rows per day, version and service class, ordered by day, tenant, adapter, version, class;
+    one query."""
     qs = DailyUsage.objects.filter(day__gte=day_from, day__lte=day_to)
     if tenant_id is not None:
         qs = qs.filter(tenant_id=tenant_id)
     rows = qs.order_by(
-        "day", "tenant__slug", "version__adapter__name", "version__number"
+        "day", "tenant__slug", "version__adapter__name", "version__number", "service_class"
     ).values_list(
         "day",
         "tenant__slug",
         "version__adapter__name",
         "version__number",
+        "service_class",
         "requests",
         "prompt_tokens",
         "completion_tokens",
@@ -172,6 +175,7 @@ def usage_rows(*, day_from: date, day_to: date, tenant_id: int | None = None) ->
             tenant=tenant,
             adapter=adapter,
             version=f"{adapter}@{number}" if adapter else None,
+            service_class=klass,
             requests=requests,
             prompt_tokens=prompt,
             completion_tokens=completion,
@@ -179,5 +183,5 @@ def usage_rows(*, day_from: date, day_to: date, tenant_id: int | None = None) ->
             shadow_prompt_tokens=shadow[1],
             shadow_completion_tokens=shadow[2],
         )
-        for day, tenant, adapter, number, requests, prompt, completion, *shadow in rows
+        for day, tenant, adapter, number, klass, requests, prompt, completion, *shadow in rows
     ]

@@ -95,6 +95,9 @@ class UsageRowSerializer(serializers.Serializer):
     tenant = serializers.CharField()
     adapter = serializers.CharField(allow_null=True, help_text="null: the base model itself")
     version = serializers.CharField(allow_null=True, help_text="adapter@N")
+    service_class = serializers.CharField(
+        allow_blank=True, help_text="the service class its requests were admitted as ('' none)"
+    )
     requests = serializers.IntegerField()
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()

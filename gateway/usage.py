@@ -40,8 +40,9 @@ SLOT_MS_FIELD = "e2e_ms_sum"
 PERSISTED_FIELDS = [*USAGE_FIELDS.values(), "slot_seconds"]
 LOCK_KEY = "lp:usage:persist-lock"
 LOCK_LEASE_S = 300
-# (tenant_id, version_id or None for the base model) -> {model field: total}
-Totals = dict[tuple[int, int | None], dict[str, float]]
+# (tenant_id, version_id or None for the base model, service class) -> {model field: total}
+UsageKey = tuple[int, int | None, str]
+Totals = dict[UsageKey, dict[str, float]]
 
 
 def usage_key(day: date) -> str:
@@ -49,19 +50,22 @@ def usage_key(day: date) -> str:
 
 
 def parse_usage(raw: dict[bytes, bytes]) -> Totals:
-    """Fields `tenant_id|version_id|requests|in|out|e2e_ms_sum` (version 0: the base model), and
+    """Fields `tenant_id|version_id|class|requests|in|out|e2e_ms_sum` (version 0: the base model;
+    a field without the class part is a request of no class, ''), and
     `shadow_requests|shadow_in|shadow_out` for the part of them shadow pairs asked."""
     totals: Totals = defaultdict(lambda: dict.fromkeys(PERSISTED_FIELDS, 0))
     for name, value in raw.items():
         parts = name.decode().split("|")
+        if len(parts) == 3:
+            parts.insert(2, "")
         known = parts[-1] in USAGE_FIELDS or parts[-1] == SLOT_MS_FIELD
-        if len(parts) != 3 or not known or not parts[0].isdigit() or not parts[1].isdigit():
+        if len(parts) != 4 or not known or not parts[0].isdigit() or not parts[1].isdigit():
             continue
-        key = (int(parts[0]), int(parts[1]) or None)
-        if parts[2] == SLOT_MS_FIELD:
-            totals[key]["slot_seconds"] = round(float(value) / 1000, 3)
+        key = (int(parts[0]), int(parts[1]) or None, parts[2][:32])
+        if parts[3] == SLOT_MS_FIELD:
+            totals[key]["slot_seconds"] += round(float(value) / 1000, 3)
         else:
-            totals[key][USAGE_FIELDS[parts[2]]] = int(value)
+            totals[key][USAGE_FIELDS[parts[3]]] += int(value)
     return dict(totals)
 
 
@@ -75,17 +79,19 @@ class PersistReport:
     locked: bool = False  # another run held the lock; this one did nothing
 
 
-def _valid_keys(totals: Totals) -> set[tuple[int, int | None]]:
+def _valid_keys(totals: Totals) -> set[UsageKey]:
     tenant_ids = set(
-        Tenant.objects.filter(id__in={t for t, _ in totals}).values_list("id", flat=True)
+        Tenant.objects.filter(id__in={t for t, _, _ in totals}).values_list("id", flat=True)
     )
     version_owner = dict(
-        AdapterVersion.objects.filter(id__in={v for _, v in totals if v}).values_list(
+        AdapterVersion.objects.filter(id__in={v for _, v, _ in totals if v}).values_list(
             "id", "tenant_id"
         )
     )
     return {
-        (t, v) for t, v in totals if t in tenant_ids and (v is None or version_owner.get(v) == t)
+        (t, v, c)
+        for t, v, c in totals
+        if t in tenant_ids and (v is None or version_owner.get(v) == t)
     }
 
 
@@ -97,17 +103,21 @@ def usage_persist_day(*, day: date, totals: Totals, report: PersistReport) -> No
         return
     with transaction.atomic():
         existing = {
-            (row.tenant_id, row.version_id): row
+            (row.tenant_id, row.version_id, row.service_class): row
             for row in DailyUsage.objects.select_for_update().filter(
-                day=day, tenant_id__in={t for t, _ in valid}
+                day=day, tenant_id__in={t for t, _, _ in valid}
             )
         }
         create, update = [], []
-        for key in sorted(valid, key=lambda k: (k[0], k[1] or 0)):
+        for key in sorted(valid, key=lambda k: (k[0], k[1] or 0, k[2])):
             wanted = totals[key]
             row = existing.get(key)
             if row is None:
-                create.append(DailyUsage(tenant_id=key[0], version_id=key[1], day=day, **wanted))
+                create.append(
+                    DailyUsage(
+                        tenant_id=key[0], version_id=key[1], service_class=key[2], day=day, **wanted
+                    )
+                )
                 continue
             merged = {name: max(getattr(row, name), value) for name, value in wanted.items()}
             if all(getattr(row, name) == value for name, value in merged.items()):

@@ -1132,6 +1132,17 @@ GATEWAY_SERVICE_CLASSES = env_bool(
     ),
     shown="`1`",
 )
+# Slots of each engine that only service classes that may not be shed (gold) take, across
+# replicas in the admission script (docs/classes.md): a gold request finds a free slot at once.
+GATEWAY_CLASS_HEADROOM = env_int(
+    "GATEWAY_CLASS_HEADROOM",
+    2,
+    minimum=0,
+    doc=(
+        "an engine's slots that only service classes that may not be shed (gold) take, across "
+        "replicas: a sheddable class fills the engine only up to its slots less these"
+    ),
+)
 # Slots of each engine that background requests (eval runs) leave free for live ones, counted
 # across every replica in the admission script (docs/decisions/0011-live-headroom.md).
 GATEWAY_LIVE_HEADROOM = env_int(

@@ -14,6 +14,7 @@ from gateway.class_policy.policy import (
     may_take,
     plans_by_name,
     retry_after_s,
+    room,
     shares,
     should_shed,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "may_take",
     "plans_by_name",
     "retry_after_s",
+    "room",
     "shares",
     "should_shed",
 ]

@@ -9,6 +9,14 @@ waits; a class that holds nothing may always put one request in, so no class sta
 the weights. Where requests queue (one replica's), the slot that frees goes to the classes by
 weighted fair queueing (ClassTurns).
 
+Classes that may not be shed (gold) also have a headroom: on each engine the last `headroom`
+slots are theirs alone (GATEWAY_CLASS_HEADROOM, like the live headroom background requests leave
+free). A sheddable class goes in only while the engine keeps them free after it (`room`), so
+that a gold request finds a free slot at once instead of waiting for the next release (vLLM
+cannot preempt a running sequence for it); unless gold alone holds all of that room: then a
+sheddable class holding nothing still puts one request in, and takes its fair share of the
+engine back, so that gold cannot starve it.
+
 A request held back is shed at once when its expected wait (its class's excess over its share,
 drained at its share of the engine's drain rate) passes its class's bound, if its class may be
 shed, and never while a lower class (lighter weight) holds slots: that slot is its at the next
@@ -77,6 +85,16 @@ def shares(
     return out
 
 
+def room(capacity: int, name: str, plans: Mapping[str, ClassPlan], headroom: int = 0) -> int:
+    """The slots of an engine of `capacity` that class `name` may fill: all of them for a class
+    that may not be shed, all but the `headroom` kept for those classes for one that may (at
+    least one). A class with no plan is sheddable."""
+    plan = plans.get(name)
+    if plan is not None and not plan.sheddable:
+        return capacity
+    return max(1, capacity - max(0, headroom))
+
+
 def may_take(
     capacity: int,
     load: Mapping[str, int],
@@ -84,19 +102,37 @@ def may_take(
     weight: int,
     plans: Mapping[str, ClassPlan],
     busy: int | None = None,
+    headroom: int = 0,
 ) -> bool:
     """Whether a request of class `name` and `weight` slots may go onto an engine of `capacity`
     slots where `load` (class -> slots) is held (`busy`: every slot held there, classless ones
-    too; default the classes' sum): always while the engine has room; on a saturated engine,
-    while its class stays within its fair share, or holds nothing (no class starves).
-    admission.lua runs the same rule in Redis."""
+    too; default the classes' sum): always while the engine keeps room for it (all its slots
+    for a class that may not be shed; a sheddable one leaves the last `headroom` free, `room`);
+    past that, while its class holds nothing (no class starves) or stays within its weighted fair
+    share of the engine, and for a sheddable class only while the classes that may not be shed
+    hold all of its room by themselves (`crowded`). admission.lua runs the same rule in Redis."""
     held = load.get(name, 0)
     busy = sum(load.values()) if busy is None else busy
-    if busy + weight <= capacity or held <= 0:
+    slots = room(capacity, name, plans, headroom)
+    if busy + weight <= slots or busy <= 0:
+        return True  # room for it, or an idle engine (a request heavier than the room runs alone)
+    if slots < capacity and not crowded(load, slots, plans):
+        return False  # the headroom stays free for the classes that may not be shed
+    if held <= 0:
         return True
     demand = {c: float(n) for c, n in load.items() if n > 0}
     demand[name] = held + weight
     return held + weight <= shares(capacity, demand, plans)[name] + EPSILON
+
+
+def crowded(load: Mapping[str, int], slots: int, plans: Mapping[str, ClassPlan]) -> bool:
+    """The classes that may not be shed hold all of a sheddable class's room (`slots`) by
+    themselves: past the headroom, the sheddable classes then get one request in each and their
+    fair share of the engine, so that gold cannot starve them."""
+    held = sum(
+        n for c, n in load.items() if (plan := plans.get(c)) is not None and not plan.sheddable
+    )
+    return held >= slots
 
 
 class ClassTurns:
@@ -143,21 +179,28 @@ def expected_wait_s(
     weight: int,
     plans: Mapping[str, ClassPlan],
     drain_per_s: float,
+    headroom: int = 0,
 ) -> float | None:
     """How long a request of class `name` held back now should wait for its slot: its class's
-    excess over its fair share, drained at that share of the engine's drain rate (slots freed
-    a second). None when the drain rate is not known yet."""
+    excess over its fair share (of the engine's room for it, `room`), drained at that share of
+    the engine's drain rate (slots freed a second); for a sheddable class held by the headroom,
+    at least the engine's excess over that room, drained at the whole rate. None when the drain
+    rate is not known yet."""
     held = load.get(name, 0)
     demand = {c: float(n) for c, n in load.items() if n > 0}
     demand[name] = held + weight
-    share = shares(capacity, demand, plans)[name]
+    slots = room(capacity, name, plans, headroom)
+    share = shares(slots, demand, plans)[name]
     excess = max(0.0, held + weight - share)
-    if excess <= EPSILON:
+    over_room = 0.0
+    if slots < capacity and not crowded(load, slots, plans):
+        over_room = max(0.0, sum(load.values()) + weight - slots)
+    if excess <= EPSILON and over_room <= EPSILON:
         return 0.0
     if drain_per_s <= 0:
         return None
     class_drain = drain_per_s * max(share, 1.0) / max(1, capacity)
-    return excess / class_drain
+    return max(excess / class_drain, over_room / drain_per_s)
 
 
 def should_shed(plan: ClassPlan, wait_s: float | None, waited_s: float, lower_holds: bool) -> bool:

@@ -103,7 +103,7 @@ def test_an_engine_killed_mid_stream_ends_the_stream_with_an_error_event_and_fre
 
     # Its usage: one request, the tokens it delivered, an error of the version.
     day = datetime.datetime.now(datetime.UTC).date()
-    usage = f"{world.acme.id}|{version.id}"
+    usage = f"{world.acme.id}|{version.id}|{world.acme.slo_class}"  # by its service class
     wait_until(
         lambda: redis_int(f"lp:usage:{day.isoformat()}", f"{usage}|requests") == 1,
         timeout=30,

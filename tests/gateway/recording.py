@@ -57,6 +57,7 @@ def measure(
     tokens_out: int = 5,
     load: float = 0.0,
     tenant: tuple[str, int] | None = None,
+    service_class: str = "",
 ) -> Measurement:
     """One request to version `v`, or to the base model (`v=None`, give `tenant`)."""
     if tenant is None:
@@ -80,6 +81,7 @@ def measure(
         completion_tokens=tokens_out,
         load_ms=load,
         at=at,
+        service_class=service_class,
     )
 
 

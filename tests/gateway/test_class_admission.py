@@ -38,7 +38,7 @@ def engine():
     forget_engine(name)
 
 
-def _admission(scripts, tenant_id: int, klass: str, plans=PLANS, weight: int = 1):
+def _admission(scripts, tenant_id: int, klass: str, plans=PLANS, weight: int = 1, headroom=0):
     return limits.Admission(
         scripts,
         limits.Terms(
@@ -49,6 +49,7 @@ def _admission(scripts, tenant_id: int, klass: str, plans=PLANS, weight: int = 1
             weight=weight,
             service_class=klass,
             class_plans=plans,
+            class_headroom=headroom,
         ),
     )
 
@@ -173,38 +174,76 @@ async def test_a_class_that_may_not_be_shed_still_waits_a_bounded_time(scripts, 
 
 
 @pytest.mark.parametrize(
-    ("capacity", "load", "klass"),
+    ("capacity", "load", "klass", "headroom"),
     [
-        (8, {"bronze": 8}, "bronze"),
-        (8, {"bronze": 8}, "gold"),
-        (8, {"gold": 5, "bronze": 3}, "bronze"),
-        (8, {"gold": 5, "bronze": 1}, "bronze"),
-        (10, {"gold": 9, "silver": 1}, "silver"),
-        (10, {"gold": 2, "silver": 5, "bronze": 3}, "silver"),
-        (10, {"gold": 2, "silver": 5, "bronze": 3}, "gold"),
-        (6, {"silver": 6}, "silver"),
+        (8, {"bronze": 8}, "bronze", 0),
+        (8, {"bronze": 8}, "gold", 0),
+        (8, {"gold": 5, "bronze": 3}, "bronze", 0),
+        (8, {"gold": 5, "bronze": 1}, "bronze", 0),
+        (10, {"gold": 9, "silver": 1}, "silver", 0),
+        (10, {"gold": 2, "silver": 5, "bronze": 3}, "silver", 0),
+        (10, {"gold": 2, "silver": 5, "bronze": 3}, "gold", 0),
+        (6, {"silver": 6}, "silver", 0),
+        # The gold headroom: sheddable classes leave the last slots free...
+        (8, {"silver": 5}, "silver", 2),
+        (8, {"silver": 6}, "silver", 2),
+        (8, {"silver": 6}, "bronze", 2),
+        (8, {"gold": 2, "silver": 4}, "bronze", 2),
+        (8, {"silver": 6}, "gold", 2),
+        (8, {"gold": 1, "silver": 6}, "gold", 2),
+        (8, {"gold": 6, "silver": 2}, "gold", 2),
+        # ...unless gold holds more than its fair share: then they take their own share back.
+        (8, {"gold": 7}, "bronze", 2),
+        (8, {"gold": 6, "bronze": 1}, "silver", 2),
+        (8, {"gold": 6, "silver": 2}, "silver", 2),
+        (3, {"silver": 1}, "bronze", 5),
+        (10, {"gold": 8, "silver": 1}, "silver", 2),
+        (10, {"gold": 7, "silver": 1}, "silver", 2),
+        (8, {"gold": 3, "silver": 3}, "platinum", 2),
     ],
 )
 async def test_the_admission_script_decides_as_the_pure_policy_does(
-    scripts, engine, capacity, load, klass
+    scripts, engine, capacity, load, klass, headroom
 ):
     client = shared_state.client()
     client.hset(
         load_key(engine),
         mapping={"live": sum(load.values()), **{f"class:{c}": n for c, n in load.items()}},
     )
-    expected = class_policy.may_take(capacity, load, klass, 1, class_policy.plans_by_name(PLANS))
-    # Held is shed at once here (a bound of 0 s), so the script's answer shows in the outcome.
-    at_once = tuple(class_policy.ClassPlan(p.name, p.weight, 0.0, True) for p in PLANS)
-    admission = _admission(scripts, _tenant(), klass, at_once)
+    expected = class_policy.may_take(
+        capacity, load, klass, 1, class_policy.plans_by_name(PLANS), headroom=headroom
+    )
+    # Held is shed at once here (a bound of 0 s), so the script's answer shows in the outcome;
+    # gold stays the class that may not be shed (the headroom is its).
+    at_once = tuple(
+        class_policy.ClassPlan(p.name, p.weight, 0.0, p.sheddable or headroom == 0) for p in PLANS
+    )
+    admission = _admission(scripts, _tenant(), klass, at_once, headroom=headroom)
+    if not expected and not any(p.name == klass and p.sheddable for p in at_once):
+        admission.terms.class_wait_cap_s = 0.0  # not sheddable: refused at its cap instead
     try:
         await admission.admit(engine, max_loras=2, capacity=capacity)
         went_in = True
     except GatewayError as refused:
-        assert refused.code == "shed_for_capacity"
+        assert refused.code in {"shed_for_capacity", "engine_busy"}
         went_in = False
     assert went_in == expected
     await admission.release()
+
+
+async def test_a_request_heavier_than_its_room_runs_alone_on_an_idle_engine(scripts, engine):
+    """n=8 of silver on an 8-slot engine with gold's 2 slots kept: the script lets it in on the
+    idle engine (as the pure policy does), and holds the next one while it runs."""
+    plans = class_policy.plans_by_name(PLANS)
+    assert class_policy.may_take(8, {}, "silver", 8, plans, headroom=2)
+    first = await _admit(_admission(scripts, _tenant(), "silver", weight=8, headroom=2), engine, 8)
+    assert _load(engine) == {"live": 8, "class:silver": 8}
+    at_once = (PLANS[0], class_policy.ClassPlan("silver", 3, 0.0, True), PLANS[2])
+    with pytest.raises(GatewayError) as shed:
+        await _admit(_admission(scripts, _tenant(), "silver", at_once, headroom=2), engine, 8)
+    assert shed.value.code == "shed_for_capacity"
+    await first.release()
+    assert _load(engine) == {}
 
 
 @pytest.mark.django_db(transaction=True)

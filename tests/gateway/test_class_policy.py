@@ -16,6 +16,7 @@ from gateway.class_policy import (
     may_take,
     plans_by_name,
     retry_after_s,
+    room,
     shares,
     should_shed,
 )
@@ -118,3 +119,53 @@ def test_the_drain_meter_turns_a_growing_count_into_a_rate():
     assert meter.observe(20, 102.0) == pytest.approx(10.0)
     assert 10.0 < meter.observe(60, 104.0) < 20.0
     assert meter.observe(0, 105.0) == meter.rate  # the count restarted: no sample
+
+
+def test_sheddable_classes_leave_the_gold_headroom_free():
+    # 8 slots, 2 of them gold's headroom: silver and bronze fill 6 at most...
+    assert may_take(8, {"silver": 5}, "silver", 1, PLANS, headroom=2)
+    assert not may_take(8, {"silver": 6}, "silver", 1, PLANS, headroom=2)
+    assert not may_take(8, {"silver": 6}, "bronze", 1, PLANS, headroom=2)  # even holding none
+    assert not may_take(8, {"gold": 2, "silver": 4}, "bronze", 1, PLANS, headroom=2)
+    # ...which gold finds free at once, and fills up to the engine's slots.
+    assert may_take(8, {"silver": 6}, "gold", 1, PLANS, headroom=2)
+    assert may_take(8, {"gold": 1, "silver": 6}, "gold", 1, PLANS, headroom=2)
+    assert room(8, "gold", PLANS, 2) == 8 and room(8, "bronze", PLANS, 2) == 6
+    assert room(2, "bronze", PLANS, 5) == 1  # a sheddable class always has one slot
+    assert room(8, "platinum", PLANS, 2) == 6  # a class with no plan is sheddable
+    # A request heavier than the room (n=8) still runs alone on an idle engine.
+    assert may_take(8, {}, "silver", 8, PLANS, headroom=2)
+    assert not may_take(8, {"silver": 1}, "silver", 8, PLANS, headroom=2)
+
+
+def test_gold_cannot_starve_the_others_through_the_headroom():
+    # Gold alone holds all of the sheddable classes' room (6 of 8): bronze, holding nothing,
+    # goes in past the headroom, and silver may take its fair share of the engine back.
+    assert may_take(8, {"gold": 7}, "bronze", 1, PLANS, headroom=2)
+    assert may_take(8, {"gold": 6, "bronze": 1}, "silver", 1, PLANS, headroom=2)
+    # Silver at its share (2.67 of 8 against gold's 6): held; gold at its own: held too.
+    assert not may_take(8, {"gold": 6, "silver": 2}, "silver", 1, PLANS, headroom=2)
+    assert not may_take(8, {"gold": 6, "silver": 2}, "gold", 1, PLANS, headroom=2)
+    # Gold holds all 8 of silver's room on 10 slots: silver takes its share (3.33) back.
+    assert may_take(10, {"gold": 8, "silver": 1}, "silver", 1, PLANS, headroom=2)
+    # Gold holds less than the room: the headroom stays free, whoever holds nothing.
+    assert not may_take(8, {"gold": 5, "silver": 1}, "bronze", 1, PLANS, headroom=2)
+
+
+def test_a_sheddable_class_expects_its_wait_over_its_room_not_the_whole_engine():
+    # 8 slots, headroom 2: bronze's room is 6, its share of it against silver's 6 is 1.5.
+    no_headroom = expected_wait_s(8, {"silver": 6, "bronze": 2}, "bronze", 1, PLANS, 4.0)
+    with_headroom = expected_wait_s(8, {"silver": 6, "bronze": 2}, "bronze", 1, PLANS, 4.0, 2)
+    assert no_headroom is not None and with_headroom is not None
+    assert with_headroom > no_headroom
+    assert with_headroom == pytest.approx((3 - 1.5) / (4.0 * 1.5 / 8))
+
+
+def test_a_request_held_by_the_headroom_expects_the_engine_to_drain_below_its_room():
+    # Silver holds the 6 slots of its room (headroom 2): bronze is within its share of that
+    # room, but waits for the engine to drop below it, 1 slot at 4 a second.
+    load = {"silver": 6}
+    assert expected_wait_s(8, load, "bronze", 1, PLANS, 4.0) == 0.0
+    assert expected_wait_s(8, load, "bronze", 1, PLANS, 4.0, 2) == pytest.approx(1 / 4.0)
+    assert expected_wait_s(8, load, "bronze", 1, PLANS, 0.0, 2) is None
+    assert expected_wait_s(8, load, "gold", 1, PLANS, 4.0, 2) == 0.0  # the headroom is gold's

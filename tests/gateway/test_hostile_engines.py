@@ -78,8 +78,12 @@ def test_base_model_calls_are_limited_billed_and_pooled_as_the_tenant(worker_fle
     assert engine_counter(worker_fleet.handle_b, "vllm:request_success_total") - on_b == 3
     assert engine_counter(worker_fleet.handle_a, "vllm:request_success_total") - on_a == 1
     day = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
-    assert wait_for(lambda: redis_int(f"lp:usage:{day}", f"{world.acme.id}|0|requests") == 3)
-    assert wait_for(lambda: redis_int(f"lp:usage:{day}", f"{world.globex.id}|0|requests") == 1)
+    acme, globex = (
+        f"{world.acme.id}|0|{world.acme.slo_class}",
+        f"{world.globex.id}|0|{world.globex.slo_class}",
+    )
+    assert wait_for(lambda: redis_int(f"lp:usage:{day}", f"{acme}|requests") == 3)
+    assert wait_for(lambda: redis_int(f"lp:usage:{day}", f"{globex}|requests") == 1)
     assert redis_int(f"lp:usage:{day}", "0|0|requests") == 0  # nothing billed to no tenant
 
 
@@ -197,8 +201,9 @@ def test_a_stream_nobody_reads_is_cut_off_and_its_slots_come_back(one_engine, re
         # Billed what it streamed before it was cut off, not nothing.
         day = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
         usage = f"lp:usage:{day}"
-        assert wait_for(lambda: redis_int(usage, f"{world.acme.id}|0|requests") == 1)
-        assert redis_int(usage, f"{world.acme.id}|0|out") > 0
+        billed = f"{world.acme.id}|0|{world.acme.slo_class}"  # its tenant's service class
+        assert wait_for(lambda: redis_int(usage, f"{billed}|requests") == 1)
+        assert redis_int(usage, f"{billed}|out") > 0
         assert wait_for(
             lambda: engine_counter(one_engine.handle_a, "vllm:num_requests_running") == 0
         )

@@ -36,7 +36,7 @@ def usage(world):
     record(
         measure(s1, at=AT, tokens_in=10, tokens_out=5),
         measure(s1, at=AT, tokens_in=20, tokens_out=6, ok=False),
-        measure(s2, at=AT, tokens_in=7, tokens_out=3),
+        measure(s2, at=AT, tokens_in=7, tokens_out=3, service_class="bronze"),
         measure(None, at=AT, tenant=("acme", world.acme.id), tokens_in=4, tokens_out=2),
         measure(legal, at=AT, tokens_in=100, tokens_out=50),
         measure(s1, at=AT_YESTERDAY, tokens_in=1, tokens_out=1),
@@ -78,11 +78,26 @@ def test_a_rerun_changes_nothing_and_new_requests_are_not_counted_twice(usage):
     report = usage_persist(today=TODAY)
     assert (report.created, report.updated, report.unchanged) == (0, 0, 5)
     assert rows() == EXPECTED
-    record(measure(usage.versions["s2"], at=AT, tokens_in=1, tokens_out=1))
+    record(measure(usage.versions["s2"], at=AT, tokens_in=1, tokens_out=1, service_class="bronze"))
     for _ in range(2):
         usage_persist(today=TODAY)
     assert DailyUsage.objects.count() == 5
     assert ("acme", "support", 2, TODAY, 2, 8, 4) in rows()
+
+
+def test_usage_carries_the_service_class_its_requests_ran_in(usage):
+    """A version's requests in two classes (a batch token lowered to bronze beside the tenant's
+    gold callers) are two rows; a field of no class (before classes) is class ''."""
+    s2 = usage.versions["s2"]
+    record(measure(s2, at=AT, tokens_in=2, tokens_out=2, service_class="gold"))
+    usage_persist(today=TODAY)
+    by_class = dict(
+        DailyUsage.objects.filter(version=s2, day=TODAY).values_list("service_class", "requests")
+    )
+    assert by_class == {"bronze": 1, "gold": 1}
+    shared_state.client().hset(usage_key(TODAY), f"{usage.acme.id}|{s2.id}|requests", 4)
+    usage_persist(today=TODAY)
+    assert DailyUsage.objects.get(version=s2, day=TODAY, service_class="").requests == 4
 
 
 def test_only_today_and_yesterday_are_read(usage):
@@ -136,7 +151,7 @@ def test_the_beat_entry_runs_the_task_every_minute(usage):
     entry = settings.CELERY_BEAT_SCHEDULE["persist-gateway-usage"]
     assert entry["schedule"] == 60.0
     assert entry["task"] == persist_usage.name and entry["task"] in app.tasks
-    record(measure(usage.versions["s2"], at=AT))
+    record(measure(usage.versions["s2"], at=AT, service_class="bronze"))
     result = persist_usage.apply().get()
     assert result["updated"] == 1 and TODAY.isoformat() in result["days"]
     assert ("acme", "support", 2, TODAY, 2, 17, 8) in rows()
@@ -167,6 +182,7 @@ def test_owners_read_their_tenants_usage_as_json(usage):
             "tenant": "acme",
             "adapter": "support",
             "version": "support@1",
+            "service_class": "",
             "requests": 1,
             "prompt_tokens": 1,
             "completion_tokens": 1,
@@ -179,6 +195,7 @@ def test_owners_read_their_tenants_usage_as_json(usage):
             "tenant": "acme",
             "adapter": "support",
             "version": "support@1",
+            "service_class": "",
             "requests": 2,
             "prompt_tokens": 30,
             "completion_tokens": 11,
@@ -191,6 +208,7 @@ def test_owners_read_their_tenants_usage_as_json(usage):
             "tenant": "acme",
             "adapter": "support",
             "version": "support@2",
+            "service_class": "bronze",
             "requests": 1,
             "prompt_tokens": 7,
             "completion_tokens": 3,
@@ -203,6 +221,7 @@ def test_owners_read_their_tenants_usage_as_json(usage):
             "tenant": "acme",
             "adapter": None,
             "version": None,
+            "service_class": "",
             "requests": 1,
             "prompt_tokens": 4,
             "completion_tokens": 2,
@@ -243,6 +262,7 @@ def test_the_same_rows_as_csv(usage, how):
         "tenant",
         "adapter",
         "version",
+        "service_class",
         "requests",
         "prompt_tokens",
         "completion_tokens",

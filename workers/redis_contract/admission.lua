@@ -64,26 +64,47 @@ if lane == 'background' then
   end
 end
 -- Service classes (gateway.class_policy.may_take, mirrored here so that the shares hold across
--- replicas): a live request of a class goes onto a saturated engine only while its class's
--- load there (field `class:<name>`, every replica's) stays within its weighted max-min fair
--- share, or its class holds nothing; else {8, the engine's drained count, then each class and
--- its load}, with what this call counted given back: the caller waits and asks again, or is shed.
+-- replicas): a live request of a class goes onto an idle engine, and onto a busy one while it
+-- keeps room for it (all its
+-- slots for a class that may not be shed; a sheddable one leaves the last slots free, the
+-- headroom for the others); past that, only while its class holds nothing or stays within its
+-- weighted max-min fair share of the engine (a sheddable class only while the classes that may
+-- not be shed hold all of its room by themselves); else {8, the engine's drained count, then each
+-- class and its load}, with what this call counted given back: the caller waits and asks again,
+-- or is shed. The classes' spec: `gold=6,silver=3*,bronze=1*;2`, each class's weight (`*`: it
+-- may be shed), then the headroom (GATEWAY_CLASS_HEADROOM; a sheddable class's room is the
+-- engine's slots less it, at least one: gateway.class_policy.room).
 local class = lane == 'live' and class_of(ARGV) or ''
 if class ~= '' then
-  local weights, demand, names = {}, {}, {}
-  for name, w in string.gmatch(ARGV[#ARGV - 4], '([%w_-]+)=(%d+)') do
+  local weights, demand, names, sheddable = {}, {}, {}, {}
+  local spec = ARGV[#ARGV - 4]
+  for name, w, star in string.gmatch(spec, '([%w_-]+)=(%d+)(%*?)') do
     weights[name] = math.max(1, tonumber(w))
+    sheddable[name] = star == '*'
     demand[name] = tonumber(redis.call('HGET', load, 'class:' .. name) or '0')
     names[#names + 1] = name
   end
   if not weights[class] then
     weights[class] = 1
+    sheddable[class] = true
     demand[class] = tonumber(redis.call('HGET', load, 'class:' .. class) or '0')
     names[#names + 1] = class
   end
   local mine = demand[class]
   local capacity = tonumber(ARGV[#ARGV - 1])
-  if busy + weight > capacity and mine > 0 then
+  local room = capacity
+  if sheddable[class] then
+    room = math.max(1, capacity - tonumber(string.match(spec, ';(%d+)$') or '0'))
+  end
+  local crowded = room == capacity
+  if not crowded then
+    local kept = 0
+    for _, name in ipairs(names) do
+      if not sheddable[name] then kept = kept + demand[name] end
+    end
+    crowded = kept >= room
+  end
+  if busy + weight > room and busy > 0 and (not crowded or mine > 0) then
     -- Water filling: who wants less than its weight's part keeps what it wants; the rest of
     -- the slots go round again by weight.
     demand[class] = mine + weight
@@ -112,7 +133,7 @@ if class ~= '' then
         end
       end
     end
-    if mine + weight > share[class] + 1e-9 then
+    if not crowded or mine + weight > share[class] + 1e-9 then
       if rpm >= 0 then redis.call('DECRBY', KEYS[1], weight) end
       if tenant_cap >= 0 then redis.call('DECRBY', KEYS[2], weight) end
       if cap >= 0 then redis.call('DECRBY', KEYS[3], weight) end
