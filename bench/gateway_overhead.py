@@ -1004,59 +1004,44 @@ def main() -> None:
 def run_features(args: argparse.Namespace) -> None:
     """--features: bench/gateway_features.py's run, its own section of the docs."""
     from bench import gateway_features as gf
-    from bench.list_versions import drop_database
 
-    command = " ".join([".venv/bin/python -m bench.gateway_overhead", *sys.argv[1:]])
-    if args.render_only:
-        section = gf.render(gf.load_result(), args.render_only)
-    else:
-        shutil.rmtree(gf.VAR, ignore_errors=True)
-        gf.VAR.mkdir(parents=True)
-        db_url = os.environ.get("BENCH_GATEWAY_DATABASE_URL", DEFAULT_DB_URL)
-        services = Services()
-        try:
-            with gs.sigterm_runs_cleanup():
-                result = gf.measure_features(args, services, db_url)
-        finally:
-            services.stop_all()
-            if os.environ.get("DATABASE_URL") == db_url:
-                gs.flush_redis(os.environ["REDIS_URL"])
-                if not args.keep_db:
-                    drop_database(db_url)
-        gf.save(result)
-        section = gf.render(result, command)
-    print(section)
-    if args.write_docs:
-        write_section("gateway-overhead-features", section)
+    _run_mode(args, gf, gf.measure_features, "gateway-overhead-features")
 
 
 def run_tracing(args: argparse.Namespace) -> None:
     """--tracing: bench/gateway_tracing.py's run, its own section of the docs."""
     from bench import gateway_tracing as gt
+
+    _run_mode(args, gt, gt.measure_tracing, "gateway-tracing")
+
+
+def _run_mode(args: argparse.Namespace, mode: Any, measure: Any, section_name: str) -> None:
+    """A mode's run (or its last result rendered again) on this bench's services and database,
+    cleaned up whatever happens, then its section of the docs."""
     from bench.list_versions import drop_database
 
     command = " ".join([".venv/bin/python -m bench.gateway_overhead", *sys.argv[1:]])
     if args.render_only:
-        section = gt.render(gt.load_result(), args.render_only)
+        section = mode.render(mode.load_result(), args.render_only)
     else:
-        shutil.rmtree(gt.VAR, ignore_errors=True)
-        gt.VAR.mkdir(parents=True)
+        shutil.rmtree(mode.VAR, ignore_errors=True)
+        mode.VAR.mkdir(parents=True)
         db_url = os.environ.get("BENCH_GATEWAY_DATABASE_URL", DEFAULT_DB_URL)
         services = Services()
         try:
             with gs.sigterm_runs_cleanup():
-                result = gt.measure_tracing(args, services, db_url)
+                result = measure(args, services, db_url)
         finally:
             services.stop_all()
             if os.environ.get("DATABASE_URL") == db_url:
                 gs.flush_redis(os.environ["REDIS_URL"])
                 if not args.keep_db:
                     drop_database(db_url)
-        gt.save(result)
-        section = gt.render(result, command)
+        mode.save(result)
+        section = mode.render(result, command)
     print(section)
     if args.write_docs:
-        write_section("gateway-tracing", section)
+        write_section(section_name, section)
 
 
 if __name__ == "__main__":
