@@ -270,8 +270,18 @@ def test_an_exhausted_budget_skips_the_pair_and_live_calls_are_still_answered(
     rebuild_counts()
     plan = s.start(steps=[0, 100])
     # Room for a few live requests' worst cases, not for a pair's above the share kept for live.
-    fresh_budget(s.redis, tenant=s.world.acme, scope="alias:support-bot", tokens=300)
-    replies = s.live_answers(4)
+    budget = fresh_budget(s.redis, tenant=s.world.acme, scope="alias:support-bot", tokens=300)
+
+    def settled() -> bool:
+        """The live requests' worst cases given back (the gateway settles in batches, every
+        GATEWAY_BUDGET_SETTLE_SECONDS): 300 tokens hold one live request's worst case at a time."""
+        windows = s.redis.scan_iter(f"lp:gw:budget:{budget.pk}:*")
+        return all(int(s.redis.hget(key, "reserved") or 0) == 0 for key in windows)
+
+    replies = []
+    for _ in range(4):
+        replies.append(s.ask())
+        until(settled, timeout=30, what="the live request's budget reservation settled")
     assert {model for model, _ in replies} == {s.stable.served_name}
     s.hand_over(plan, 4)
     report = shadow_pairs.pairs_ask(client=s.redis)

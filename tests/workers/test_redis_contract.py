@@ -22,6 +22,7 @@ SCRIPTS = {
         "PINS_OBSERVED",
         "SLOT_ENTER",
         "BUDGET_SETTLE",
+        "CONVERSATION_TURNS",
     )
 }
 LUA = sorted(Path(scripts.__file__).parent.glob("*.lua"))
