@@ -230,7 +230,9 @@ def entrypoint_run(role: str, env_items: tuple[tuple[str, str], ...]) -> dict[st
             env=run_env,
             capture_output=True,
             text=True,
-            timeout=60,
+            # A bound on a hung shell, not a wait: under a full suite's load (engines starting
+            # beside four deploy checks) even this stand-in's start took over 60 s once.
+            timeout=300,
         )
     if result.returncode != 0:
         raise RuntimeError(f"entrypoint.sh {role}: {result.stderr.strip()}")
@@ -292,7 +294,7 @@ def _deploy_check(
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=300,
         )
     if result.returncode != 0:
         return False, (result.stderr.strip().splitlines() or ["(no output)"])[-1]
