@@ -36,6 +36,16 @@ from workers.redis_contract.keys import RELEASE_SAMPLES, RELEASE_SHADOW, load_ke
 
 pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True)]
 
+
+@pytest.fixture(autouse=True)
+def _pairs_do_not_go_stale_under_load(settings):
+    """These tests count pairs asked in passes run here: under a loaded machine the engines'
+    answers may take longer than RELEASE_SHADOW_MAX_AGE_SECONDS (30 s) to reach the last of a
+    dozen samples, which would then be skipped as `stale` (tests/evals/test_shadow_pairs.py
+    tests that rule)."""
+    settings.RELEASE_SHADOW_MAX_AGE_SECONDS = 3600
+
+
 PROMPT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say something about tea."}]
 MAX_TOKENS = 6
 
