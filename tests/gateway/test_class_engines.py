@@ -38,6 +38,38 @@ def _ask(base: str, token: str, model: str) -> httpx.Response:
     )
 
 
+async def _other_replica_holds(
+    engine, tenant_id: int, model: str, capacity: int, n: int, service_class: str, headroom: int = 0
+) -> tuple[aioredis.Redis, list[limits.Admission]]:
+    """`n` requests of `service_class` held on `engine` through the shared Redis admission, as
+    another gateway replica would hold them."""
+    client = aioredis.Redis.from_url(settings.REDIS_URL)
+    scripts = limits.Scripts(client)
+    held = []
+    for _ in range(n):
+        admission = limits.Admission(
+            scripts,
+            limits.Terms(
+                tenant_id=tenant_id,
+                rpm_limit=0,
+                target=None,
+                requested=model,
+                service_class=service_class,
+                class_plans=class_policy.DEFAULT_PLANS,
+                class_headroom=headroom,
+            ),
+        )
+        await admission.admit(engine.name, max_loras=engine.max_loras, capacity=capacity)
+        held.append(admission)
+    return client, held
+
+
+async def _release(client: aioredis.Redis, held: list[limits.Admission]) -> None:
+    for admission in held:
+        await admission.release()
+    await client.aclose()
+
+
 def test_the_shares_hold_across_replicas_through_a_real_gateway(worker_fleet, gateway_server):
     world = worker_fleet.world
     worker_fleet.b.state = "down"
@@ -70,29 +102,11 @@ def test_the_shares_hold_across_replicas_through_a_real_gateway(worker_fleet, ga
     assert _ask(gateway_server, bronze_token, model).status_code == 200  # tables are fresh
     capacity = max(1, int(engine.max_num_seqs * settings.GATEWAY_ENGINE_SLOTS_FACTOR))
 
-    async def other_replica_holds(n: int) -> tuple[aioredis.Redis, list[limits.Admission]]:
-        client = aioredis.Redis.from_url(settings.REDIS_URL)
-        scripts = limits.Scripts(client)
-        held = []
-        for _ in range(n):
-            admission = limits.Admission(
-                scripts,
-                limits.Terms(
-                    tenant_id=world.globex.pk,
-                    rpm_limit=0,
-                    target=None,
-                    requested=model,
-                    service_class="bronze",
-                    class_plans=class_policy.DEFAULT_PLANS,
-                ),
-            )
-            await admission.admit(engine.name, max_loras=engine.max_loras, capacity=capacity)
-            held.append(admission)
-        return client, held
-
     loop = asyncio.new_event_loop()
     try:
-        client, held = loop.run_until_complete(other_replica_holds(capacity))
+        client, held = loop.run_until_complete(
+            _other_replica_holds(engine, world.globex.pk, model, capacity, capacity, "bronze")
+        )
         load = shared_state.client().hgetall(load_key(engine.name))
         assert int(load[b"class:bronze"]) == capacity  # the engine is full of bronze
         gold = _ask(gateway_server, gold_token, model)
@@ -102,12 +116,7 @@ def test_the_shares_hold_across_replicas_through_a_real_gateway(worker_fleet, ga
         assert shed.json()["error"]["code"] == "shed_for_capacity"
         assert int(shed.headers["retry-after"]) >= 1
 
-        async def release() -> None:
-            for admission in held:
-                await admission.release()
-            await client.aclose()
-
-        loop.run_until_complete(release())
+        loop.run_until_complete(_release(client, held))
     finally:
         loop.close()
     again = _ask(gateway_server, bronze_token, model)
@@ -157,30 +166,11 @@ def test_two_replicas_keep_golds_headroom_on_a_saturated_engine(worker_fleet, re
     )
     assert headroom > 0 and room < capacity
 
-    async def third_replica_holds(n: int) -> tuple[aioredis.Redis, list[limits.Admission]]:
-        client = aioredis.Redis.from_url(settings.REDIS_URL)
-        scripts = limits.Scripts(client)
-        held = []
-        for _ in range(n):
-            admission = limits.Admission(
-                scripts,
-                limits.Terms(
-                    tenant_id=world.globex.pk,
-                    rpm_limit=0,
-                    target=None,
-                    requested=model,
-                    service_class="silver",
-                    class_plans=class_policy.DEFAULT_PLANS,
-                    class_headroom=headroom,
-                ),
-            )
-            await admission.admit(engine.name, max_loras=engine.max_loras, capacity=capacity)
-            held.append(admission)
-        return client, held
-
     loop = asyncio.new_event_loop()
     try:
-        client, held = loop.run_until_complete(third_replica_holds(room))
+        client, held = loop.run_until_complete(
+            _other_replica_holds(engine, world.globex.pk, model, capacity, room, "silver", headroom)
+        )
         load = shared_state.client().hgetall(load_key(engine.name))
         assert int(load[b"class:silver"]) == room and int(load[b"live"]) == room
         shed = _ask(replicas[0], bronze_token, model)
@@ -196,12 +186,7 @@ def test_two_replicas_keep_golds_headroom_on_a_saturated_engine(worker_fleet, re
         assert wait_for(lambda: holds("gold") == 0)  # released with its answer
         assert holds("bronze") == 0  # the shed request held nothing
 
-        async def release() -> None:
-            for admission in held:
-                await admission.release()
-            await client.aclose()
-
-        loop.run_until_complete(release())
+        loop.run_until_complete(_release(client, held))
     finally:
         loop.close()
     again = _ask(replicas[0], bronze_token, model)
