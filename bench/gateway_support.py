@@ -509,16 +509,32 @@ def machine_note(started_load: float, own: Sequence[EngineProcess]) -> str:
 
 
 def start_engines(
-    tiny: Path, var: Path, names: Sequence[str], *, max_loras: int, max_cpu_loras: int
+    tiny: Path,
+    var: Path,
+    names: Sequence[str],
+    *,
+    max_loras: int,
+    max_cpu_loras: int,
+    pinned: bool = False,
 ) -> tuple[dict[str, EngineProcess], dict[str, str]]:
-    """One CPU engine per name, each with a key of its own; started, not yet ready."""
+    """One CPU engine per name, each with a key of its own; started, not yet ready. `pinned`:
+    the i-th engine's whole process tree on core i (modulo the cores), as each engine has its
+    own accelerator and host in production: unbound, vLLM puts every engine on core 0 and a
+    bench measures engines time-slicing one core."""
     import secrets
 
+    cores = os.cpu_count() or 1
     engines, keys = {}, {}
-    for name in names:
+    for i, name in enumerate(names):
         keys[name] = secrets.token_hex(16)
         config = engine_config(
-            tiny, var, name, keys[name], max_loras=max_loras, max_cpu_loras=max_cpu_loras
+            tiny,
+            var,
+            name,
+            keys[name],
+            max_loras=max_loras,
+            max_cpu_loras=max_cpu_loras,
+            cpu_cores=str(i % cores) if pinned else None,
         )
         engines[name] = EngineProcess(config).start()
     return engines, keys

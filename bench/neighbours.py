@@ -660,17 +660,13 @@ def shadow_beat() -> Any:
 
 def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: list) -> Result:
     tiny = gs.tiny_model()
-    keys = {name: secrets.token_hex(16) for name in ENGINE_NAMES}
-    cores = os.cpu_count() or 1
-    for i, name in enumerate(ENGINE_NAMES):
-        # A core each, as each engine has its own accelerator and host in production: unbound,
-        # vLLM puts both on core 0 and B's TTFT measures two engines time-slicing one core; with
-        # only the compute threads bound, A's engine's API server (detokenizing 8 sequences at
-        # full speed) ran on B's engine's core: overtime p99 9.1 s via the gateway (2026-12-01).
-        config = gs.engine_config(
-            tiny, VAR, name, keys[name], max_loras=2, max_cpu_loras=2, cpu_cores=str(i % cores)
-        )
-        engines[name] = EngineProcess(config).start()
+    # A core each: with only the compute threads bound, A's engine's API server (detokenizing 8
+    # sequences at full speed) ran on B's engine's core: overtime p99 9.1 s via the gateway
+    # (2026-12-01); unbound, both engines time-slice core 0.
+    started, keys = gs.start_engines(
+        tiny, VAR, ENGINE_NAMES, max_loras=2, max_cpu_loras=2, pinned=True
+    )
+    engines.update(started)
     db_url = os.environ.get("BENCH_NEIGHBOURS_DATABASE_URL", DEFAULT_DB_URL)
     redis_url = os.environ.get("BENCH_NEIGHBOURS_REDIS_URL", DEFAULT_REDIS_URL)
     env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys=keys)
