@@ -114,6 +114,16 @@ class Phase:
     load_ms_p50: float | None = None
     load_ms_max: float | None = None
     evictions: int = 0
+    # Where the time went: the machine's CPU busy share (/proc/stat) and the CPU seconds of the
+    # phase's two gateway replicas while it ran; the engines' own mean TTFT and queue time (their
+    # /metrics histograms), every class together.
+    cpu_busy: float | None = None
+    gateway_cpu_s: float | None = None
+    engine_ttft_ms: float | None = None
+    engine_queue_ms: float | None = None
+    lapses: int | None = (
+        None  # replicas whose lease lapsed (holds given back by another), every gateway's
+    )
 
 
 @dataclass
@@ -148,6 +158,8 @@ class Result:
     budgets: list[BudgetRow] = field(default_factory=list)
     seconds: float = 0.0
     warm_answers: list[Answer] = field(default_factory=list)  # warm-up and capacity
+    cold: bool = True  # the trace's cold requests go to cold adapters (else hot, as the rest)
+    engine_nice: int = 0
 
 
 # --- the traffic ---------------------------------------------------------------------------
@@ -381,15 +393,18 @@ def plan_load(
     seed: int,
     classes: tuple[str, ...],
     mix: tuple[float, ...],
+    cold: bool = True,
 ) -> list[Planned]:
     """The simulator's trace (arrivals, class, cold or hot) as requests to real models: hot
-    through the tenant's alias, cold to one of its cold versions; and the capped trickle."""
+    through the tenant's alias, cold to one of its cold versions (every request hot when not
+    `cold`); and the capped trickle."""
     rng = random.Random(seed)
     plan = []
     for r in trace(rate, seconds, seed, classes, mix):
         world = worlds[r.klass]
-        model = rng.choice(world.cold) if r.cold else HOT_ALIAS
-        plan.append(Planned(r.at, world.slug, r.klass, model, world.tokens["live"], r.cold))
+        is_cold = r.cold and cold
+        model = rng.choice(world.cold) if is_cold else HOT_ALIAS
+        plan.append(Planned(r.at, world.slug, r.klass, model, world.tokens["live"], is_cold))
     if capped is not None:
         for i, at in enumerate(gs.poisson_arrivals(int(CAPPED_RATE * seconds), CAPPED_RATE, seed)):
             path = CAPPED_PATHS[i % len(CAPPED_PATHS)]
@@ -496,10 +511,62 @@ def settle(expected_reserved: int = 0, timeout: float = 60.0) -> None:
 # --- the run -------------------------------------------------------------------------------
 
 
+def lapses() -> int:
+    """Replicas reaped so far, from every gateway's log (gateway.replicas' warning)."""
+    total = 0
+    for log in VAR.glob("gateway-*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if "gave back the holds of" in line:
+                total += int(line.split("gave back the holds of ", 1)[1].split(" ", 1)[0])
+    return total
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) jiffies of every core since boot."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
+ENGINE_SUMS = (
+    "vllm:time_to_first_token_seconds_sum",
+    "vllm:time_to_first_token_seconds_count",
+    "vllm:request_queue_time_seconds_sum",
+    "vllm:request_queue_time_seconds_count",
+)
+
+
+def engine_sums(engines: dict[str, EngineProcess], keys: dict[str, str]) -> dict[str, float]:
+    """The engines' TTFT and queue-time histograms' sums and counts, added over engines."""
+    from workers.vllm_client import VLLMClient
+
+    async def one(proc: EngineProcess, key: str) -> str:
+        async with VLLMClient(proc.base_url, engine_key=key) as client:
+            return await client.metrics()
+
+    async def every() -> list[str]:
+        return await asyncio.gather(*(one(p, keys[n]) for n, p in engines.items()))
+
+    out = dict.fromkeys(ENGINE_SUMS, 0.0)
+    for text in asyncio.run(every()):
+        for line in text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in out:
+                out[name] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def mean_ms(after: dict[str, float], before: dict[str, float], what: str) -> float | None:
+    n = after[f"{what}_count"] - before[f"{what}_count"]
+    return (after[f"{what}_sum"] - before[f"{what}_sum"]) / n * 1000 if n else None
+
+
 @dataclass
 class Services:
     engines: dict[str, EngineProcess] = field(default_factory=dict)
     procs: list[Any] = field(default_factory=list)
+    keys: dict[str, str] = field(default_factory=dict)
+    gateways: dict[bool, list[Any]] = field(default_factory=lambda: {True: [], False: []})
 
     def stop_all(self) -> None:
         for proc in self.procs:
@@ -525,15 +592,18 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result
     started = time.time()
     load_before = os.getloadavg()[0]
     tiny = gs.tiny_model()
-    services.engines, keys = gs.start_engines(
+    services.engines, services.keys = gs.start_engines(
         tiny, VAR, ENGINE_NAMES, max_loras=MAX_LORAS, max_cpu_loras=MAX_CPU_LORAS, pinned=True
     )
     redis_url = os.environ.get("BENCH_CLASSES_REDIS_URL", DEFAULT_REDIS_URL)
+    keys = services.keys
     env = gs.service_env(db_url=db_url, redis_url=redis_url, var=VAR, keys=keys)
     env.update({"CELERY_TASK_DEFAULT_QUEUE": QUEUE, "ENGINE_QUEUE_PREFIX": f"{QUEUE}.node."})
     gs.django_setup(env, db_url)
     for proc in services.engines.values():
         proc.wait_ready(timeout=gs.READY_TIMEOUT_S)
+        if args.engine_nice and proc.pid is not None:
+            gs.renice_tree(proc.pid, args.engine_nice)
     worlds, capped = seed_world(services.engines, keys, tiny)
     services.procs.append(gs.start_worker(QUEUE, ENGINE_NAMES, VAR / "worker.log", env))
     replicas: dict[bool, list[str]] = {}
@@ -551,6 +621,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result
             log = VAR / f"gateway-{'on' if on else 'off'}-{i}.log"
             gateway, base = gs.start_gateway(env, log, cpus=None, extra=extra)
             services.procs.append(gateway)
+            services.gateways[on].append(gateway)
             replicas[on].append(base)
 
     from django.conf import settings
@@ -585,6 +656,8 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result
         capacity_tokens_s=sum(a.tokens for a in served) / elapsed,
         slots=slots,
         warm_answers=warm + answers,
+        cold=not args.no_cold,
+        engine_nice=args.engine_nice,
     )
     gold_rate = capacity * mix[0] / sum(mix)
     runs: list[tuple[str, float, bool, list[Planned]]] = [
@@ -592,20 +665,48 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result
             "gold alone",
             1.0,
             True,
-            plan_load(worlds, None, gold_rate, args.phase_seconds, args.seed, ("gold",), (1.0,)),
+            plan_load(
+                worlds,
+                None,
+                gold_rate,
+                args.phase_seconds,
+                args.seed,
+                ("gold",),
+                (1.0,),
+                not args.no_cold,
+            ),
         )
     ]
     for load, on in phase_order([float(x) for x in args.loads.split(",")]):
         plan = plan_load(
-            worlds, capped, capacity * load, args.phase_seconds, args.seed, CLASSES, mix
+            worlds,
+            capped,
+            capacity * load,
+            args.phase_seconds,
+            args.seed,
+            CLASSES,
+            mix,
+            not args.no_cold,
         )
         runs.append((phase_name(load, on), load, on, plan))
     for name, load, on, plan in runs:
         rate = gold_rate if name == "gold alone" else capacity * load
         phase = Phase(name, load, on, rate, args.phase_seconds)
         since = time.time()
+        sums, cpu = engine_sums(services.engines, keys), machine_cpu()
+        gateway_cpu = sum(gs.cpu_seconds(g.pid) for g in services.gateways[on])
+        lapsed = lapses()
         phase.answers = asyncio.run(replay(plan, replicas[on]))
+        busy, total = (b - a for a, b in zip(cpu, machine_cpu(), strict=True))
+        phase.cpu_busy = busy / total if total else None
+        phase.gateway_cpu_s = (
+            sum(gs.cpu_seconds(g.pid) for g in services.gateways[on]) - gateway_cpu
+        )
+        after = engine_sums(services.engines, keys)
+        phase.engine_ttft_ms = mean_ms(after, sums, "vllm:time_to_first_token_seconds")
+        phase.engine_queue_ms = mean_ms(after, sums, "vllm:request_queue_time_seconds")
         fleet_loads(phase, since)
+        phase.lapses = lapses() - lapsed
         result.phases.append(phase)
         print(json.dumps(summary_line(phase)), flush=True)
         time.sleep(2.0)  # what a phase left at the engines ends before the next
@@ -664,6 +765,9 @@ def summary_line(phase: Phase) -> dict[str, Any]:
         **{c: asdict(class_stats(phase.answers, c)) for c in CLASSES},
         "loads": phase.loads,
         "load_ms": [phase.load_ms_p50, phase.load_ms_max],
+        "cpu_busy": phase.cpu_busy,
+        "gateway_cpu_s": phase.gateway_cpu_s,
+        "engine_ttft_queue_ms": [phase.engine_ttft_ms, phase.engine_queue_ms],
         "capped": dict(
             Counter(a.code or str(a.status) for a in phase.answers if a.tenant == "capped")
         ),
@@ -672,6 +776,14 @@ def summary_line(phase: Phase) -> dict[str, Any]:
 
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f} ms"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} s"
 
 
 def goals(result: Result) -> list[tuple[str, str, bool]]:
@@ -744,10 +856,17 @@ def render(result: Result, command: str, notes: list[str]) -> str:
         f"`{command}` ({result.seconds / 60:.1f} min).",
         "",
         f"bench/classes_real.py: two CPU engines (tiny Llama, {result.slots // 2} sequences each, "
-        "priority scheduling, each pinned to a core), one Celery worker (cold loads), two gateway "
+        "priority scheduling, each pinned to a core"
+        + (f", at nice {result.engine_nice}" if result.engine_nice else "")
+        + "), one Celery worker (cold loads), two gateway "
         "replicas with classes on and two with them off on one PostgreSQL and Redis; three "
-        f"tenants gold, silver, bronze (offered load {mix}, 10% of requests to one of "
-        f"{COLD_ADAPTERS} cold adapters each, the rest to a hot adapter resident on both engines "
+        f"tenants gold, silver, bronze (offered load {mix}, "
+        + (
+            f"10% of requests to one of {COLD_ADAPTERS} cold adapters each, the rest"
+            if result.cold
+            else "every request (the trace's cold ones too)"
+        )
+        + " to a hot adapter resident on both engines "
         f"via an alias), streams of {MAX_TOKENS} tokens, requests to the replicas in turn, "
         f"{result.phase_seconds:g} s of arrivals per phase, gold headroom {result.headroom}. "
         f"Capacity measured first: {result.capacity_rps:.2f} requests/s "
@@ -786,11 +905,16 @@ def render(result: Result, command: str, notes: list[str]) -> str:
         "Cold loads in each phase: gold's requests to a cold adapter (their TTFT holds the "
         "load), and the fleet's loads (FleetAction rows, by the class of the loaded version's "
         "tenant; the capped tenant's adapter counts as bronze), their latency and the evictions "
-        "that made room.",
+        "that made room; and where the time went: the machine's CPU busy share while the phase "
+        "ran, the CPU seconds of its two gateway replicas, and the engines' own mean TTFT and "
+        "queue time (vLLM's histograms, every class together), and the gateway replicas whose "
+        "lease lapsed while it ran (another replica gave their holds back: "
+        "`gateway.replicas`; `-`: not recorded by that run).",
         "",
         "| phase | gold hot TTFT p50 / p99 | gold cold requests, TTFT p50 / max | loads gold / "
-        "silver / bronze (failed) | load p50 / max | evictions |",
-        "|---|---|---|---|---|---|",
+        "silver / bronze (failed) | load p50 / max | evictions | machine CPU busy | gateways' "
+        "CPU | engines' mean TTFT / queue | replica leases lapsed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in result.phases:
         gold = [a for a in p.answers if a.klass == "gold" and a.status == 200 and a.ttft_ms]
@@ -803,7 +927,9 @@ def render(result: Result, command: str, notes: list[str]) -> str:
             f"{_ms(gs.percentile(cold, 0.5) if cold else None)} / "
             f"{_ms(max(cold) if cold else None)} | "
             + " / ".join(str(p.loads.get(c, 0)) for c in CLASSES)
-            + f" ({failed}) | {_ms(p.load_ms_p50)} / {_ms(p.load_ms_max)} | {p.evictions} |"
+            + f" ({failed}) | {_ms(p.load_ms_p50)} / {_ms(p.load_ms_max)} | {p.evictions} | "
+            f"{_pct(p.cpu_busy)} | {_s(p.gateway_cpu_s)} | {_ms(p.engine_ttft_ms)} / "
+            f"{_ms(p.engine_queue_ms)} | {'-' if p.lapses is None else p.lapses} |"
         )
     lines += [
         "",
@@ -849,6 +975,18 @@ def main() -> None:
     parser.add_argument("--phase-seconds", type=float, default=30.0)
     parser.add_argument("--mix", default="2,3,5", help="offered load gold,silver,bronze")
     parser.add_argument("--seed", type=int, default=46)
+    parser.add_argument(
+        "--no-cold",
+        action="store_true",
+        help="every request to its tenant's hot adapter (the trace's cold requests too)",
+    )
+    parser.add_argument(
+        "--engine-nice",
+        type=int,
+        default=0,
+        help="the engines' process trees at this niceness once ready (the gateways and the load "
+        "generator then take the CPU first, as on hosts of their own)",
+    )
     parser.add_argument("--headroom", type=int, default=2, help="GATEWAY_CLASS_HEADROOM")
     parser.add_argument("--section", default=SECTION, help="the docs section to write")
     add_report_arguments(parser)

@@ -381,6 +381,31 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def tree_threads(pid: int) -> list[int]:
+    """Every thread of a process and of its live descendants (from /proc)."""
+    threads, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                threads.append(int(task.name))
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return threads
+
+
+def renice_tree(pid: int, niceness: int) -> int:
+    """Every thread of the process tree at `niceness` (Linux nices threads one by one); how
+    many threads it reached."""
+    done = 0
+    for tid in tree_threads(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.setpriority(os.PRIO_PROCESS, tid, niceness)
+            done += 1
+    return done
+
+
 @contextlib.contextmanager
 def pinned_to(cpus: set[int]) -> Iterator[None]:
     """This process (the load generator) on `cpus` only, while the block runs."""
