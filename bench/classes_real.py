@@ -121,9 +121,12 @@ class Phase:
     gateway_cpu_s: float | None = None
     engine_ttft_ms: float | None = None
     engine_queue_ms: float | None = None
-    lapses: int | None = (
-        None  # replicas whose lease lapsed (holds given back by another), every gateway's
-    )
+    # Replicas whose lease lapsed (another gave their holds back), from every gateway's log.
+    lapses: int | None = None
+    # The gateways' own count of requests held for their class's share (gateway.limits'
+    # CLASSES_KEY): how many and the seconds they waited, by class; and the load generator's CPU.
+    held: dict[str, float] = field(default_factory=dict)
+    client_cpu_s: float | None = None
 
 
 @dataclass
@@ -139,7 +142,13 @@ class BudgetRow:
 
     @property
     def over(self) -> int:
-        return max(0, max(self.persisted, self.redis_used, self.delivered) - self.limit)
+        """Tokens delivered in the scope beyond the limit (the goal: 0)."""
+        return max(0, self.delivered - self.limit)
+
+    @property
+    def counted_over(self) -> int:
+        """What the budget's counts (PostgreSQL, Redis) hold beyond the limit."""
+        return max(0, max(self.persisted, self.redis_used) - self.limit)
 
 
 @dataclass
@@ -511,6 +520,19 @@ def settle(expected_reserved: int = 0, timeout: float = 60.0) -> None:
 # --- the run -------------------------------------------------------------------------------
 
 
+def held_counts() -> dict[str, float]:
+    """The gateways' held and held_s counts by class, as they stand."""
+    from gateway.limits import CLASSES_KEY
+    from workers import shared_state
+
+    out = {}
+    for key, value in shared_state.client().hgetall(CLASSES_KEY).items():
+        name = key.decode() if isinstance(key, bytes) else key
+        if name.startswith("held"):
+            out[name] = float(value)
+    return out
+
+
 def lapses() -> int:
     """Replicas reaped so far, from every gateway's log (gateway.replicas' warning)."""
     total = 0
@@ -695,7 +717,7 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result
         since = time.time()
         sums, cpu = engine_sums(services.engines, keys), machine_cpu()
         gateway_cpu = sum(gs.cpu_seconds(g.pid) for g in services.gateways[on])
-        lapsed = lapses()
+        lapsed, held, client_cpu = lapses(), held_counts(), time.process_time()
         phase.answers = asyncio.run(replay(plan, replicas[on]))
         busy, total = (b - a for a, b in zip(cpu, machine_cpu(), strict=True))
         phase.cpu_busy = busy / total if total else None
@@ -707,6 +729,8 @@ def measure(args: argparse.Namespace, services: Services, db_url: str) -> Result
         phase.engine_queue_ms = mean_ms(after, sums, "vllm:request_queue_time_seconds")
         fleet_loads(phase, since)
         phase.lapses = lapses() - lapsed
+        phase.client_cpu_s = time.process_time() - client_cpu
+        phase.held = {k: round(v - held.get(k, 0.0), 1) for k, v in held_counts().items()}
         result.phases.append(phase)
         print(json.dumps(summary_line(phase)), flush=True)
         time.sleep(2.0)  # what a phase left at the engines ends before the next
@@ -778,6 +802,14 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f} ms"
 
 
+def _held(held: dict[str, float]) -> str:
+    if not held:
+        return "-"
+    return " / ".join(
+        f"{held.get(f'held:{c}', 0):.0f} ({held.get(f'held_s:{c}', 0):.0f} s)" for c in CLASSES
+    )
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0%}"
 
@@ -836,10 +868,12 @@ def goals(result: Result) -> list[tuple[str, str, bool]]:
             )
         )
     over = sum(b.over for b in result.budgets)
+    counted = sum(b.counted_over for b in result.budgets)
     out.append(
         (
             "budgets on every scope: 0 tokens over any budget",
-            f"{over} over; {sum(1 for b in result.budgets if b.refused)} budgets bound",
+            f"{over} delivered over (counted over: {counted}); "
+            f"{sum(1 for b in result.budgets if b.refused)} budgets bound",
             over == 0,
         )
     )
@@ -852,7 +886,8 @@ def render(result: Result, command: str, notes: list[str]) -> str:
         f"<!-- {SECTION}:begin -->",
         "## Service classes through real engines and two gateway replicas (`make bench-classes`)",
         "",
-        f"Run {result.started_at}, commit {result.commit}; {result.machine}. "
+        f"Recorded {result.started_at[:10]}, commit {result.commit}: run "
+        f"{result.started_at[11:]}; {result.machine}. "
         f"`{command}` ({result.seconds / 60:.1f} min).",
         "",
         f"bench/classes_real.py: two CPU engines (tiny Llama, {result.slots // 2} sequences each, "
@@ -909,12 +944,15 @@ def render(result: Result, command: str, notes: list[str]) -> str:
         "ran, the CPU seconds of its two gateway replicas, and the engines' own mean TTFT and "
         "queue time (vLLM's histograms, every class together), and the gateway replicas whose "
         "lease lapsed while it ran (another replica gave their holds back: "
-        "`gateway.replicas`; `-`: not recorded by that run).",
+        "`gateway.replicas`), the requests the gateways held for their class's share and the "
+        "seconds they waited (`service_class_queue_seconds`), and the load generator's own CPU "
+        "(`-`: not recorded by that run).",
         "",
         "| phase | gold hot TTFT p50 / p99 | gold cold requests, TTFT p50 / max | loads gold / "
         "silver / bronze (failed) | load p50 / max | evictions | machine CPU busy | gateways' "
-        "CPU | engines' mean TTFT / queue | replica leases lapsed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "CPU | engines' mean TTFT / queue | replica leases lapsed | held for the class's share "
+        "g / s / b (seconds) | load generator's CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in result.phases:
         gold = [a for a in p.answers if a.klass == "gold" and a.status == 200 and a.ttft_ms]
@@ -929,25 +967,28 @@ def render(result: Result, command: str, notes: list[str]) -> str:
             + " / ".join(str(p.loads.get(c, 0)) for c in CLASSES)
             + f" ({failed}) | {_ms(p.load_ms_p50)} / {_ms(p.load_ms_max)} | {p.evictions} | "
             f"{_pct(p.cpu_busy)} | {_s(p.gateway_cpu_s)} | {_ms(p.engine_ttft_ms)} / "
-            f"{_ms(p.engine_queue_ms)} | {'-' if p.lapses is None else p.lapses} |"
+            f"{_ms(p.engine_queue_ms)} | {'-' if p.lapses is None else p.lapses} | "
+            f"{_held(p.held)} | {_s(p.client_cpu_s)} |"
         )
     lines += [
         "",
         "Budgets after the run (day windows; the three class tenants' budgets are there to be "
         "checked on every request, the capped tenant's bind): limit, spend settled in "
         "PostgreSQL, used and still reserved in Redis, tokens the answers' usage delivered in "
-        "the scope (the warm-up and capacity streams included), requests refused "
-        "`budget_exceeded` on the path it binds.",
+        "the scope (complete answers' usage chunks, the warm-up and capacity streams included; "
+        "a stream cut short is not in it), requests refused `budget_exceeded` on the path it "
+        "binds, tokens delivered over the limit, and what the counts hold over it.",
         "",
         "| tenant | scope | limit | persisted | Redis used / reserved | delivered | refused "
-        "| over |",
-        "|---|---|---|---|---|---|---|---|",
+        "| delivered over | counted over |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for b in result.budgets:
         scope = b.scope if not b.scope.startswith("token:") else "token"
         lines.append(
             f"| {b.tenant} | {scope} | {b.limit:,} | {b.persisted:,} | {b.redis_used:,} / "
-            f"{b.redis_reserved:,} | {b.delivered:,} | {b.refused} | {b.over} |"
+            f"{b.redis_reserved:,} | {b.delivered:,} | {b.refused} | {b.over} | "
+            f"{b.counted_over} |"
         )
     lines += ["", "| goal (issue 46) | measured | |", "|---|---|---|"]
     lines += [f"| {g} | {m} | {'met' if ok else 'NOT met'} |" for g, m, ok in goals(result)]
@@ -1007,7 +1048,8 @@ def main() -> None:
         (VAR / "result.json").write_text(json.dumps(asdict(result)))
     section = render(result, args.render_only or command, args.note)
     if args.section != SECTION:
-        section = section.replace(SECTION, args.section)
+        for marker in ("begin", "end"):
+            section = section.replace(f"<!-- {SECTION}:{marker}", f"<!-- {args.section}:{marker}")
     print(section)
     if args.write_docs:
         write_section(args.section, section)
