@@ -157,9 +157,9 @@ bench-gateway-routing: venv services engine-venv tiny-model
 # Noisy neighbours: tenant B's steady streams while tenant A floods, holds unread streams, runs
 # past the time budget and sends its largest requests (two engines, ~8 min), then the
 # alone and overtime phases again with both tenants straight at the engines (the reference).
-# Service classes on saturated engines, simulated with the gateway's policy code (seconds).
-# The simulator (seconds), then the replay through two real engines and two gateway replicas
-# (bench/classes_real.py; ~8 min on 2 cores, ~7 GB of RAM while the engines run).
+# Service classes on saturated engines: the simulator with the gateway's policy code (seconds),
+# then the replay through two real engines and two gateway replicas
+# (bench/classes_real.py; ~9 min on 2 cores, ~7 GB of RAM while the engines run).
 bench-classes: venv services engine-venv tiny-model
 	@$(PY) -m bench.classes --seconds 600 --write-docs
 	@$(PY) -m bench.classes_real --write-docs
