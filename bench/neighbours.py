@@ -84,7 +84,8 @@ class Shadow:
     stable: str = ""
     plan_id: int = 0
     engines: dict[str, tuple[str, str]] = field(default_factory=dict)
-    candidate_served: str = ""  # the candidate's served name (its requests in flight, --timeline)
+    stable_served: str = ""  # the stable's and the candidate's served names (their requests in
+    candidate_served: str = ""  # flight, --timeline)
     worker_pid: int | None = None  # the shadow worker's process (its CPU, --timeline)
 
 
@@ -570,6 +571,7 @@ def seed_shadow(
         stable=f"support@{stable.number}",
         plan_id=plan.pk,
         engines={n: (p.base_url, keys[n]) for n, p in engines.items()},
+        stable_served=stable.served_name,
         candidate_served=candidate.served_name,
     )
 
@@ -796,6 +798,7 @@ def _one_phase(
     if args.timeline:
         timeline = Timeline(
             list(ENGINE_NAMES),
+            shadow.stable_served if shadow else "",
             shadow.candidate_served if shadow else "",
             shadow.worker_pid if shadow else None,
         )

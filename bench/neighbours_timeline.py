@@ -2,11 +2,12 @@
 the worker's CPU, while each of B's requests waited for its first token.
 
 A thread reads every TICK_S, in one Redis round trip, each engine's requests in flight as the
-gateway's admission counts them (workers.redis_contract.keys: the base model's requests and the
-shadow candidate's by served name, the background lane's weight), whether a shadow pass runs
-(its lock), and the worker's CPU time (/proc). A request of B's is on the engine where a live
-base-model request was in flight during its wait (B is the only tenant calling the base model
-live; the judge's calls are background). Reading Redis at this rate costs every phase alike.
+gateway's admission counts them (workers.redis_contract.keys: the lanes' weights, and A's stable
+and candidate versions' requests by served name), whether a shadow pass runs (its lock), and the
+worker's CPU time (/proc). A request of B's is on the engine where a live base-model request was
+in flight during its wait: the live lane less A's stable version's requests (B is the only
+tenant calling the base model live; the judge's calls are background, and so are the
+candidate's). Reading Redis at this rate costs every phase alike.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from typing import Any
 
 TICK_S = 0.01
 # One tick: [time (perf_counter), worker CPU s, shadow pass running, then per engine:
-# base-model requests, the candidate's, background weight]
+# live base-model requests (B's), the candidate's, background weight]
 PER_ENGINE = 3
 
 
 class Timeline:
-    def __init__(self, engines: list[str], candidate: str, worker_pid: int | None) -> None:
+    def __init__(
+        self, engines: list[str], stable: str, candidate: str, worker_pid: int | None
+    ) -> None:
         self.engines = engines
+        self.stable = stable
         self.candidate = candidate
         self.worker_pid = worker_pid
         self.ticks: list[list[float]] = []
@@ -61,8 +65,8 @@ class Timeline:
         while not self._stop.wait(TICK_S):
             pipe = client.pipeline(transaction=False)
             for name in self.engines:
-                pipe.hmget(inflight_key(name), ["", self.candidate])
-                pipe.hget(load_key(name), "background")
+                pipe.hmget(inflight_key(name), [self.stable, self.candidate])
+                pipe.hmget(load_key(name), ["live", "background"])
             pipe.exists(RELEASE_SHADOW_LOCK)
             try:
                 raw = pipe.execute()
@@ -70,8 +74,9 @@ class Timeline:
                 continue
             tick = [time.perf_counter(), self._cpu(), float(bool(raw[-1]))]
             for i in range(len(self.engines)):
-                (base, cand), bg = raw[2 * i], raw[2 * i + 1]
-                tick += [float(base or 0), float(cand or 0), float(bg or 0)]
+                (stable, cand), (live, bg) = raw[2 * i], raw[2 * i + 1]
+                base = float(live or 0) - float(stable or 0)
+                tick += [base, float(cand or 0), float(bg or 0)]
             self.ticks.append(tick)
 
 
@@ -90,7 +95,7 @@ class Slow:
 def _engine_state(tick: list[float], i: int) -> tuple[float, float, float]:
     base, cand, bg = tick[3 + PER_ENGINE * i : 3 + PER_ENGINE * (i + 1)]
     judge = max(0.0, bg - cand)  # background weight that is not the candidate's: the judge's
-    return base - judge, judge, bg
+    return base, judge, bg
 
 
 def attribute(ticks: list[list[float]], engines: list[str], sent: float, ttft_ms: float) -> Slow:
