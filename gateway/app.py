@@ -497,6 +497,8 @@ class Gateway:
                 await self.wait_for_room(request)  # or raise why no engine serves it
                 continue
             request.load_ms = 0.0
+            if request.background:  # live requests keep off its engine for a while (lanes)
+                await self.lanes.mark(engine.name)
             # A background request counts where it goes from its choice on: the run's next
             # ones, chosen while this one is admitted, pack by it (gateway.lanes).
             with self.lanes.holding(engine.name, request.checked.weight, request.background):
@@ -783,6 +785,7 @@ class Gateway:
             body=body,
             prompt=request.payload.get("messages") or request.payload.get("prompt"),
             params={k: request.payload[k] for k in SHADOW_PARAMS if k in request.payload},
+            token_id=request.token_id,
         )
 
     def settle(self, engine: EngineInfo, request: GatewayRequest, outcome: Outcome) -> None:
