@@ -1149,17 +1149,20 @@ def render_slow(result: Result) -> list[str]:
         "",
         "| phase | B above | on nb-a / nb-b / both / unseen | shadow work on its engine | "
         "a judge call on its engine | shadow work on the other engine only | during a pass "
-        "| worker cores (phase) | B's requests by engine | shadow work's share of time |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| worker cores (phase) | B's requests by engine | shadow work's share of time "
+        "| A's live requests' share of time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, p in together.items():
         slow = [Slow(*w) for t, w in zip(p.b_ttfts_ms, p.b_where, strict=True) if t > bar]
         turns = [q for q in gateway if q.name == name and q.timeline]
         by: Counter[str] = Counter()
         share: Counter[str] = Counter()
+        a_share: Counter[str] = Counter()
         for q in turns:
             by.update(q.timeline.get("b_on", {}))
             share.update(q.timeline.get("background_share", {}))
+            a_share.update(q.timeline.get("a_live_share", {}))
         mean = sum(q.timeline.get("worker_cores", 0) for q in turns) / max(1, len(turns))
         where = Counter(s.engine for s in slow)
         cores = sum(s.worker_cores for s in slow) / len(slow) if slow else 0.0
@@ -1172,6 +1175,8 @@ def render_slow(result: Result) -> list[str]:
             + ", ".join(f"{k}: {v}" for k, v in sorted(by.items()))
             + " | "
             + ", ".join(f"{k}: {v / max(1, len(turns)):.1%}" for k, v in sorted(share.items()))
+            + " | "
+            + ", ".join(f"{k}: {v / max(1, len(turns)):.1%}" for k, v in sorted(a_share.items()))
             + " |"
         )
     return lines

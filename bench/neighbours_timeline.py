@@ -19,8 +19,8 @@ from typing import Any
 
 TICK_S = 0.01
 # One tick: [time (perf_counter), worker CPU s, shadow pass running, then per engine:
-# live base-model requests (B's), the candidate's, background weight]
-PER_ENGINE = 3
+# live base-model requests (B's), the candidate's, background weight, A's stable version's]
+PER_ENGINE = 4
 
 
 class Timeline:
@@ -76,7 +76,7 @@ class Timeline:
             for i in range(len(self.engines)):
                 (stable, cand), (live, bg) = raw[2 * i], raw[2 * i + 1]
                 base = float(live or 0) - float(stable or 0)
-                tick += [base, float(cand or 0), float(bg or 0)]
+                tick += [base, float(cand or 0), float(bg or 0), float(stable or 0)]
             self.ticks.append(tick)
 
 
@@ -93,7 +93,7 @@ class Slow:
 
 
 def _engine_state(tick: list[float], i: int) -> tuple[float, float, float]:
-    base, cand, bg = tick[3 + PER_ENGINE * i : 3 + PER_ENGINE * (i + 1)]
+    base, cand, bg, _ = tick[3 + PER_ENGINE * i : 3 + PER_ENGINE * (i + 1)]
     judge = max(0.0, bg - cand)  # background weight that is not the candidate's: the judge's
     return base, judge, bg
 
@@ -123,8 +123,8 @@ def attribute(ticks: list[list[float]], engines: list[str], sent: float, ttft_ms
 def engine_shares(
     ticks: list[list[float]], engines: list[str], sent: list[float], ttfts: list[float]
 ) -> dict[str, Any]:
-    """Of a phase: B's requests per engine, the share of ticks with background work per engine,
-    and the worker's mean CPU (cores)."""
+    """Of a phase: B's requests per engine, the share of ticks with background work per engine
+    and with A's live requests in flight per engine, and the worker's mean CPU (cores)."""
     where: dict[str, int] = {}
     for s, t in zip(sent, ttfts, strict=True):
         e = attribute(ticks, engines, s, t).engine
@@ -133,7 +133,16 @@ def engine_shares(
         name: round(sum(_engine_state(t, i)[2] > 0 for t in ticks) / max(1, len(ticks)), 3)
         for i, name in enumerate(engines)
     }
+    a_live = {
+        name: round(sum(t[3 + PER_ENGINE * i + 3] > 0 for t in ticks) / max(1, len(ticks)), 3)
+        for i, name in enumerate(engines)
+    }
     cores = 0.0
     if len(ticks) >= 2 and ticks[-1][0] > ticks[0][0]:
         cores = (ticks[-1][1] - ticks[0][1]) / (ticks[-1][0] - ticks[0][0])
-    return {"b_on": where, "background_share": busy, "worker_cores": round(cores, 3)}
+    return {
+        "b_on": where,
+        "background_share": busy,
+        "a_live_share": a_live,
+        "worker_cores": round(cores, 3),
+    }
