@@ -498,7 +498,7 @@ class Gateway:
                 continue
             request.load_ms = 0.0
             if request.background:  # live requests keep off its engine for a while (lanes)
-                await self.lanes.mark(engine.name, request.tenant_id)
+                await self.lanes.mark(engine.name)
             # A background request counts where it goes from its choice on: the run's next
             # ones, chosen while this one is admitted, pack by it (gateway.lanes).
             with self.lanes.holding(engine.name, request.checked.weight, request.background):
@@ -841,7 +841,6 @@ class Gateway:
             capacity=engine.capacity,
             others_rate=self.fair.others_rate(engine.name, tenant_id),
             background=self.lanes.background(engine.name),
-            others_background=self.lanes.others_background(engine.name, tenant_id),
             background_room=max(0, background_room(engine) - self.lanes.own.get(engine.name, 0)),
         )
 

@@ -9,16 +9,11 @@ nothing from Redis to choose. A count seen within SEEN_FOR_S still counts, so th
 between two of a run's cases (one ended, the next not yet admitted) does not send a live request
 onto the engine the run is on. Background work that comes in bursts (shadow pairs: a few pairs
 every few seconds, each a candidate ask and two judge calls) leaves a mark as well: each
-background request chosen for an engine marks the engine with its tenant (lane_key) for
+background request chosen for an engine sets the engine's lane key (lane_key) for
 GATEWAY_LANE_MEMORY_SECONDS, which every read counts as a background sequence there, so live
 requests keep off that engine between bursts and the next burst, from any process, packs onto
-it again. The mark says whose work it is: another tenant's background work is avoided before
-any other load (`others_background`, workers.cache_policy.routing), a tenant's own weighs as
-a full engine (its live requests keep off its own eval run's engine while one serves them as
-well, and stay beside its own shadow pairs rather than move onto a neighbour's engine). A count
-in flight with no mark (its mark lost with Redis) is taken for another tenant's. This process's
-own background requests count at once, before the next read, and for SEEN_FOR_S after they end
-(a shadow pair's judge calls follow its candidate ask).
+it again. This process's own background requests count at once, before the next read, and for
+SEEN_FOR_S after they end (a shadow pair's judge calls follow its candidate ask).
 """
 
 from __future__ import annotations
@@ -58,9 +53,6 @@ class LaneWatch:
         self.redis = redis
         self.seen: dict[str, tuple[int, float]] = {}  # engine -> (background, when read)
         self.own: dict[str, int] = {}  # engine -> this process's background weight there
-        # engine -> (tenants whose background work marked it, when read); None: a count with
-        # no mark (whose is unknown)
-        self.whose: dict[str, tuple[frozenset[int] | None, float]] = {}
 
     def background(self, engine: str) -> int:
         """Background sequences on `engine`: the last read from Redis while it is recent, or
@@ -69,16 +61,6 @@ class LaneWatch:
         if time.monotonic() - at > SEEN_FOR_S:
             count = 0
         return max(count, self.own.get(engine, 0))
-
-    def others_background(self, engine: str, tenant: int) -> bool:
-        """Whether background work of a tenant other than `tenant` runs (or ran lately) on
-        `engine`, as last read."""
-        if self.background(engine) <= 0:
-            return False
-        tenants, at = self.whose.get(engine, (frozenset(), 0.0))
-        if time.monotonic() - at > SEEN_FOR_S:
-            tenants = frozenset()
-        return tenants is None or any(t != tenant for t in tenants)
 
     @contextmanager
     def holding(self, engine: str, weight: int, background: bool) -> Iterator[None]:
@@ -96,24 +78,17 @@ class LaneWatch:
             else:
                 self.own.pop(engine, None)
 
-    async def mark(self, engine: str, tenant: int) -> None:
-        """A background request of `tenant` from this process goes to `engine`: seen here at
-        once (for SEEN_FOR_S after it ends too), and by every process's reads for
-        GATEWAY_LANE_MEMORY_SECONDS (a hash: tenant -> until when, unix time). A Redis that does
-        not answer only loses the mark."""
-        now = time.monotonic()
+    async def mark(self, engine: str) -> None:
+        """A background request of this process goes to `engine`: seen here at once (for
+        SEEN_FOR_S after it ends too), and by every process's reads for
+        GATEWAY_LANE_MEMORY_SECONDS. A Redis that does not answer only loses the mark."""
         count, _ = self.seen.get(engine, (0, 0.0))
-        self.seen[engine] = (max(1, count), now)
-        tenants, _ = self.whose.get(engine, (frozenset(), 0.0))
-        self.whose[engine] = (None if tenants is None else tenants | {tenant}, now)
-        memory = settings.GATEWAY_LANE_MEMORY_SECONDS
-        if memory <= 0:
+        self.seen[engine] = (max(1, count), time.monotonic())
+        memory_ms = round(settings.GATEWAY_LANE_MEMORY_SECONDS * 1000)
+        if memory_ms <= 0:
             return
         try:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hset(lane_key(engine), str(tenant), f"{time.time() + memory:.3f}")
-            pipe.pexpire(lane_key(engine), round(memory * 1000))
-            await pipe.execute()
+            await self.redis.set(lane_key(engine), 1, px=memory_ms)
         except Exception:  # noqa: BLE001 - the request goes on; the lane's count still holds
             stop_if_cancelled()
             log.warning("gateway: could not mark the background lane of %s", engine)
@@ -126,15 +101,12 @@ class LaneWatch:
         pipe = self.redis.pipeline(transaction=False)
         for name in names:
             pipe.hget(load_key(name), "background")
-            pipe.hgetall(lane_key(name))
+            pipe.exists(lane_key(name))
         raw_all = await pipe.execute()
-        now, wall = time.monotonic(), time.time()
+        now = time.monotonic()
         for i, name in enumerate(names):
-            raw, marks = raw_all[2 * i], raw_all[2 * i + 1]
-            tenants = frozenset(int(t) for t, until in marks.items() if float(until) > wall)
-            count = max(int(raw or 0), 1 if tenants else 0)
-            if count > 0:
-                self.whose[name] = (tenants or None, now)
+            raw, marked = raw_all[2 * i], raw_all[2 * i + 1]
+            count = max(int(raw or 0), 1 if marked else 0)
             if count > 0:
                 self.seen[name] = (count, now)
             elif name in self.seen and now - self.seen[name][1] > SEEN_FOR_S:

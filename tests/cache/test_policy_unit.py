@@ -338,35 +338,6 @@ def test_engine_choice_keeps_live_requests_off_engines_running_background_ones()
     assert choose_engine([lane("a", 0, 2), lane("b", 0, 0, where="none")]) == "a"
 
 
-def test_engine_choice_passes_over_another_tenants_background_work_for_any_open_engine() -> None:
-    """docs/decisions/0013: another tenant's background sequences (its shadow pairs) are avoided
-    before any load, a neighbour's live rate included; the tenant's own weigh as a full engine."""
-
-    def lane(name: str, load: int, background: int, others: bool, rate: float = 0.0):
-        return EngineChoice(
-            name,
-            Tier.GPU,
-            1,
-            load,
-            10,
-            others_rate=rate,
-            background=background,
-            others_background=others,
-        )
-
-    # b runs a neighbour's shadow pairs, a a neighbour's live traffic at 4 sequences a second
-    assert choose_engine([lane("a", 2, 0, False, 4.0), lane("b", 0, 1, True)]) == "a"
-    # its own shadow pairs weigh as a full engine: the neighbour's engine is the busier
-    assert choose_engine([lane("a", 2, 0, False, 4.0), lane("b", 0, 1, False)]) == "b"
-    # another tenant's background on every engine: the least loaded, as before
-    assert choose_engine([lane("a", 6, 1, True), lane("b", 0, 1, True)]) == "b"
-    # a saturated engine is no refuge: the open one, background and all
-    assert choose_engine([lane("a", 25, 0, False), lane("b", 0, 1, True)]) == "b"
-    # residency first: not loaded elsewhere to avoid it
-    far = EngineChoice("c", Tier.NONE, 2, 0, 10)
-    assert choose_engine([lane("a", 0, 1, True), far]) == "a"
-
-
 def test_engine_choice_packs_background_requests_onto_their_lanes_engine() -> None:
     """A background request goes where its lane already runs, the engine running most of it
     first, while that engine has room for it beside the live headroom; then to an engine

@@ -133,16 +133,10 @@ async def test_a_background_requests_mark_keeps_its_engine_counted_between_burst
     settings.GATEWAY_LANE_MEMORY_SECONDS = 3600.0
     engine = f"lane-{uuid.uuid4().hex[:6]}"
     sender, replica = lanes.LaneWatch(scripts.redis), lanes.LaneWatch(scripts.redis)
-    await sender.mark(engine, TENANT + 1)
+    await sender.mark(engine)
     assert sender.background(engine) == 1  # its own process: at once, before any read
     await replica.read([engine])
     assert replica.background(engine) == 1
-    # Whose it is: another tenant's for TENANT's live requests, its own for TENANT + 1's.
-    assert replica.others_background(engine, TENANT)
-    assert not replica.others_background(engine, TENANT + 1)
-    await lanes.LaneWatch(scripts.redis).mark(engine, TENANT)
-    await replica.read([engine])
-    assert replica.others_background(engine, TENANT + 1)
     assert shared_state.client().hgetall(load_key(engine)) == {}  # nothing in flight
     assert 0 < shared_state.client().pttl(lane_key(engine)) <= 3600 * 1000
     # Once the mark has expired (and the count's own moment has passed), forgotten.
@@ -150,19 +144,4 @@ async def test_a_background_requests_mark_keeps_its_engine_counted_between_burst
     monkeypatch.setattr(lanes, "SEEN_FOR_S", 0.0)
     await replica.read([engine])
     assert replica.background(engine) == 0
-    assert not replica.others_background(engine, TENANT)
-    forget_engine(engine)
-
-
-async def test_a_count_in_flight_with_no_mark_is_taken_for_another_tenants(scripts, monkeypatch):
-    monkeypatch.setattr(lanes, "SEEN_FOR_S", 3600.0)
-    engine = f"lane-{uuid.uuid4().hex[:6]}"
-    watch = lanes.LaneWatch(scripts.redis)
-    running = await _background_admission(scripts, engine)  # admitted, never marked
-    try:
-        await watch.read([engine])
-        assert watch.background(engine) == 1
-        assert watch.others_background(engine, TENANT + 1)
-    finally:
-        await running.release()
     forget_engine(engine)

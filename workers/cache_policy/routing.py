@@ -16,18 +16,13 @@ queues there rather than spill onto an engine its neighbours keep busy. Residenc
 first: no version is loaded elsewhere to avoid a neighbour. With no other tenant (the cache
 simulator's single stream) the order is unchanged.
 
-Live and background requests (an eval run's cases, shadow pairs) keep apart the same way: an
-engine running the tenant's own background sequences weighs as a full engine more for its live
-request (BACKGROUND_LOAD), so live traffic keeps to the engines its eval run is not on while one
-serves it as well; an engine running another tenant's background sequences is passed over for
-any open engine without them, whatever its load (`others_background`): background work is
-another tenant's extra, which never takes a step of a live request's batch while the pool has
-room elsewhere, and a neighbour's live traffic weighs by its rate (NEIGHBOUR_RATE), which would
-otherwise keep a tenant beside a light background trickle. A background request packs onto the
-engine its lane already runs on while it has room there beside the live headroom
-(`background_room`), so an eval run fills one engine before it touches the next rather than
-spreading over all of them. Residency still comes first for both
-(docs/decisions/0012-live-and-background-keep-apart.md, 0013-shadow-work-off-neighbours-engines.md).
+Live and background requests (an eval run's cases) keep apart the same way: an engine running
+background sequences weighs as a full engine more for a live request (BACKGROUND_LOAD), so live
+traffic keeps to the engines an eval run is not on while one serves it as well; and a background
+request packs onto the engine its lane already runs on while it has room there beside the live
+headroom (`background_room`), so an eval run fills one engine before it touches the next rather
+than spreading over all of them. Residency still comes first for both
+(docs/decisions/0012-live-and-background-keep-apart.md).
 """
 
 from __future__ import annotations
@@ -60,7 +55,6 @@ class EngineChoice:
     others_rate: float = 0.0  # other tenants' sequences a second sent to it lately
     background: int = 0  # background sequences (eval runs') running there, every process's
     background_room: int = 0  # more background sequences of this process it takes there
-    others_background: bool = False  # some of them (or lately) another tenant's
 
 
 # Other tenants' sequences a second that make an engine count as full (load 1.0): a neighbour
@@ -89,11 +83,11 @@ def load(c: EngineChoice) -> float:
 _RESIDENT_CLASS: dict[str, int] = {Tier.GPU: 0, Tier.CPU: 1}
 
 
-def _preference(c: EngineChoice) -> tuple[int, bool, float, str]:
+def _preference(c: EngineChoice) -> tuple[int, float, str]:
     klass = _RESIDENT_CLASS.get(c.where)
     if klass is None:
         klass = 2 if c.free_cpu_slots > 0 else 3
-    return klass, c.others_background, load(c), c.engine
+    return klass, load(c), c.engine
 
 
 def _packing(c: EngineChoice) -> tuple[int, int, int, float, str]:
