@@ -7,13 +7,8 @@ or worker sent it (workers.redis_contract.keys.load_key). A replica reads the ba
 every engine it knows each GATEWAY_LANE_POLL_SECONDS, off the request path: a request reads
 nothing from Redis to choose. A count seen within SEEN_FOR_S still counts, so that the moment
 between two of a run's cases (one ended, the next not yet admitted) does not send a live request
-onto the engine the run is on. Background work that comes in bursts (shadow pairs: a few pairs
-every few seconds, each a candidate ask and two judge calls) leaves a mark as well: each
-background request chosen for an engine sets the engine's lane key (lane_key) for
-GATEWAY_LANE_MEMORY_SECONDS, which every read counts as a background sequence there, so live
-requests keep off that engine between bursts and the next burst, from any process, packs onto
-it again. This process's own background requests count at once, before the next read, and for
-SEEN_FOR_S after they end (a shadow pair's judge calls follow its candidate ask).
+onto the engine the run is on. This process's own background requests count at once, before the
+next read (an eval runner's gateway packs its own requests by them).
 """
 
 from __future__ import annotations
@@ -29,7 +24,7 @@ from redis import asyncio as aioredis
 
 from gateway.background import stop_if_cancelled
 from gateway.routes import EngineInfo
-from workers.redis_contract.keys import lane_key, load_key
+from workers.redis_contract.keys import load_key
 
 log = logging.getLogger(__name__)
 
@@ -78,35 +73,18 @@ class LaneWatch:
             else:
                 self.own.pop(engine, None)
 
-    async def mark(self, engine: str) -> None:
-        """A background request of this process goes to `engine`: seen here at once (for
-        SEEN_FOR_S after it ends too), and by every process's reads for
-        GATEWAY_LANE_MEMORY_SECONDS. A Redis that does not answer only loses the mark."""
-        count, _ = self.seen.get(engine, (0, 0.0))
-        self.seen[engine] = (max(1, count), time.monotonic())
-        memory_ms = round(settings.GATEWAY_LANE_MEMORY_SECONDS * 1000)
-        if memory_ms <= 0:
-            return
-        try:
-            await self.redis.set(lane_key(engine), 1, px=memory_ms)
-        except Exception:  # noqa: BLE001 - the request goes on; the lane's count still holds
-            stop_if_cancelled()
-            log.warning("gateway: could not mark the background lane of %s", engine)
-
     async def read(self, engines: Iterable[str]) -> None:
-        """One read of every engine's background lane and mark (one round trip)."""
+        """One read of every engine's background lane (one round trip)."""
         names = list(engines)
         if not names:
             return
         pipe = self.redis.pipeline(transaction=False)
         for name in names:
             pipe.hget(load_key(name), "background")
-            pipe.exists(lane_key(name))
-        raw_all = await pipe.execute()
+        counts = await pipe.execute()
         now = time.monotonic()
-        for i, name in enumerate(names):
-            raw, marked = raw_all[2 * i], raw_all[2 * i + 1]
-            count = max(int(raw or 0), 1 if marked else 0)
+        for name, raw in zip(names, counts, strict=True):
+            count = int(raw or 0)
             if count > 0:
                 self.seen[name] = (count, now)
             elif name in self.seen and now - self.seen[name][1] > SEEN_FOR_S:

@@ -1165,19 +1165,6 @@ GATEWAY_LANE_POLL_SECONDS = env_float(
     ),
     shown="`0.25`",
 )
-# How long an engine counts as running background requests after the last one chosen for it
-# (gateway/lanes.py): shadow pairs come in bursts a few seconds apart, and live requests keep off
-# their engine between bursts too.
-GATEWAY_LANE_MEMORY_SECONDS = env_float(
-    "GATEWAY_LANE_MEMORY_SECONDS",
-    10.0,
-    doc=(
-        "how long an engine still counts as running background requests (eval runs, shadow "
-        "pairs) after the last one was sent there: live requests keep off it, the next "
-        "background ones pack onto it"
-    ),
-    shown="`10`",
-)
 # A request that runs longer than this at its engine is aborted there (the connection is closed)
 # and answered 504; the engine is not blamed.
 GATEWAY_REQUEST_TIMEOUT_SECONDS = env_float(

@@ -342,7 +342,6 @@ async def ask_cases(run: EvalRun, candidate: AdapterVersion) -> int:
     gateway = Gateway()
     try:
         table = await gateway.fresh_table()
-        await gateway.lanes.read(e.name for e in table.engines)  # pack where background ran
         asker = Asker(gateway, table, run.tenant_id, candidate.adapter.base_model_id)
         judge = _judge_side(table, run, context.base)
         rubric = str(run.policy.get("rubric") or "")

@@ -17,7 +17,7 @@ from tests.fixtures.shared_counts import forget_engine
 from tests.gateway.inprocess import gw_fixture  # noqa: F401 - fixture
 from tests.gateway.inprocess import tiny_engine_info as _engine
 from workers import shared_state
-from workers.redis_contract.keys import lane_key, load_key
+from workers.redis_contract.keys import load_key
 
 TENANT = 7
 
@@ -121,27 +121,3 @@ async def test_this_process_s_own_background_requests_count_before_any_read(scri
     ):
         assert watch.background("e1") == 3
     assert watch.background("e1") == 0 and watch.own == {}
-
-
-async def test_a_background_requests_mark_keeps_its_engine_counted_between_bursts(
-    scripts, settings, monkeypatch
-):
-    """Shadow pairs come a few at a time, seconds apart: the engine they ran on still counts as
-    running background work for GATEWAY_LANE_MEMORY_SECONDS, in every process's reads (live
-    requests keep off it, the next burst packs onto it), with nothing in flight there."""
-    monkeypatch.setattr(lanes, "SEEN_FOR_S", 3600.0)
-    settings.GATEWAY_LANE_MEMORY_SECONDS = 3600.0
-    engine = f"lane-{uuid.uuid4().hex[:6]}"
-    sender, replica = lanes.LaneWatch(scripts.redis), lanes.LaneWatch(scripts.redis)
-    await sender.mark(engine)
-    assert sender.background(engine) == 1  # its own process: at once, before any read
-    await replica.read([engine])
-    assert replica.background(engine) == 1
-    assert shared_state.client().hgetall(load_key(engine)) == {}  # nothing in flight
-    assert 0 < shared_state.client().pttl(lane_key(engine)) <= 3600 * 1000
-    # Once the mark has expired (and the count's own moment has passed), forgotten.
-    shared_state.client().delete(lane_key(engine))
-    monkeypatch.setattr(lanes, "SEEN_FOR_S", 0.0)
-    await replica.read([engine])
-    assert replica.background(engine) == 0
-    forget_engine(engine)

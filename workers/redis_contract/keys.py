@@ -22,12 +22,6 @@ def load_key(engine: str) -> str:
     return f"{FLEET}:load:{engine}"
 
 
-def lane_key(engine: str) -> str:
-    """String, expiring GATEWAY_LANE_MEMORY_SECONDS after the last background request chosen
-    for `engine` (gateway.lanes): background work ran there lately, between its requests too."""
-    return f"{FLEET}:lane:{engine}"
-
-
 def pinned_key(engine: str) -> str:
     """Sorted set: served names pinned on `engine` -> when the pin was placed (unix time)."""
     return f"{FLEET}:pinned:{engine}"
