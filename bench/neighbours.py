@@ -1008,6 +1008,7 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
             f"{_ms(p.b_ttft_p99_ms)} | {_ratio(p, base)} | {_answers(p.b_status)} | "
             f"{_answers(p.a_status)} |"
         )
+    lines += render_resolution(together, alone)
     lines += render_extra_work(result)
     lines += render_slow(result)
     if direct:
@@ -1126,6 +1127,40 @@ def share_range(share: float, n: int) -> tuple[float, float]:
     approximation of the binomial)."""
     half = 1.96 * (share * (1 - share) / n) ** 0.5 if n else 1.0
     return max(0.0, share - half), min(1.0, share + half)
+
+
+def p99_interval(
+    samples: list[float], base: list[float], draws: int = 2000, seed: int = 1
+) -> tuple[float, float]:
+    """The 95 % bootstrap interval of p99(samples) / p99(base), each resampled with
+    replacement: what the ratio of two p99s of that many samples can tell apart."""
+    rng = random.Random(seed)
+    ratios = sorted(
+        gs.percentile(rng.choices(samples, k=len(samples)), 0.99)
+        / gs.percentile(rng.choices(base, k=len(base)), 0.99)
+        for _ in range(draws)
+    )
+    return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
+
+
+def render_resolution(together: list[PhaseResult], alone: PhaseResult | None) -> list[str]:
+    """Each pooled phase's p99 against alone's with its bootstrap interval, and alone's against
+    itself: a ratio inside alone's own interval is not told apart from 1.00x by this run."""
+    if alone is None or len(alone.b_ttfts_ms) < 100 or not together:
+        return []
+    own = p99_interval(alone.b_ttfts_ms, alone.b_ttfts_ms)
+    parts = [
+        f"{p.name} {_ratio(p, alone)} ({lo:.2f}-{hi:.2f}x)"
+        for p in together
+        if p.name != "alone" and len(p.b_ttfts_ms) >= 100
+        for lo, hi in [p99_interval(p.b_ttfts_ms, alone.b_ttfts_ms)]
+    ]
+    return [
+        "",
+        "B's pooled p99 against alone's, with the 95 % interval of 2,000 bootstrap draws of both "
+        "phases' samples: " + "; ".join(parts) + f". Alone against itself: {own[0]:.2f}-"
+        f"{own[1]:.2f}x, the resolution of a p99 ratio over {len(alone.b_ttfts_ms)} samples.",
+    ]
 
 
 def render_slow(result: Result) -> list[str]:
