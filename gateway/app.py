@@ -497,8 +497,6 @@ class Gateway:
                 await self.wait_for_room(request)  # or raise why no engine serves it
                 continue
             request.load_ms = 0.0
-            if request.background:  # live requests keep off its engine for a while (lanes)
-                await self.lanes.mark(engine.name)
             # A background request counts where it goes from its choice on: the run's next
             # ones, chosen while this one is admitted, pack by it (gateway.lanes).
             with self.lanes.holding(engine.name, request.checked.weight, request.background):

@@ -318,9 +318,6 @@ async def _ask_all(pairs: list[Pair]) -> None:
     gateway = Gateway()
     try:
         gateway.table = table = replace(await gateway.fresh_table(), budgets=BudgetRules())
-        # Where background work ran lately (the last pass's, an eval run's): this pass packs
-        # onto it from its first ask, and live requests keep off it (gateway.lanes).
-        await gateway.lanes.read(e.name for e in table.engines)
         askers: dict[tuple[int, int], Asker] = {}
         for pair in pairs:
             base = pair.plan.candidate.adapter.base_model_id
