@@ -42,6 +42,7 @@ import orjson
 
 from bench import gateway_support as gs
 from bench.docs_section import add_report_arguments, write_section
+from bench.neighbours_timeline import Slow, Timeline, attribute, engine_shares
 from engine.launcher import REPO_ROOT, EngineProcess, stop_engines
 
 DEFAULT_DB_URL = "postgres://root@127.0.0.1:5432/lora_portal_bench_neighbours"
@@ -83,6 +84,9 @@ class Shadow:
     stable: str = ""
     plan_id: int = 0
     engines: dict[str, tuple[str, str]] = field(default_factory=dict)
+    stable_served: str = ""  # the stable's and the candidate's served names (their requests in
+    candidate_served: str = ""  # flight, --timeline)
+    worker_pid: int | None = None  # the shadow worker's process (its CPU, --timeline)
 
 
 EVAL_QUEUE = "nb-evals"  # the bench worker's queue: the eval run's task goes there
@@ -117,6 +121,10 @@ class PhaseResult:
     a_status: dict[str, int]
     via: str = "gateway"  # or "direct": both tenants straight to the engines (the reference)
     b_ttfts_ms: list[float] = field(default_factory=list)  # every answered request's, to pool
+    # --timeline: beside each of b_ttfts_ms, what it waited beside (neighbours_timeline.Slow's
+    # fields), and the phase's engine shares
+    b_where: list[list[Any]] = field(default_factory=list)
+    timeline: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -148,9 +156,14 @@ def via_gateway(base: str, token: str) -> list[gs.Target]:
 
 
 async def steady_b(
-    targets: list[gs.Target], rate: float, seconds: float, seed: int
+    targets: list[gs.Target],
+    rate: float,
+    seconds: float,
+    seed: int,
+    sent: list[float] | None = None,
 ) -> list[gs.Sample]:
-    """B: Poisson arrivals at `rate` per second, each a short stream (to the targets in turn)."""
+    """B: Poisson arrivals at `rate` per second, each a short stream (to the targets in turn);
+    each one's sending time (perf_counter) appended to `sent`."""
     body = _body("tiny-llama", **B_BODY)
     arrivals = gs.poisson_arrivals(int(rate * seconds * 2) + 10, rate, seed)
     started = time.perf_counter()
@@ -160,6 +173,8 @@ async def steady_b(
             if at >= seconds:
                 break
             await asyncio.sleep(max(0.0, started + at - time.perf_counter()))
+            if sent is not None:
+                sent.append(time.perf_counter())
             tasks.append(
                 asyncio.create_task(
                     gs.send_one(
@@ -401,13 +416,21 @@ async def run_phase(
     anon_rate: float = 1000.0,
     busy: Busy | None = None,
     shadow: Shadow | None = None,
+    timeline: Timeline | None = None,
 ) -> PhaseResult:
-    load = a_load(phase, a, seconds, anon_rate, busy or Busy(), shadow)
-    b_task = asyncio.create_task(steady_b(b, rate, seconds, seed))
-    a_status = await load if load is not None else Counter()
-    samples = await b_task
-    ttfts = [s.ttft_ms for s in samples if s.ok and s.ttft_ms is not None]
-    return PhaseResult(
+    sent: list[float] = []
+    with timeline or contextlib.nullcontext():
+        load = a_load(phase, a, seconds, anon_rate, busy or Busy(), shadow)
+        b_task = asyncio.create_task(steady_b(b, rate, seconds, seed, sent))
+        a_status = await load if load is not None else Counter()
+        samples = await b_task
+    answered = [
+        (s.ttft_ms, at)
+        for s, at in zip(samples, sent, strict=True)
+        if s.ok and s.ttft_ms is not None
+    ]
+    ttfts = [t for t, _ in answered]
+    result = PhaseResult(
         name=phase,
         b_ttft_p50_ms=gs.percentile(ttfts, 0.5) if ttfts else None,
         b_ttft_p99_ms=gs.percentile(ttfts, 0.99) if ttfts else None,
@@ -417,6 +440,13 @@ async def run_phase(
         via=via,
         b_ttfts_ms=ttfts,
     )
+    if timeline is not None and via == "gateway":
+        ticks, names = timeline.ticks, timeline.engines
+        result.b_where = [
+            list(asdict(attribute(ticks, names, at, t)).values()) for t, at in answered
+        ]
+        result.timeline = engine_shares(ticks, names, [at for _, at in answered], ttfts)
+    return result
 
 
 # --- the world -----------------------------------------------------------------------------
@@ -541,6 +571,8 @@ def seed_shadow(
         stable=f"support@{stable.number}",
         plan_id=plan.pk,
         engines={n: (p.base_url, keys[n]) for n, p in engines.items()},
+        stable_served=stable.served_name,
+        candidate_served=candidate.served_name,
     )
 
 
@@ -687,6 +719,8 @@ def measure(args: argparse.Namespace, engines: dict[str, EngineProcess], procs: 
         # The eval's and shadow pairs' worker: threads, as the bench's other workers
         # (gateway_support).
         procs.append(gs.start_worker(EVAL_QUEUE, [], VAR / "worker.log", env))
+        if shadow:
+            shadow.worker_pid = procs[-1].pid
     extra = {
         "GATEWAY_REQUEST_TIMEOUT_SECONDS": str(BUDGET_S),
         "GATEWAY_WRITE_DEADLINE_SECONDS": str(WRITE_DEADLINE_S),
@@ -756,6 +790,14 @@ def _one_phase(
     if live:  # A's plan lets its callers send the phase's rate (twice it, to spare)
         _tenant_rpm("tenant-a", max(A_RPM, round(args.a_rate * 60 * 2)))
         time.sleep(BUDGET_S)
+    timeline = None
+    if args.timeline:
+        timeline = Timeline(
+            list(ENGINE_NAMES),
+            shadow.stable_served if shadow else "",
+            shadow.candidate_served if shadow else "",
+            shadow.worker_pid if shadow else None,
+        )
     result = asyncio.run(
         run_phase(
             phase,
@@ -768,6 +810,7 @@ def _one_phase(
             args.anon_rate,
             busy,
             shadow,
+            timeline,
         )
     )
     if lane:
@@ -836,6 +879,7 @@ def pool(turns: list[PhaseResult]) -> PhaseResult:
         a_status={},
         via=turns[0].via,
         b_ttfts_ms=ttfts,
+        b_where=[w for p in turns for w in p.b_where],
     )
 
 
@@ -960,7 +1004,9 @@ def render(result: Result, command: str, notes: list[str] | None = None) -> str:
             f"{_ms(p.b_ttft_p99_ms)} | {_ratio(p, base)} | {_answers(p.b_status)} | "
             f"{_answers(p.a_status)} |"
         )
+    lines += render_resolution(together, alone)
     lines += render_extra_work(result)
+    lines += render_slow(result)
     if direct:
         lines += _reference(direct, gateway)
     for note in notes or []:
@@ -1079,6 +1125,94 @@ def share_range(share: float, n: int) -> tuple[float, float]:
     return max(0.0, share - half), min(1.0, share + half)
 
 
+def p99_interval(
+    samples: list[float], base: list[float], draws: int = 2000, seed: int = 1
+) -> tuple[float, float]:
+    """The 95 % bootstrap interval of p99(samples) / p99(base), each resampled with
+    replacement: what the ratio of two p99s of that many samples can tell apart."""
+    rng = random.Random(seed)
+    ratios = sorted(
+        gs.percentile(rng.choices(samples, k=len(samples)), 0.99)
+        / gs.percentile(rng.choices(base, k=len(base)), 0.99)
+        for _ in range(draws)
+    )
+    return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
+
+
+def render_resolution(together: list[PhaseResult], alone: PhaseResult | None) -> list[str]:
+    """Each pooled phase's p99 against alone's with its bootstrap interval, and alone's against
+    itself: a ratio inside alone's own interval is not told apart from 1.00x by this run."""
+    if alone is None or len(alone.b_ttfts_ms) < 100 or not together:
+        return []
+    own = p99_interval(alone.b_ttfts_ms, alone.b_ttfts_ms)
+    parts = [
+        f"{p.name} {_ratio(p, alone)} ({lo:.2f}-{hi:.2f}x)"
+        for p in together
+        if p.name != "alone" and len(p.b_ttfts_ms) >= 100
+        for lo, hi in [p99_interval(p.b_ttfts_ms, alone.b_ttfts_ms)]
+    ]
+    return [
+        "",
+        "B's pooled p99 against alone's, with the 95 % interval of 2,000 bootstrap draws of both "
+        "phases' samples: " + "; ".join(parts) + f". Alone against itself: {own[0]:.2f}-"
+        f"{own[1]:.2f}x, the resolution of a p99 ratio over {len(alone.b_ttfts_ms)} samples.",
+    ]
+
+
+def render_slow(result: Result) -> list[str]:
+    """--timeline: where B's requests above alone's pooled p99 ran in each phase, and what ran
+    beside them while they waited for their first token."""
+    gateway = [p for p in result.phases if p.via == "gateway"]
+    if not any(p.b_where for p in gateway):
+        return []
+    together = {p.name: p for p in pooled(gateway)} or {p.name: p for p in gateway}
+    alone = together.get("alone")
+    if alone is None or alone.b_ttft_p99_ms is None:
+        return []
+    bar = alone.b_ttft_p99_ms
+    lines = [
+        "",
+        f"Where B's requests above alone's pooled p99 ({bar:.0f} ms) ran, every turn pooled "
+        "(`--timeline`: each engine's requests in flight read every 10 ms; shadow work: a "
+        "candidate ask or a judge call in the background lane; worker: its CPU while they "
+        "waited, in cores, against its phase mean). B's requests by engine and the share of the "
+        "phase with shadow work on each engine are over every turn.",
+        "",
+        "| phase | B above | on nb-a / nb-b / both / unseen | shadow work on its engine | "
+        "a judge call on its engine | shadow work on the other engine only | during a pass "
+        "| worker cores (phase) | B's requests by engine | shadow work's share of time "
+        "| A's live requests' share of time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, p in together.items():
+        slow = [Slow(*w) for t, w in zip(p.b_ttfts_ms, p.b_where, strict=True) if t > bar]
+        turns = [q for q in gateway if q.name == name and q.timeline]
+        by: Counter[str] = Counter()
+        share: Counter[str] = Counter()
+        a_share: Counter[str] = Counter()
+        for q in turns:
+            by.update(q.timeline.get("b_on", {}))
+            share.update(q.timeline.get("background_share", {}))
+            a_share.update(q.timeline.get("a_live_share", {}))
+        mean = sum(q.timeline.get("worker_cores", 0) for q in turns) / max(1, len(turns))
+        where = Counter(s.engine for s in slow)
+        cores = sum(s.worker_cores for s in slow) / len(slow) if slow else 0.0
+        lines.append(
+            f"| {name} | {len(slow)} of {len(p.b_ttfts_ms)} | "
+            + " / ".join(str(where.get(k, 0)) for k in (*ENGINE_NAMES, "both", "?"))
+            + f" | {sum(s.background_there for s in slow)} | {sum(s.judge_there for s in slow)} "
+            f"| {sum(s.background_elsewhere for s in slow)} | {sum(s.pass_running for s in slow)} "
+            f"| {cores:.2f} ({mean:.2f}) | "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(by.items()))
+            + " | "
+            + ", ".join(f"{k}: {v / max(1, len(turns)):.1%}" for k, v in sorted(share.items()))
+            + " | "
+            + ", ".join(f"{k}: {v / max(1, len(turns)):.1%}" for k, v in sorted(a_share.items()))
+            + " |"
+        )
+    return lines
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f} %"
 
@@ -1170,6 +1304,12 @@ def main() -> None:
         type=float,
         default=SHADOW_SHARE,
         help="the shadow phase's plan's sample share",
+    )
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="read each engine's requests in flight every 10 ms and report where B's requests "
+        "above alone's p99 ran and what ran beside them (bench/neighbours_timeline.py)",
     )
     add_report_arguments(parser, keep_db=False)
     args = parser.parse_args()

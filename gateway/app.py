@@ -783,6 +783,7 @@ class Gateway:
             body=body,
             prompt=request.payload.get("messages") or request.payload.get("prompt"),
             params={k: request.payload[k] for k in SHADOW_PARAMS if k in request.payload},
+            token_id=request.token_id,
         )
 
     def settle(self, engine: EngineInfo, request: GatewayRequest, outcome: Outcome) -> None:

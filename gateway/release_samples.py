@@ -57,8 +57,11 @@ class ReleaseSamples:
         body: bytes,
         prompt: object = None,
         params: dict[str, object] | None = None,
+        token_id: int | None = None,
     ) -> bool:
-        """Keep one answer for the next send; False (dropped) when the buffer is full."""
+        """Keep one answer for the next send; False (dropped) when the buffer is full.
+        `token_id`: the caller's API token (its id, never the secret), whose budgets a shadow
+        pair asked of the request is counted against too."""
         if len(self._held) >= self.capacity:
             self.dropped += 1
             return False
@@ -73,6 +76,7 @@ class ReleaseSamples:
                     # keeps text (evals.services.live_samples).
                     "prompt": prompt,
                     "params": params or {},
+                    "token_id": token_id,
                 }
             )
         )

@@ -119,6 +119,7 @@ def shadow_request(
         "prompt": sample.get("prompt"),
         "params": sample.get("params") or {},
         "stable": stable_answer,
+        "token_id": sample.get("token_id"),  # the stable's caller's API token: its budgets apply
     }
 
 
@@ -256,10 +257,15 @@ def _payload(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return ("chat" if chat else "completion"), payload
 
 
-def _applying(plan: ReleasePlan, rules: BudgetRules) -> tuple[BudgetRule, ...]:
-    """The budgets shadow tokens count against: the tenant's and the alias's (no API token
-    asked them)."""
-    return rules.applying(plan.tenant_id, None, plan.alias.name)
+def _applying(
+    plan: ReleasePlan, item: dict[str, Any], rules: BudgetRules
+) -> tuple[BudgetRule, ...]:
+    """The budgets a pair's tokens count against: the tenant's, the alias's and those of the
+    API token that asked the stable (the sample carries its id; none for a request from
+    inside the portal)."""
+    token_id = item.get("token_id")
+    token_id = token_id if isinstance(token_id, int) and not isinstance(token_id, bool) else None
+    return rules.applying(plan.tenant_id, token_id, plan.alias.name)
 
 
 def _budgets_hold(
@@ -273,7 +279,7 @@ def _budgets_hold(
     """Whether every budget that applies has the pair's worst case left above the share kept for
     live traffic (RELEASE_SHADOW_BUDGET_RESERVE of its window), counting this pass's earlier
     pairs; nothing is reserved (live requests are never refused for a shadow pair)."""
-    applying = _applying(plan, rules)
+    applying = _applying(plan, item, rules)
     if not applying:
         return True
     kind, payload = _payload(item)
@@ -445,7 +451,7 @@ def _settle(pairs: list[Pair], *, client: redis.Redis) -> None:
                 pipe.hincrby(day, owner + "in", prompt_tokens)
                 pipe.hincrby(day, owner + "out", completion_tokens)
                 charge += weights.charge(prompt_tokens, completion_tokens)
-            applying = _applying(pair.plan, rules)
+            applying = _applying(pair.plan, pair.item, rules)
             keys = []
             for rule in applying:
                 span = rule.span(at)

@@ -198,3 +198,39 @@ def test_the_sampling_range_narrows_with_the_requests():
     low, high = nb.share_range(0.10, 3600)
     assert round(low, 3) == 0.090 and round(high, 3) == 0.110
     assert nb.share_range(0.10, 0) == (0.0, 1.0)
+
+
+def test_a_p99_ratio_comes_with_its_bootstrap_interval_and_alones_against_itself():
+    alone = [10.0 + (i % 50) for i in range(500)]
+    slower = [t * 1.5 for t in alone]
+    lo, hi = nb.p99_interval(slower, alone)
+    assert 1.3 < lo <= 1.5 <= hi < 1.7
+    own_lo, own_hi = nb.p99_interval(alone, alone)
+    assert own_lo <= 1.0 <= own_hi
+    result = _result([_phase("alone", alone), _phase("shadow", slower)] * 2, repeat=2)
+    text = nb.render(result, "cmd")
+    assert "shadow 1.50x (" in text and "Alone against itself: " in text
+
+
+def test_the_timeline_finds_b_s_engine_and_the_shadow_work_beside_it():
+    from bench.neighbours_timeline import attribute, engine_shares
+
+    engines = ["nb-a", "nb-b"]
+
+    def tick(at: float, b_on: int, judge_on: int | None, locked: int = 1) -> list[float]:
+        # [time, worker CPU s, pass running] + per engine [B's live, candidate, background, A's]
+        row = [at, at / 10, float(locked)]
+        for i in range(2):
+            row += [float(b_on == i), 0.0, float(judge_on == i), 0.0]
+        return row
+
+    beside = [tick(t / 100, 1, 1) for t in range(10)]
+    slow = attribute(beside, engines, 0.0, 50)
+    assert (slow.engine, slow.background_there, slow.judge_there) == ("nb-b", True, True)
+    assert slow.pass_running and abs(slow.worker_cores - 0.1) < 1e-9
+    apart = [tick(t / 100, 0, 1, locked=0) for t in range(10)]
+    slow = attribute(apart, engines, 0.0, 50)
+    assert (slow.engine, slow.background_there, slow.background_elsewhere) == ("nb-a", False, True)
+    assert not slow.pass_running
+    shares = engine_shares(apart, engines, [0.0], [50])
+    assert shares["b_on"] == {"nb-a": 1} and shares["background_share"] == {"nb-a": 0, "nb-b": 1}

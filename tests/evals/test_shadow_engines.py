@@ -81,6 +81,7 @@ class Setup:
         self.stable = servable_version(world.support, tmp_path, seed=seeds[0])
         self.candidate = servable_version(world.support, tmp_path, seed=seeds[1])
         token = token_issue(access=self.alice, scopes=["inference"], tenant=world.acme)
+        self.token = token.token  # the live calls' API token (its budgets count the pairs too)
         self.client = openai.OpenAI(
             base_url=gateway + "/v1", api_key=token.plaintext, max_retries=0
         )
@@ -140,6 +141,9 @@ def test_a_shadow_step_judges_pairs_on_a_real_engine_and_the_controller_advances
     _, candidate_answer = s.ask(f"support@{s.candidate.number}")
     assert candidate_answer != stable_answer, "the two versions must answer apart"
     budget = fresh_budget(s.redis, tenant=s.world.acme, scope="tenant", tokens=10_000_000)
+    by_token = fresh_budget(
+        s.redis, tenant=s.world.acme, scope=f"token:{s.token.pk}", tokens=10_000_000
+    )
     rebuild_counts()
     # The judge is the tiny base model (its choices are random): a wide margin lets an equal
     # enough candidate advance on a few pairs; the guard's statistics are tested on their own.
@@ -152,6 +156,7 @@ def test_a_shadow_step_judges_pairs_on_a_real_engine_and_the_controller_advances
     assert {text for _, text in replies} == {stable_answer}
     s.hand_over(plan, 14)
     spent_live = sum(BudgetSpend.objects.filter(budget=budget).values_list("tokens", flat=True))
+    token_live = sum(BudgetSpend.objects.filter(budget=by_token).values_list("tokens", flat=True))
 
     def judged() -> int:
         ask_shadow_pairs.delay()  # the real worker's pass
@@ -178,6 +183,9 @@ def test_a_shadow_step_judges_pairs_on_a_real_engine_and_the_controller_advances
     assert int(usage.get(shadow_field, 0)) >= 10, usage
     spent = sum(BudgetSpend.objects.filter(budget=budget).values_list("tokens", flat=True))
     assert spent > spent_live
+    # And against the budget of the token that asked the stable, by as much (the same pairs).
+    token_spent = sum(BudgetSpend.objects.filter(budget=by_token).values_list("tokens", flat=True))
+    assert token_spent - token_live == spent - spent_live > 0
 
     result = release_controller.plan_tick(plan.pk, client=s.redis, now=time.time())
     assert result.decision == "complete", result

@@ -16,6 +16,7 @@ from budgets.models import Budget
 from core.errors import ApplicationError
 from evals.models import EvalPolicy, ReleasePlan, ReleaseSample, ReleaseStep
 from evals.services import live_samples, release_controller, shadow_pairs
+from tenants.services.tokens import token_issue
 from tests.evals.test_release_plans import access, sample, start, with_checks
 from tests.gateway.test_releases import alias_of, targets_of
 from workers import shared_state
@@ -123,7 +124,9 @@ def test_a_weighted_step_hands_nothing_over(acme, redis):
     assert redis.llen(RELEASE_SHADOW) == 0
 
 
-def shadow_item(plan: ReleasePlan, *, at: float | None = None, max_tokens: int = 8) -> str:
+def shadow_item(
+    plan: ReleasePlan, *, at: float | None = None, max_tokens: int = 8, token_id: int | None = None
+) -> str:
     return json.dumps(
         {
             "plan": plan.pk,
@@ -132,6 +135,7 @@ def shadow_item(plan: ReleasePlan, *, at: float | None = None, max_tokens: int =
             "prompt": [{"role": "user", "content": "Tea?"}],
             "params": {"max_tokens": max_tokens, "temperature": 0},
             "stable": "Tea is a drink.",
+            "token_id": token_id,
         }
     )
 
@@ -152,6 +156,25 @@ def test_a_budget_without_room_above_the_live_share_skips_the_pair_before_asking
     # asks' worst cases) above the share kept for live traffic does not.
     Budget.objects.create(tenant=acme.acme, scope="alias:support-bot", tokens=200)
     redis.rpush(RELEASE_SHADOW, shadow_item(plan), shadow_item(plan))
+    assert shadow_pairs.pairs_ask(client=redis) == {"budget": 2}
+    step = plan.step_rows.get(index=0)
+    assert step.shadow_skipped == {"budget": 2} and not step.pairs
+
+
+def test_the_callers_token_goes_with_the_stables_request_and_its_budget_skips_the_pair(acme, redis):
+    plan = shadow_plan(acme)
+    token = token_issue(access=access(acme), scopes=["inference"], tenant=acme.acme).token
+    live_samples.count_samples(
+        [{**sample(plan, plan.stable, "fine"), "prompt": "Tea?", "token_id": token.pk}],
+        client=redis,
+    )
+    (handed,) = [json.loads(x) for x in redis.lrange(RELEASE_SHADOW, 0, -1)]
+    assert handed["token_id"] == token.pk
+    redis.set(BUDGETS_READY, "1")
+    # The token's budget alone is short (the tenant and the alias have none): the pairs asked
+    # through that token are skipped before asking, as for the other scopes.
+    Budget.objects.create(tenant=acme.acme, scope=f"token:{token.pk}", tokens=200)
+    redis.rpush(RELEASE_SHADOW, shadow_item(plan, token_id=token.pk))
     assert shadow_pairs.pairs_ask(client=redis) == {"budget": 2}
     step = plan.step_rows.get(index=0)
     assert step.shadow_skipped == {"budget": 2} and not step.pairs

@@ -108,3 +108,25 @@ def test_each_versions_replies_are_sampled_at_exactly_the_share():
     for _ in range(600):
         kept[1] += bool(sample_bytes(gw, _request(0.1, version=1)))  # type: ignore[arg-type]
     assert kept[1] in (193, 194)
+
+
+async def test_a_kept_sample_carries_the_callers_token_id_never_its_secret(redis):
+    """A shadow pair asked of the sample counts against the caller's token's budgets too
+    (evals.services.shadow_pairs): the sample says which token, by its id."""
+    gw = SimpleNamespace(samples=ReleaseSamples(redis, capacity=4))
+    request = SimpleNamespace(
+        route=SimpleNamespace(alias_id=7),
+        payload={"messages": [{"role": "user", "content": "Tea?"}], "max_tokens": 5},
+        token_id=42,
+    )
+    Gateway.keep_sample(gw, request, SimpleNamespace(version_id=3), b"{}")  # type: ignore[arg-type]
+    Gateway.keep_sample(  # type: ignore[arg-type]
+        gw,
+        SimpleNamespace(**{**vars(request), "token_id": None}),
+        SimpleNamespace(version_id=3),
+        b"{}",
+    )
+    await gw.samples.flush()
+    sent = [json.loads(x) for x in await redis.lrange(RELEASE_SAMPLES, 0, -1)]
+    assert [s["token_id"] for s in sent] == [42, None]
+    assert sent[0]["params"] == {"max_tokens": 5}
