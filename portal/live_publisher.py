@@ -30,6 +30,7 @@ from portal.live_access import ACCESS_GENERATION_KEY, TENANT_GENERATIONS_KEY, ge
 from portal.live_series import (
     SECOND_PREFIX,
     evictions_by_period,
+    fleet_classes,
     fleet_payload,
     parse_period,
     tenant_payload,
@@ -106,7 +107,8 @@ class MetricsPublisher:
 
     async def _fleet_payload(self, seconds: list[int], periods: list[Any]) -> dict[str, Any]:
         evicted = await sync_to_async(evictions_by_period)(since=seconds[0], until=seconds[-1] + 1)
-        return fleet_payload(seconds=seconds, periods=periods, evicted=evicted)
+        classes = await sync_to_async(fleet_classes)()
+        return fleet_payload(seconds=seconds, periods=periods, evicted=evicted, classes=classes)
 
     async def _send(self, group: str, payload: dict[str, Any], gen: str) -> None:
         payload["sent_at"] = time.time()  # publish -> receipt delay (bench/live_fanout.py)
