@@ -6,8 +6,9 @@ channel layer (Redis pub/sub: one PUBLISH per group reaches every portal process
 it to its own sockets; the core layer's one list push and one pop per socket and message cost
 more than the numbers are worth keeping when nobody listens). Each tick reads the last
 few seconds' hashes in one pipelined round trip and sends each watched tenant's part to its group
-(`tenant-<id>.metrics`) and the fleet's totals to the operators' group: one message per group
-per second whatever the number of sockets, which filter it to what their user may see.
+(`tenant-<id>.metrics`) and the fleet's totals (with each engine's slots by service class now)
+to the operators' group: one message per group per second whatever the number of sockets,
+which filter it to what their user may see.
 The last seconds are sent again on the next ticks because the gateway's replicas flush their
 measurements up to a second late; the browser replaces a second it already has.
 """
