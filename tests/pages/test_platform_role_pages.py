@@ -156,7 +156,7 @@ def test_an_operator_tunes_an_engine_but_only_an_admin_moves_it(pages, engine):
 
 def test_the_engine_page_shows_its_queue_by_class_and_keeps_it_live(pages, engine):
     """The slots each class holds there (every replica's, from the engine's load hash) drawn
-    with the page, and the cells the fleet socket's messages update (engine_classes.js)."""
+    with the page, and the cells the fleet socket's messages update (static/portal/live.js)."""
     from workers import shared_state
     from workers.redis_contract.keys import load_key
 
@@ -171,7 +171,7 @@ def test_the_engine_page_shows_its_queue_by_class_and_keeps_it_live(pages, engin
     assert f'data-live-classes="{FLEET_ENGINE}" data-socket="/ws/fleet/metrics/"' in html
     assert '<td data-class-slots="gold">3</td>' in section
     assert '<td data-class-slots="bronze">0</td>' in section
-    assert "portal/engine_classes.js" in section
+    assert "portal/live.js" in section
 
 
 def test_the_advisor_page_shows_every_engines_flags(pages, engine):

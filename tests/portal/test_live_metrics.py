@@ -282,7 +282,7 @@ async def test_the_fleet_socket_catches_up_too(world):
 
 
 async def test_the_fleet_socket_carries_each_engines_queue_by_class(world):
-    """The engine page's live queue (static/portal/engine_classes.js): every fleet message, the
+    """The engine page's live queue (static/portal/live.js): every fleet message, the
     catch-up one and the publisher's, carries each engine's slots by service class now, from the
     `class:<name>` fields every replica's admission counts in the engine's load hash."""
     from workers import shared_state
