@@ -257,6 +257,11 @@ class Gateway:
             except Exception:  # noqa: BLE001 - release samples are a sample: dropped
                 stop_if_cancelled()
                 log.warning("could not send release samples", exc_info=True)
+            try:
+                await self.scripts.class_counts.flush(self.redis)
+            except Exception:  # noqa: BLE001 - kept for the next flush
+                stop_if_cancelled()
+                log.warning("could not send the service classes' counts", exc_info=True)
 
     async def aclose(self) -> None:
         """A replica's orderly end (and each test's own gateway): stop the background loops, send
@@ -282,6 +287,10 @@ class Gateway:
             await self.samples.flush()
         except Exception:  # noqa: BLE001 - release samples are a sample, the shutdown is not
             log.warning("could not send release samples at close", exc_info=True)
+        try:
+            await self.scripts.class_counts.flush(self.redis)
+        except Exception:  # noqa: BLE001 - metrics are best effort, the shutdown is not
+            log.warning("could not send the service classes' counts at close", exc_info=True)
         try:
             await self.scripts.budgets.flush()
         except Exception:  # noqa: BLE001 - what is not settled stays reserved (never under)

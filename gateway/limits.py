@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 ADMIT_WAIT_S = 60.0
 # Hash: per service class, requests shed (`shed:<class>`), and requests that waited for their
 # class's share then went in (`held:<class>`) with their seconds (`held_s:<class>`), every
-# replica's (gateway.metrics: service_class_*).
+# replica's (gateway.metrics: service_class_*). A replica counts them in memory (ClassCounts)
+# and adds them to the hash with its measurements, once a GATEWAY_MEASUREMENT_FLUSH_SECONDS.
 CLASSES_KEY = "lp:gwm:classes"
 HELD_NOTE_S = 2.0  # how often a request held at the pin guard tells the controller again
 SKIP = -1  # an ARGV value: this part of the script does not apply to the request
@@ -82,6 +83,42 @@ def concurrency_limit(target: Target) -> int:
     return min(caps) if caps else 0
 
 
+class ClassCounts:
+    """A replica's shed and held requests by class since its last flush (CLASSES_KEY's fields):
+    counted in memory on the request's path, added to the shared hash by the flush loop in one
+    round trip. A flush Redis does not take keeps its counts for the next one."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, float] = {}
+
+    def shed(self, name: str) -> None:
+        self._add(f"shed:{name}", 1)
+
+    def held(self, name: str, seconds: float) -> None:
+        self._add(f"held:{name}", 1)
+        self._add(f"held_s:{name}", seconds)
+
+    def _add(self, field: str, value: float) -> None:
+        self.fields[field] = self.fields.get(field, 0) + value
+
+    async def flush(self, redis: aioredis.Redis) -> None:
+        fields, self.fields = self.fields, {}
+        if not fields:
+            return
+        pipe = redis.pipeline(transaction=False)
+        for field, value in fields.items():
+            if field.startswith("held_s:"):
+                pipe.hincrbyfloat(CLASSES_KEY, field, value)
+            else:
+                pipe.hincrby(CLASSES_KEY, field, int(value))
+        try:
+            await pipe.execute()
+        except RedisError:
+            for field, value in fields.items():  # kept whole: a lost count loses no request
+                self._add(field, value)
+            raise
+
+
 class Held(Protocol):
     """What a request held at an engine's pin guard needs from the gateway (gateway.app)."""
 
@@ -109,6 +146,7 @@ class Scripts:
         # The engines' drain rates as held requests saw them, and requests shed, by class.
         self.drains: dict[str, class_policy.DrainMeter] = {}
         self.shed: dict[str, int] = {}
+        self.class_counts = ClassCounts()  # for the metrics, flushed with the measurements
         # Budgets' settles, persisted then sent (gateway.budgets); run by the gateway's loop.
         self.budgets = BudgetSettler(self.link.script(lua.BUDGET_SETTLE))
 
@@ -340,7 +378,7 @@ class Admission:
                 continue
             if class_started is not None and status == 0:
                 class_started = None
-                await self._count_class("held", self.class_wait_s)
+                self.scripts.class_counts.held(self.service_class, self.class_wait_s)
             self._refuse(status, result, entry)
             self.counted = True
             argv[0] = argv[1] = argv[2] = SKIP  # counted once; only the engine part again
@@ -385,25 +423,10 @@ class Admission:
                 )
         except GatewayError as refused:
             if refused.code == "shed_for_capacity":
-                await self._count_class("shed", 1)
+                self.scripts.class_counts.shed(self.service_class)
             raise
         await asyncio.sleep(min(0.1, 0.01 * (1 + self.class_wait_s / 0.1)))
         return started
-
-    async def _count_class(self, what: str, seconds: float) -> None:
-        """Count a shed request, or one that waited for its class's share (and how long), for
-        the metrics; only these requests pay the round trip, and a lost count loses no request."""
-        name = self.service_class
-        try:
-            pipe = self.scripts.redis.pipeline(transaction=False)
-            if what == "shed":
-                pipe.hincrby(CLASSES_KEY, f"shed:{name}", 1)
-            else:
-                pipe.hincrby(CLASSES_KEY, f"held:{name}", 1)
-                pipe.hincrbyfloat(CLASSES_KEY, f"held_s:{name}", seconds)
-            await pipe.execute()
-        except RedisError:
-            log.warning("gateway: a service class count was lost (Redis)", exc_info=True)
 
     def _shed_or_wait(
         self, result: list[Any], entry: _Entry, argv: list[str | int], waited_s: float

@@ -279,10 +279,8 @@ def class_families(client: redis.Redis | None = None) -> Iterator[Metric]:
             [name], int(fields.get(f"held:{name}", 0)), fields.get(f"held_s:{name}", 0)
         )
     for engine, load in zip(engines, loads, strict=True):
-        for field_name, value in sorted(load.items()):
-            key = field_name.decode()
-            if key.startswith("class:"):
-                slots.add_metric([engine, key.split(":", 1)[1]], _number(value))
+        for name, held in sorted(shared_state.class_slots_of(load).items()):
+            slots.add_metric([engine, name], held)
     yield from (shed, waited, slots)
 
 

@@ -6,8 +6,9 @@ channel layer (Redis pub/sub: one PUBLISH per group reaches every portal process
 it to its own sockets; the core layer's one list push and one pop per socket and message cost
 more than the numbers are worth keeping when nobody listens). Each tick reads the last
 few seconds' hashes in one pipelined round trip and sends each watched tenant's part to its group
-(`tenant-<id>.metrics`) and the fleet's totals to the operators' group: one message per group
-per second whatever the number of sockets, which filter it to what their user may see.
+(`tenant-<id>.metrics`) and the fleet's totals (with each engine's slots by service class now)
+to the operators' group: one message per group per second whatever the number of sockets,
+which filter it to what their user may see.
 The last seconds are sent again on the next ticks because the gateway's replicas flush their
 measurements up to a second late; the browser replaces a second it already has.
 """
@@ -30,6 +31,7 @@ from portal.live_access import ACCESS_GENERATION_KEY, TENANT_GENERATIONS_KEY, ge
 from portal.live_series import (
     SECOND_PREFIX,
     evictions_by_period,
+    fleet_classes,
     fleet_payload,
     parse_period,
     tenant_payload,
@@ -106,7 +108,8 @@ class MetricsPublisher:
 
     async def _fleet_payload(self, seconds: list[int], periods: list[Any]) -> dict[str, Any]:
         evicted = await sync_to_async(evictions_by_period)(since=seconds[0], until=seconds[-1] + 1)
-        return fleet_payload(seconds=seconds, periods=periods, evicted=evicted)
+        classes = await sync_to_async(fleet_classes)()
+        return fleet_payload(seconds=seconds, periods=periods, evicted=evicted, classes=classes)
 
     async def _send(self, group: str, payload: dict[str, Any], gen: str) -> None:
         payload["sent_at"] = time.time()  # publish -> receipt delay (bench/live_fanout.py)

@@ -216,16 +216,30 @@ def tenant_payload(*, tenant: str, seconds: list[int], periods: list[TenantSums]
     }
 
 
+def fleet_classes() -> dict[str, dict[str, int]]:
+    """Each engine's queue by service class now: the slots each class's requests hold there,
+    every gateway replica's (docs/classes.md); engines with none held map to {}."""
+    from workers.models import Engine
+
+    engines = sorted(Engine.objects.values_list("name", flat=True))
+    return shared_state.engines_class_slots(engines)
+
+
 def fleet_payload(
-    *, seconds: list[int], periods: list[TenantSums], evicted: dict[int, int]
+    *,
+    seconds: list[int],
+    periods: list[TenantSums],
+    evicted: dict[int, int],
+    classes: dict[str, dict[str, int]],
 ) -> dict[str, Any]:
-    """The fleet's totals, with evictions, for each of `seconds` (the operators' message)."""
+    """The fleet's totals, with evictions, for each of `seconds`, and each engine's slots by
+    service class now (fleet_classes; the engine page's live queue): the operators' message."""
     points = []
     for s, p in zip(seconds, periods, strict=True):
         sums = fleet_total(p)
         sums["evictions"] = evicted.get(s, 0)
         points.append({"t": s, "sums": sums})
-    return {"kind": "fleet-metrics", "step": 1, "points": points}
+    return {"kind": "fleet-metrics", "step": 1, "points": points, "classes": classes}
 
 
 def catch_up_seconds(*, since: int, now: float) -> list[int]:
@@ -256,4 +270,6 @@ def fleet_catch_up(*, since: int, now: float) -> dict[str, Any]:
     """The same for the operators' fleet socket (evictions from the database)."""
     seconds = catch_up_seconds(since=since, now=now)
     evicted = evictions_by_period(since=seconds[0], until=seconds[-1] + 1) if seconds else {}
-    return fleet_payload(seconds=seconds, periods=read_seconds(seconds), evicted=evicted)
+    return fleet_payload(
+        seconds=seconds, periods=read_seconds(seconds), evicted=evicted, classes=fleet_classes()
+    )

@@ -15,7 +15,7 @@ from typing import NamedTuple, cast
 import redis
 
 from workers.fleet_redis import client
-from workers.redis_contract.keys import FLEET, inflight_key
+from workers.redis_contract.keys import FLEET, inflight_key, load_key
 
 DEMAND_HISTORY_MAX = 5_000  # recent requests per pool the controller's DemandTracker replays
 _PREFIX = FLEET
@@ -49,6 +49,30 @@ def held_versions(engine: str, *, now: float | None = None) -> set[str]:
 def inflight_counts(engine: str) -> dict[str, int]:
     raw = client().hgetall(inflight_key(engine))
     return {_text(k): max(0, int(v)) for k, v in raw.items() if int(v) > 0}
+
+
+CLASS_FIELD = "class:"  # an engine's load hash: `class:<name>` -> the slots the class holds
+
+
+def class_slots_of(load: dict[bytes, bytes] | dict[str, str]) -> dict[str, int]:
+    """The slots each service class holds on an engine, from its load hash (keys.load_key: the
+    `class:<name>` fields every gateway replica's admission counts, docs/classes.md)."""
+    held: dict[str, int] = {}
+    for key, value in load.items():
+        name = _text(key)
+        if name.startswith(CLASS_FIELD):
+            held[name[len(CLASS_FIELD) :]] = int(float(_text(value)))
+    return held
+
+
+def engines_class_slots(engines: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Each of `engines`' slots by service class now, in one pipelined round trip."""
+    if not engines:
+        return {}
+    pipe = client().pipeline(transaction=False)
+    for engine in engines:
+        pipe.hgetall(load_key(engine))
+    return {e: class_slots_of(raw) for e, raw in zip(engines, pipe.execute(), strict=True)}
 
 
 def demand_key(pool: str) -> str:

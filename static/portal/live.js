@@ -2,7 +2,8 @@
 // history the page embedded, then update in place from the metrics socket (portal.consumers),
 // which first sends the seconds the page missed when it (re)joins, then the last seconds' raw sums
 // once a second. Ratios are derived here from sums, so seconds add up into the current minute
-// exactly; a second sent again replaces the one we have.
+// exactly; a second sent again replaces the one we have. The engine page's queue by service class
+// (data-live-classes) follows the fleet socket the same way (liveClasses below).
 (function () {
   "use strict";
   if (window.portalLive) return; // the partial may be included twice on one page
@@ -168,26 +169,56 @@
 
   Live.prototype.connect = function () {
     var self = this;
-    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     // `since`: the socket first sends every second after it (LiveNumbersSocket.send_catch_up in
     // portal/consumers.py), so what was recorded before it joined, or while it was reconnecting,
     // is drawn too. A few seconds before the last one we have: it may have come while the
     // gateway's replicas were still writing it.
-    var url = this.section.dataset.socket + "?since=" + Math.max(0, this.latest - 3);
-    var socket = new WebSocket(scheme + location.host + url);
-    socket.addEventListener("open", function () { self.state.textContent = "live"; });
-    socket.addEventListener("message", function (e) { self.receive(JSON.parse(e.data)); });
-    socket.addEventListener("close", function (e) {
-      if (e.code === 4403 || e.code === 4404 || e.code === 4401) {
-        self.state.textContent = "stopped: you no longer have access";
-        return;
-      }
-      self.state.textContent = "reconnecting…";
-      setTimeout(function () { self.connect(); }, 3000);
-    });
+    liveSocket(
+      function () { return self.section.dataset.socket + "?since=" + Math.max(0, self.latest - 3); },
+      this.state,
+      function (message) { self.receive(message); }
+    );
   };
 
+  // One live socket: "live" while open; a refusal (the user lost access) stops it; a drop
+  // reconnects after 3 s, to the URL `path()` gives then.
+  function liveSocket(path, state, receive) {
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + location.host + path());
+    socket.addEventListener("open", function () { state.textContent = "live"; });
+    socket.addEventListener("message", function (e) { receive(JSON.parse(e.data)); });
+    socket.addEventListener("close", function (e) {
+      if (e.code === 4403 || e.code === 4404 || e.code === 4401) {
+        state.textContent = "stopped: you no longer have access";
+        return;
+      }
+      state.textContent = "reconnecting…";
+      setTimeout(function () { liveSocket(path, state, receive); }, 3000);
+    });
+  }
+
+  // The engine page's queue by service class: [data-live-classes="<engine>"] keeps each
+  // [data-class-slots="<class>"] cell at the slots the class holds on that engine now, from the
+  // fleet socket's messages (portal.live_series.fleet_payload: `classes`, engine -> class ->
+  // slots, every gateway replica's), once a second; a class that holds nothing shows 0. The
+  // catch-up message a joining socket gets first carries the queue too.
+  function liveClasses(section) {
+    var engine = section.dataset.liveClasses;
+    liveSocket(
+      function () { return section.dataset.socket + "?since=" + Math.floor(Date.now() / 1000 - 2); },
+      section.querySelector("[data-live-state]"),
+      function (message) {
+        if (!message.classes) return;
+        var held = message.classes[engine] || {};
+        section.querySelectorAll("[data-class-slots]").forEach(function (cell) {
+          cell.textContent = String(held[cell.dataset.classSlots] || 0);
+        });
+      }
+    );
+  }
+
   function start() {
+    document.querySelectorAll("[data-live-classes]").forEach(liveClasses);
     if (typeof uPlot === "undefined") return;
     document.querySelectorAll("[data-live-charts]").forEach(function (section) { new Live(section); });
   }

@@ -271,6 +271,8 @@ async def test_the_metrics_count_shed_and_waiting_requests_and_each_class_slots(
     for admission in burst:
         await admission.release()
     held = await asyncio.wait_for(waiting, 10)
+    for replica in (scripts, replica_b):  # each replica's flush loop sends what it counted
+        await replica.class_counts.flush(replica.redis)
     families = {f.name: f for f in await sync_to_async(lambda: list(class_families()))()}
     shed = {s.labels["class"]: s.value for s in families["service_class_shed"].samples}
     assert shed == {"bronze": 1}

@@ -154,6 +154,26 @@ def test_an_operator_tunes_an_engine_but_only_an_admin_moves_it(pages, engine):
     assert 'name="url"' in adam.get(reverse("fleet-engine", args=[FLEET_ENGINE])).content.decode()
 
 
+def test_the_engine_page_shows_its_queue_by_class_and_keeps_it_live(pages, engine):
+    """The slots each class holds there (every replica's, from the engine's load hash) drawn
+    with the page, and the cells the fleet socket's messages update (static/portal/live.js)."""
+    from workers import shared_state
+    from workers.redis_contract.keys import load_key
+
+    redis = shared_state.client()
+    redis.hset(load_key(FLEET_ENGINE), mapping={"live": 3, "class:gold": 3})
+    try:
+        page = pages.client("olga").get(reverse("fleet-engine", args=[FLEET_ENGINE]))
+    finally:
+        redis.delete(load_key(FLEET_ENGINE))
+    html = page.content.decode()
+    section = html[html.index('id="classes"') :]
+    assert f'data-live-classes="{FLEET_ENGINE}" data-socket="/ws/fleet/metrics/"' in html
+    assert '<td data-class-slots="gold">3</td>' in section
+    assert '<td data-class-slots="bronze">0</td>' in section
+    assert "portal/live.js" in section
+
+
 def test_the_advisor_page_shows_every_engines_flags(pages, engine):
     from workers.selectors import engine_advice
 

@@ -281,6 +281,45 @@ async def test_the_fleet_socket_catches_up_too(world):
     assert points[int(now) - 3]["requests"] >= 5 and points[int(now) - 3]["evictions"] == 0
 
 
+async def test_the_fleet_socket_carries_each_engines_queue_by_class(world):
+    """The engine page's live queue (static/portal/live.js): every fleet message, the
+    catch-up one and the publisher's, carries each engine's slots by service class now, from the
+    `class:<name>` fields every replica's admission counts in the engine's load hash."""
+    from workers import shared_state
+    from workers.models import Engine
+    from workers.redis_contract.keys import load_key
+
+    name = f"classes-{uuid.uuid4().hex[:6]}"
+    await sync_to_async(Engine.objects.create)(
+        name=name,
+        base_model=world.base,
+        url="http://127.0.0.1:1",
+        served_model_name=world.base.name,
+        adapter_root="/nonexistent",
+    )
+    redis = shared_state.client()
+    redis.hset(load_key(name), mapping={"live": 3, "class:gold": 2, "class:bronze": 1})
+    try:
+        now = time.time()
+        socket, connected, _ = await open_socket(
+            f"{FLEET}?since={int(now) - 2}", await headers_for(world, "olga")
+        )
+        assert connected
+        caught_up = await socket.receive_json_from(timeout=5)
+        assert caught_up["classes"][name] == {"gold": 2, "bronze": 1}
+
+        redis.hset(load_key(name), mapping={"class:gold": 5, "class:bronze": 0})
+        pub, client = publisher()
+        await pub.tick(now=past_second() + 0.05)
+        await client.aclose()
+        payload = await socket.receive_json_from(timeout=5)
+        await socket.disconnect()
+        assert payload["kind"] == "fleet-metrics"
+        assert payload["classes"][name] == {"gold": 5, "bronze": 0}
+    finally:
+        redis.delete(load_key(name))
+
+
 @pytest.mark.parametrize("query", ["", "?since=", "?since=abc", "?since=-5", "?since=1e9"])
 async def test_without_a_valid_since_nothing_is_sent_before_the_publisher(world, query):
     socket, connected, _ = await open_socket(f"{METRICS}{query}", await headers_for(world, "vera"))

@@ -25,7 +25,6 @@ from workers.advisor import Advice, launch_flags
 from workers.advisor_selectors import lora_modules
 from workers.alarms import open_alarms
 from workers.models import Engine, FleetAction, Residency, ResidencyState
-from workers.redis_contract.keys import load_key
 from workers.schedule_rules import pool_expression
 from workers.schedules import TASK_NAME as WARMUP_TASK
 from workers.selectors import (
@@ -346,14 +345,9 @@ def class_loads(engine: Engine) -> list[ClassLoad]:
     """The engine's slots by service class (docs/classes.md), heaviest class first; a Redis that
     does not answer shows none."""
     try:
-        raw = shared_state.client().hgetall(load_key(engine.name))
+        held = shared_state.engines_class_slots([engine.name]).get(engine.name, {})
     except RedisError:
-        raw = {}
-    held: dict[str, int] = {}
-    for key, value in raw.items():
-        name = key.decode() if isinstance(key, bytes) else str(key)
-        if name.startswith("class:"):
-            held[name.split(":", 1)[1]] = int(value)
+        held = {}
     return [
         ClassLoad(c.name, held.get(c.name, 0), c.weight, c.max_queue_wait_ms, c.sheddable)
         for c in ServiceClass.objects.all()
