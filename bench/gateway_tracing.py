@@ -85,6 +85,9 @@ class TracingResult:
     cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     exporter_cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     gateway_busy: dict[str, dict[str, float]] = field(default_factory=dict)  # share of its core
+    # the stub phase at 100 %: requests the gateway served, and request spans the receiver got
+    stub_sent_traced: int = 0
+    stub_spans: int = 0
 
     def added_p50(self, upstream: str, kind: str, mode: str) -> float:
         per = self.latency[upstream][kind]
@@ -194,7 +197,9 @@ def render(r: TracingResult, command: str) -> str:
     lines += [
         "",
         f"Spans received: {r.gateway_spans} from the 100 % gateway's requests (request spans), "
-        f"{r.engine_spans} from the engine.",
+        f"{r.engine_spans} from the engine; through the stub, {r.stub_spans} request spans for "
+        f"the {r.stub_sent_traced} requests the 100 % gateway served (the rest dropped by its "
+        "span hand-off or its exporter's queue, as designed when the exporter falls behind).",
         *r.notes,
         END,
     ]
@@ -220,15 +225,15 @@ def joined_requests(spans: list[dict[str, Any]]) -> tuple[int, int, int]:
     return len(roots), engine_spans, joined
 
 
-def wait_for_spans(receiver: Any, sent: int) -> list[dict[str, Any]]:
-    """The receiver's spans once the 100 % gateway's requests are all in and the engine's count
-    has stopped growing (bounded)."""
-    deadline, last, steady = time.monotonic() + JOIN_WAIT_S, -1, 0
+def wait_for_spans(receiver: Any, sent: int, wait_s: float = JOIN_WAIT_S) -> list[dict[str, Any]]:
+    """The receiver's spans once the 100 % gateway's requests are all in and the counts have
+    stopped growing (bounded)."""
+    deadline, last, steady = time.monotonic() + wait_s, (-1, -1), 0
     while True:
         spans = receiver.spans()
         roots, engine, _ = joined_requests(spans)
-        steady = steady + 1 if engine == last else 0
-        last = engine
+        steady = steady + 1 if (roots, engine) == last else 0
+        last = (roots, engine)
         if (roots >= sent and steady >= 10) or time.monotonic() > deadline:
             return spans
         time.sleep(0.5)
@@ -258,12 +263,32 @@ def pin_exporters(pids: dict[str, int]) -> dict[str, int]:
     return out
 
 
+def settle(pids: list[int], quiet_s: float = 0.5, limit_s: float = 30.0) -> None:
+    """Wait until these processes (a traced gateway's exporter, the receiver) have used no CPU
+    for `quiet_s`: what they still export from one mode's run is not spent in the next's."""
+    deadline = time.monotonic() + limit_s
+    last, since = -1.0, time.monotonic()
+    while time.monotonic() < deadline:
+        used = sum(gs.cpu_seconds(pid) for pid in pids)
+        if used != last:
+            last, since = used, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.1)
+
+
 def throughput_runs(
-    targets: dict[str, Any], pids: dict[str, int], exporters: dict[str, int], **load: Any
+    targets: dict[str, Any],
+    pids: dict[str, int],
+    exporters: dict[str, int],
+    receiver_pid: int,
+    **load: Any,
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, float], dict[str, float]]:
     """measure_throughput for the gateways in turn, ROUNDS times over (off, 1 %, 100 %, off,
     ...: the machine's drift over the run falls on every mode alike), each round a
-    ROUNDS-th of the count; per mode, the rounds' sum. With the CPU per request (ms) of the
+    ROUNDS-th of the count, each run started once the exporters and the receiver are idle
+    (what a traced mode's run left them to export is not spent in the next run); per mode,
+    the rounds' sum. With the CPU per request (ms) of the
     gateway's own process and of its exporter, and the share of its core the gateway's process
     was busy (near 1: the gateway was the bottleneck; well below: something else was)."""
     from bench.gateway_overhead import Throughput, measure_throughput
@@ -272,6 +297,7 @@ def throughput_runs(
     totals: dict[str, list[float]] = {m: [0, 0, 0.0, 0.0, 0.0] for m in MODES}
     for _ in range(ROUNDS):
         for mode in MODES:
+            settle([*exporters.values(), receiver_pid])
             child = exporters.get(mode)
             before = gs.cpu_seconds(child) if child else 0.0
             run = uvloop.run(measure_throughput(targets[mode], pids[mode], **per_round))
@@ -305,7 +331,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     from tests.fixtures.otlp_receiver import OtlpReceiver
 
     started, load_before = time.time(), os.getloadavg()[0]
-    receiver = OtlpReceiver(VAR / "spans.jsonl").start()
+    receiver = OtlpReceiver(VAR / "spans.otlp").start()
     services.receiver = receiver
     # The receiver (a trace store's stand-in) beside the exporters, off the gateways' core.
     assert receiver.process is not None
@@ -367,7 +393,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     latency["engine"] = _summaries(raw, KINDS)
     with gs.pinned_to(LOADGEN_CPUS):
         runs, cpu["engine"], exporter_cpu["engine"], busy["engine"] = throughput_runs(
-            targets, pids, exporters, upstream="engine", **load
+            targets, pids, exporters, receiver.process.pid, upstream="engine", **load
         )
     throughput["engine"] = {m: t.rps for m, t in runs.items()}
     # Every request the 100 % gateway sent the real engine: latency (warm-up too) and load.
@@ -384,9 +410,13 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     latency["stub"] = _summaries(raw, KINDS[:2])
     with gs.pinned_to(LOADGEN_CPUS):
         runs, cpu["stub"], exporter_cpu["stub"], busy["stub"] = throughput_runs(
-            targets, pids, exporters, upstream="stub", **stub_load
+            targets, pids, exporters, receiver.process.pid, upstream="stub", **stub_load
         )
     throughput["stub"] = {m: t.rps for m, t in runs.items()}
+    # Every request the 100 % gateway served through the stub: latency (warm-up too) and load.
+    stub_warm = ROUNDS * max(50, (args.stub_requests // ROUNDS) // 10)
+    stub_sent = 2 * (args.requests + args.warmup) + runs["100%"].requests + stub_warm
+    stub_roots, _, _ = joined_requests(wait_for_spans(receiver, roots + stub_sent, wait_s=30))
     point_engine_row("bench-engine", services.engine.base_url)
     return TracingResult(
         latency=latency,
@@ -404,6 +434,8 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         cpu_ms=cpu,
         exporter_cpu_ms=exporter_cpu,
         gateway_busy=busy,
+        stub_sent_traced=stub_sent,
+        stub_spans=stub_roots - roots,
     )
 
 
