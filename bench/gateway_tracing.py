@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
@@ -88,6 +89,8 @@ class TracingResult:
     # the stub phase at 100 %: requests the gateway served, and request spans the receiver got
     stub_sent_traced: int = 0
     stub_spans: int = 0
+    # upstream -> mode -> process on core 0 -> ms of CPU per request (load generator, stub, receiver)
+    core0_ms: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     def added_p50(self, upstream: str, kind: str, mode: str) -> float:
         per = self.latency[upstream][kind]
@@ -194,6 +197,22 @@ def render(r: TracingResult, command: str) -> str:
         for upstream, shares in r.gateway_busy.items():
             cells = [f"{shares[m]:.0%}" for m in MODES]
             lines.append(f"| {upstream}: gateway's core busy | " + " | ".join(cells) + " |")
+    if r.core0_ms.get("stub"):
+        per = r.core0_ms["stub"]
+        lines += [
+            "",
+            "Core 0 in the stub runs, CPU ms per request (the load generator, the stub, the OTLP "
+            "receiver, each traced gateway's exporter; the core's capacity is 1000 / rate):",
+            "",
+            "| process | off | 1 % | 100 % |",
+            "|---|---|---|---|",
+        ]
+        for name in per["off"]:
+            cells = [f"{per[m][name]:.3f}" for m in MODES]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        exporter = r.exporter_cpu_ms.get("stub", {})
+        cells = ["0.000"] + [f"{exporter.get(m, 0.0):.3f}" for m in ("1%", "100%")]
+        lines.append("| exporter | " + " | ".join(cells) + " |")
     lines += [
         "",
         f"Spans received: {r.gateway_spans} from the 100 % gateway's requests (request spans), "
@@ -281,7 +300,8 @@ def throughput_runs(
     targets: dict[str, Any],
     pids: dict[str, int],
     exporters: dict[str, int],
-    receiver_pid: int,
+    core0_pids: dict[str, int],
+    core0: dict[str, dict[str, float]],
     **load: Any,
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, float], dict[str, float]]:
     """measure_throughput for the gateways in turn, ROUNDS times over (off, 1 %, 100 %, off,
@@ -297,11 +317,16 @@ def throughput_runs(
     totals: dict[str, list[float]] = {m: [0, 0, 0.0, 0.0, 0.0] for m in MODES}
     for _ in range(ROUNDS):
         for mode in MODES:
-            settle([*exporters.values(), receiver_pid])
+            settle([*exporters.values(), *core0_pids.values()])
             child = exporters.get(mode)
             before = gs.cpu_seconds(child) if child else 0.0
+            side = _core0_seconds(core0_pids)
             run = uvloop.run(measure_throughput(targets[mode], pids[mode], **per_round))
             spent = gs.cpu_seconds(child) - before if child else 0.0
+            side_now = _core0_seconds(core0_pids)
+            per = core0.setdefault(mode, {})
+            for name, seconds in side_now.items():  # summed here, per request below
+                per[name] = per.get(name, 0.0) + seconds - side[name]
             total = totals[mode]
             total[0] += run.requests
             total[1] += run.errors
@@ -316,7 +341,19 @@ def throughput_runs(
         cpu[mode] = own / done * 1000
         exporter_cpu[mode] = spent / done * 1000
         busy[mode] = own / seconds if seconds else 0.0
+        core0[mode] = {name: used / done * 1000 for name, used in core0[mode].items()}
     return runs, cpu, exporter_cpu, busy
+
+
+def _core0_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of core 0's processes: this one (the load generator; the warm-up
+    requests measure_throughput sends count too, here as in the stub) and those named (the
+    stub, the receiver)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "load generator": usage.ru_utime + usage.ru_stime,
+        **{name: gs.cpu_seconds(pid) for name, pid in pids.items()},
+    }
 
 
 def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> TracingResult:
@@ -384,6 +421,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     cpu: dict[str, dict[str, float]] = {}
     exporter_cpu: dict[str, dict[str, float]] = {}
     busy: dict[str, dict[str, float]] = {}
+    core0: dict[str, dict[str, float]] = {}
     latency_cpus = {int(PROXY_CPUS)} if args.engine_cpus else LOADGEN_CPUS
     with gs.pinned_to(latency_cpus):
         # One request each first: a traced gateway starts its span exporter at its first.
@@ -393,7 +431,13 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     latency["engine"] = _summaries(raw, KINDS)
     with gs.pinned_to(LOADGEN_CPUS):
         runs, cpu["engine"], exporter_cpu["engine"], busy["engine"] = throughput_runs(
-            targets, pids, exporters, receiver.process.pid, upstream="engine", **load
+            targets,
+            pids,
+            exporters,
+            {"receiver": receiver.process.pid},
+            {},
+            upstream="engine",
+            **load,
         )
     throughput["engine"] = {m: t.rps for m, t in runs.items()}
     # Every request the 100 % gateway sent the real engine: latency (warm-up too) and load.
@@ -410,7 +454,13 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     latency["stub"] = _summaries(raw, KINDS[:2])
     with gs.pinned_to(LOADGEN_CPUS):
         runs, cpu["stub"], exporter_cpu["stub"], busy["stub"] = throughput_runs(
-            targets, pids, exporters, receiver.process.pid, upstream="stub", **stub_load
+            targets,
+            pids,
+            exporters,
+            {"stub": services.stub.pid, "receiver": receiver.process.pid},
+            core0,
+            upstream="stub",
+            **stub_load,
         )
     throughput["stub"] = {m: t.rps for m, t in runs.items()}
     # Every request the 100 % gateway served through the stub: latency (warm-up too) and load.
@@ -436,6 +486,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         gateway_busy=busy,
         stub_sent_traced=stub_sent,
         stub_spans=stub_roots - roots,
+        core0_ms={"stub": core0},
     )
 
 
