@@ -91,6 +91,8 @@ class TracingResult:
     stub_spans: int = 0
     # upstream -> mode -> process on core 0 -> ms of CPU per request (load generator, stub, receiver)
     core0_ms: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # upstream -> mode -> each round's requests per second (the spread the totals hide)
+    round_rps: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def added_p50(self, upstream: str, kind: str, mode: str) -> float:
         per = self.latency[upstream][kind]
@@ -180,6 +182,20 @@ def render(r: TracingResult, command: str) -> str:
         cells = [f"{rates['off']:.0f}"]
         cells += [f"{rates[m]:.0f} ({rates[m] / rates['off']:.3f}x)" for m in ("1%", "100%")]
         lines.append(f"| {upstream} | " + " | ".join(cells) + " |")
+    for upstream, per in r.round_rps.items():
+        cells = []
+        for m in ("1%", "100%"):
+            ratios = sorted(a / b for a, b in zip(per[m], per["off"], strict=True) if b)
+            if ratios:
+                median = ratios[len(ratios) // 2]
+                cells.append(f"{m} {ratios[0]:.3f}x to {ratios[-1]:.3f}x (median {median:.3f}x)")
+        if cells:
+            lines.append("")
+            lines.append(
+                f"Each round's ratio to the same round's tracing off, {upstream}: "
+                + "; ".join(cells)
+                + "."
+            )
     if r.cpu_ms:
         lines += [
             "",
@@ -302,6 +318,7 @@ def throughput_runs(
     exporters: dict[str, int],
     core0_pids: dict[str, int],
     core0: dict[str, dict[str, float]],
+    rounds: dict[str, list[float]],
     **load: Any,
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, float], dict[str, float]]:
     """measure_throughput for the gateways in turn, ROUNDS times over (off, 1 %, 100 %, off,
@@ -327,6 +344,7 @@ def throughput_runs(
             per = core0.setdefault(mode, {})
             for name, seconds in side_now.items():  # summed here, per request below
                 per[name] = per.get(name, 0.0) + seconds - side[name]
+            rounds.setdefault(mode, []).append(run.rps)
             total = totals[mode]
             total[0] += run.requests
             total[1] += run.errors
@@ -422,6 +440,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     exporter_cpu: dict[str, dict[str, float]] = {}
     busy: dict[str, dict[str, float]] = {}
     core0: dict[str, dict[str, float]] = {}
+    round_rps: dict[str, dict[str, list[float]]] = {}
     latency_cpus = {int(PROXY_CPUS)} if args.engine_cpus else LOADGEN_CPUS
     with gs.pinned_to(latency_cpus):
         # One request each first: a traced gateway starts its span exporter at its first.
@@ -436,6 +455,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
             exporters,
             {"receiver": receiver.process.pid},
             {},
+            round_rps.setdefault("engine", {}),
             upstream="engine",
             **load,
         )
@@ -459,6 +479,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
             exporters,
             {"stub": services.stub.pid, "receiver": receiver.process.pid},
             core0,
+            round_rps.setdefault("stub", {}),
             upstream="stub",
             **stub_load,
         )
@@ -487,6 +508,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         stub_sent_traced=stub_sent,
         stub_spans=stub_roots - roots,
         core0_ms={"stub": core0},
+        round_rps=round_rps,
     )
 
 
