@@ -1,13 +1,16 @@
 """Spans recorded as plain tuples on a hot path, exported over OTLP by a process of their own.
 
 The gateway's event loop records a sampled request's spans as tuples (gateway.tracing) and hands
-them to a `SpanPipe`: every few milliseconds the loop writes what it holds, marshalled, to the
-pipe of a child process (`python -m core.span_export SERVICE SCOPE`) with one non-blocking write. The
-child writes each span tuple as OTLP protobuf directly (core.otlp_wire: no SDK span or protobuf
-objects), queues and batches them by the batch processor's rules and variables (`OTEL_BSP_*`)
-and sends each batch with the SDK's OTLP/HTTP exporter's client, configured by the standard
-variables it inherits (`OTEL_EXPORTER_OTLP_*`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`).
-The encoding, the bulk of tracing's CPU, thus never holds the serving process's GIL.
+them to a `SpanPipe`, which marshals them at once (the tuples die with the request: held for the
+next write, they aged into the garbage collector's older generations, whose collections then
+cost the gateway more than the spans' recording did); every few milliseconds the loop writes
+what it holds to the pipe of a child process (`python -m core.span_export SERVICE SCOPE`) with
+one non-blocking write. The child writes each span tuple as OTLP protobuf directly
+(core.otlp_wire: no SDK span or protobuf objects), queues and batches them by the batch
+processor's rules and variables (`OTEL_BSP_*`) and sends each batch with the SDK's OTLP/HTTP
+exporter's client, configured by the standard variables it inherits (`OTEL_EXPORTER_OTLP_*`,
+`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`). The encoding, the bulk of tracing's CPU, thus
+never holds the serving process's GIL.
 
 Back pressure: when the child does not keep up, the pipe fills and the loop keeps at most
 `MAX_BUFFERED_BYTES` of its own; beyond that, spans are dropped (counted), never requests
@@ -56,7 +59,6 @@ class SpanPipe:
         self.pid = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.fd = -1
-        self.records: list[Record] = []
         self.unsent = bytearray()  # framed bytes the pipe did not take yet
         self.scheduled: Any = None  # the loop a flush is due on
         self.lock = threading.Lock()  # loops of several threads may share the pipe
@@ -67,7 +69,7 @@ class SpanPipe:
         if self.pid == os.getpid():
             return
         self.pid = os.getpid()
-        self.records, self.unsent, self.scheduled = [], bytearray(), None
+        self.unsent, self.scheduled = bytearray(), None
         self.lock = threading.Lock()
         try:
             self.proc = subprocess.Popen(
@@ -86,10 +88,18 @@ class SpanPipe:
         atexit.register(self.close)
 
     def put(self, record: Record) -> None:
-        """Hold one request's spans; the main thread's running loop (the server's) writes them
-        within FLUSH_DELAY_S. Without a loop, or on another thread's loop (an eval run's, which
-        may end before a timer of its own fires), they are written now."""
-        self.records.append(record)
+        """One request's spans, marshalled now (their tuples and dicts die with the request,
+        never aging into the collector's older generations while they wait); the main thread's
+        running loop (the server's) writes them within FLUSH_DELAY_S. Without a loop, or on
+        another thread's loop (an eval run's, which may end before a timer of its own fires),
+        they are written now."""
+        body = marshal.dumps((record,))
+        with self.lock:
+            if self.fd < 0 or len(self.unsent) + len(body) > MAX_BUFFERED_BYTES:
+                self.dropped += 1
+                return
+            self.unsent += FRAME.pack(len(body))
+            self.unsent += body
         if threading.current_thread() is not threading.main_thread():
             self.flush()
             return
@@ -107,21 +117,12 @@ class SpanPipe:
         loop.call_later(FLUSH_DELAY_S, self.flush)
 
     def flush(self) -> None:
-        """Write what is held: one marshalled frame, as much of it as the pipe takes; what it
-        did not take, the next flush writes (one is scheduled while bytes wait)."""
+        """Write what is held, as much of it as the pipe takes; what it did not take, the next
+        flush writes (one is scheduled while bytes wait)."""
         with self.lock:
             self.scheduled = None
-            records, self.records = self.records, []
             if self.fd < 0:
-                self.dropped += len(records)
                 return
-            if records:
-                body = marshal.dumps(records)
-                if len(self.unsent) + len(body) > MAX_BUFFERED_BYTES:
-                    self.dropped += len(records)
-                else:
-                    self.unsent += FRAME.pack(len(body))
-                    self.unsent += body
             self._write()
             if not self.unsent:
                 return
