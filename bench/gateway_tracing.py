@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
@@ -85,6 +86,13 @@ class TracingResult:
     cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     exporter_cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     gateway_busy: dict[str, dict[str, float]] = field(default_factory=dict)  # share of its core
+    # the stub phase at 100 %: requests the gateway served, and request spans the receiver got
+    stub_sent_traced: int = 0
+    stub_spans: int = 0
+    # upstream -> mode -> process on core 0 -> ms of CPU per request (load generator, stub, receiver)
+    core0_ms: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # upstream -> mode -> each round's requests per second (the spread the totals hide)
+    round_rps: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def added_p50(self, upstream: str, kind: str, mode: str) -> float:
         per = self.latency[upstream][kind]
@@ -174,6 +182,20 @@ def render(r: TracingResult, command: str) -> str:
         cells = [f"{rates['off']:.0f}"]
         cells += [f"{rates[m]:.0f} ({rates[m] / rates['off']:.3f}x)" for m in ("1%", "100%")]
         lines.append(f"| {upstream} | " + " | ".join(cells) + " |")
+    for upstream, per in r.round_rps.items():
+        cells = []
+        for m in ("1%", "100%"):
+            ratios = sorted(a / b for a, b in zip(per[m], per["off"], strict=True) if b)
+            if ratios:
+                median = ratios[len(ratios) // 2]
+                cells.append(f"{m} {ratios[0]:.3f}x to {ratios[-1]:.3f}x (median {median:.3f}x)")
+        if cells:
+            lines.append("")
+            lines.append(
+                f"Each round's ratio to the same round's tracing off, {upstream}: "
+                + "; ".join(cells)
+                + "."
+            )
     if r.cpu_ms:
         lines += [
             "",
@@ -191,10 +213,28 @@ def render(r: TracingResult, command: str) -> str:
         for upstream, shares in r.gateway_busy.items():
             cells = [f"{shares[m]:.0%}" for m in MODES]
             lines.append(f"| {upstream}: gateway's core busy | " + " | ".join(cells) + " |")
+    if r.core0_ms.get("stub"):
+        per = r.core0_ms["stub"]
+        lines += [
+            "",
+            "Core 0 in the stub runs, CPU ms per request (the load generator, the stub, the OTLP "
+            "receiver, each traced gateway's exporter; the core's capacity is 1000 / rate):",
+            "",
+            "| process | off | 1 % | 100 % |",
+            "|---|---|---|---|",
+        ]
+        for name in per["off"]:
+            cells = [f"{per[m][name]:.3f}" for m in MODES]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        exporter = r.exporter_cpu_ms.get("stub", {})
+        cells = ["0.000"] + [f"{exporter.get(m, 0.0):.3f}" for m in ("1%", "100%")]
+        lines.append("| exporter | " + " | ".join(cells) + " |")
     lines += [
         "",
         f"Spans received: {r.gateway_spans} from the 100 % gateway's requests (request spans), "
-        f"{r.engine_spans} from the engine.",
+        f"{r.engine_spans} from the engine; through the stub, {r.stub_spans} request spans for "
+        f"the {r.stub_sent_traced} requests the 100 % gateway served (the rest dropped by its "
+        "span hand-off or its exporter's queue, as designed when the exporter falls behind).",
         *r.notes,
         END,
     ]
@@ -220,15 +260,15 @@ def joined_requests(spans: list[dict[str, Any]]) -> tuple[int, int, int]:
     return len(roots), engine_spans, joined
 
 
-def wait_for_spans(receiver: Any, sent: int) -> list[dict[str, Any]]:
-    """The receiver's spans once the 100 % gateway's requests are all in and the engine's count
-    has stopped growing (bounded)."""
-    deadline, last, steady = time.monotonic() + JOIN_WAIT_S, -1, 0
+def wait_for_spans(receiver: Any, sent: int, wait_s: float = JOIN_WAIT_S) -> list[dict[str, Any]]:
+    """The receiver's spans once the 100 % gateway's requests are all in and the counts have
+    stopped growing (bounded)."""
+    deadline, last, steady = time.monotonic() + wait_s, (-1, -1), 0
     while True:
         spans = receiver.spans()
         roots, engine, _ = joined_requests(spans)
-        steady = steady + 1 if engine == last else 0
-        last = engine
+        steady = steady + 1 if (roots, engine) == last else 0
+        last = (roots, engine)
         if (roots >= sent and steady >= 10) or time.monotonic() > deadline:
             return spans
         time.sleep(0.5)
@@ -258,12 +298,34 @@ def pin_exporters(pids: dict[str, int]) -> dict[str, int]:
     return out
 
 
+def settle(pids: list[int], quiet_s: float = 0.5, limit_s: float = 30.0) -> None:
+    """Wait until these processes (a traced gateway's exporter, the receiver) have used no CPU
+    for `quiet_s`: what they still export from one mode's run is not spent in the next's."""
+    deadline = time.monotonic() + limit_s
+    last, since = -1.0, time.monotonic()
+    while time.monotonic() < deadline:
+        used = sum(gs.cpu_seconds(pid) for pid in pids)
+        if used != last:
+            last, since = used, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.1)
+
+
 def throughput_runs(
-    targets: dict[str, Any], pids: dict[str, int], exporters: dict[str, int], **load: Any
+    targets: dict[str, Any],
+    pids: dict[str, int],
+    exporters: dict[str, int],
+    core0_pids: dict[str, int],
+    core0: dict[str, dict[str, float]],
+    rounds: dict[str, list[float]],
+    **load: Any,
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, float], dict[str, float]]:
     """measure_throughput for the gateways in turn, ROUNDS times over (off, 1 %, 100 %, off,
     ...: the machine's drift over the run falls on every mode alike), each round a
-    ROUNDS-th of the count; per mode, the rounds' sum. With the CPU per request (ms) of the
+    ROUNDS-th of the count, each run started once the exporters and the receiver are idle
+    (what a traced mode's run left them to export is not spent in the next run); per mode,
+    the rounds' sum. With the CPU per request (ms) of the
     gateway's own process and of its exporter, and the share of its core the gateway's process
     was busy (near 1: the gateway was the bottleneck; well below: something else was)."""
     from bench.gateway_overhead import Throughput, measure_throughput
@@ -272,10 +334,17 @@ def throughput_runs(
     totals: dict[str, list[float]] = {m: [0, 0, 0.0, 0.0, 0.0] for m in MODES}
     for _ in range(ROUNDS):
         for mode in MODES:
+            settle([*exporters.values(), *core0_pids.values()])
             child = exporters.get(mode)
             before = gs.cpu_seconds(child) if child else 0.0
+            side = _core0_seconds(core0_pids)
             run = uvloop.run(measure_throughput(targets[mode], pids[mode], **per_round))
             spent = gs.cpu_seconds(child) - before if child else 0.0
+            side_now = _core0_seconds(core0_pids)
+            per = core0.setdefault(mode, {})
+            for name, seconds in side_now.items():  # summed here, per request below
+                per[name] = per.get(name, 0.0) + seconds - side[name]
+            rounds.setdefault(mode, []).append(run.rps)
             total = totals[mode]
             total[0] += run.requests
             total[1] += run.errors
@@ -290,7 +359,19 @@ def throughput_runs(
         cpu[mode] = own / done * 1000
         exporter_cpu[mode] = spent / done * 1000
         busy[mode] = own / seconds if seconds else 0.0
+        core0[mode] = {name: used / done * 1000 for name, used in core0[mode].items()}
     return runs, cpu, exporter_cpu, busy
+
+
+def _core0_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of core 0's processes: this one (the load generator; the warm-up
+    requests measure_throughput sends count too, here as in the stub) and those named (the
+    stub, the receiver)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "load generator": usage.ru_utime + usage.ru_stime,
+        **{name: gs.cpu_seconds(pid) for name, pid in pids.items()},
+    }
 
 
 def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> TracingResult:
@@ -305,7 +386,7 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     from tests.fixtures.otlp_receiver import OtlpReceiver
 
     started, load_before = time.time(), os.getloadavg()[0]
-    receiver = OtlpReceiver(VAR / "spans.jsonl").start()
+    receiver = OtlpReceiver(VAR / "spans.otlp").start()
     services.receiver = receiver
     # The receiver (a trace store's stand-in) beside the exporters, off the gateways' core.
     assert receiver.process is not None
@@ -358,6 +439,8 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     cpu: dict[str, dict[str, float]] = {}
     exporter_cpu: dict[str, dict[str, float]] = {}
     busy: dict[str, dict[str, float]] = {}
+    core0: dict[str, dict[str, float]] = {}
+    round_rps: dict[str, dict[str, list[float]]] = {}
     latency_cpus = {int(PROXY_CPUS)} if args.engine_cpus else LOADGEN_CPUS
     with gs.pinned_to(latency_cpus):
         # One request each first: a traced gateway starts its span exporter at its first.
@@ -367,7 +450,14 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     latency["engine"] = _summaries(raw, KINDS)
     with gs.pinned_to(LOADGEN_CPUS):
         runs, cpu["engine"], exporter_cpu["engine"], busy["engine"] = throughput_runs(
-            targets, pids, exporters, upstream="engine", **load
+            targets,
+            pids,
+            exporters,
+            {"receiver": receiver.process.pid},
+            {},
+            round_rps.setdefault("engine", {}),
+            upstream="engine",
+            **load,
         )
     throughput["engine"] = {m: t.rps for m, t in runs.items()}
     # Every request the 100 % gateway sent the real engine: latency (warm-up too) and load.
@@ -384,9 +474,20 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
     latency["stub"] = _summaries(raw, KINDS[:2])
     with gs.pinned_to(LOADGEN_CPUS):
         runs, cpu["stub"], exporter_cpu["stub"], busy["stub"] = throughput_runs(
-            targets, pids, exporters, upstream="stub", **stub_load
+            targets,
+            pids,
+            exporters,
+            {"stub": services.stub.pid, "receiver": receiver.process.pid},
+            core0,
+            round_rps.setdefault("stub", {}),
+            upstream="stub",
+            **stub_load,
         )
     throughput["stub"] = {m: t.rps for m, t in runs.items()}
+    # Every request the 100 % gateway served through the stub: latency (warm-up too) and load.
+    stub_warm = ROUNDS * max(50, (args.stub_requests // ROUNDS) // 10)
+    stub_sent = 2 * (args.requests + args.warmup) + runs["100%"].requests + stub_warm
+    stub_roots, _, _ = joined_requests(wait_for_spans(receiver, roots + stub_sent, wait_s=30))
     point_engine_row("bench-engine", services.engine.base_url)
     return TracingResult(
         latency=latency,
@@ -404,6 +505,10 @@ def measure_tracing(args: argparse.Namespace, services: Any, db_url: str) -> Tra
         cpu_ms=cpu,
         exporter_cpu_ms=exporter_cpu,
         gateway_busy=busy,
+        stub_sent_traced=stub_sent,
+        stub_spans=stub_roots - roots,
+        core0_ms={"stub": core0},
+        round_rps=round_rps,
     )
 
 

@@ -7,8 +7,8 @@
   protobuf encoding (opentelemetry-exporter-otlp-proto-common; protobuf's implementation named);
 - the gateway's way (gateway.tracing): the sampling decision and traceparent of an unsampled
   request, a sampled request's five spans recorded as tuples and marshalled for the exporter
-  process; and in that process (core.span_export), a request's spans made ReadableSpans and
-  encoded.
+  process; and in that process (core.span_export), a request's spans written as OTLP protobuf
+  (core.otlp_wire), against the SDK's way there (ReadableSpans, then its encoder).
 
 Prints microseconds per operation; docs/benchmarks.md ("Gateway tracing") quotes it.
 """
@@ -71,7 +71,7 @@ def sdk_costs(number: int) -> dict[str, float]:
 
 
 def gateway_costs(number: int) -> dict[str, float]:
-    from core import span_export
+    from core import otlp_wire, span_export
     from gateway import tracing
 
     os.environ["OTEL_TRACES_SAMPLER_ARG"] = "0.01"
@@ -101,11 +101,24 @@ def gateway_costs(number: int) -> dict[str, float]:
         with call:
             trace.traceparent(call.span_id)
             call.attributes.update({"gen_ai.usage.input_tokens": 5})
-            call.events.append(("gen_ai.first_token", trace.ns(tracing._perf()), {}))
+            call.events = [("gen_ai.first_token", tracing._perf(), {})]
         with tracing.Step(trace, "lora_portal.settle", {}):
             pass
-        trace.spans.append((trace.span_id, 0, trace.name, 1, 0, 1, trace.attributes, (), (), 0))
-        records.append((trace.trace_id, trace.spans))
+        trace.spans.append(
+            (
+                trace.span_id,
+                0,
+                trace.name,
+                1,
+                trace.perf,
+                tracing._perf(),
+                trace.attributes,
+                (),
+                (),
+                0,
+            )
+        )
+        records.append((trace.trace_id, trace.wall_ns, trace.perf, trace.spans))
 
     def pipe_bytes() -> None:
         marshal.dumps(records[:100])
@@ -122,12 +135,20 @@ def gateway_costs(number: int) -> dict[str, float]:
     resource, scope = Resource.create({"service.name": "bench"}), InstrumentationScope("b")
     batch = records[:100]
 
-    def exporter_side() -> None:
+    def sdk_side() -> None:
         spans = [s for r in batch for s in span_export.readable_spans(r, resource, scope)]
         encode_spans(spans).SerializeToString()
 
-    out["exporter process: per request (ReadableSpans + encode, 5 spans)"] = (
-        per_op(exporter_side, max(1, number // 1000)) / 100
+    encoder = otlp_wire.Encoder(dict(resource.attributes), "b")
+
+    def exporter_side() -> None:
+        encoder.request([s for r in batch for s in encoder.record(r)])
+
+    out["the SDK's way in the exporter: per request (ReadableSpans + encode, 5 spans)"] = (
+        per_op(sdk_side, max(1, number // 1000)) / 100
+    )
+    out["exporter process: per request (core.otlp_wire, 5 spans)"] = (
+        per_op(exporter_side, max(1, number // 100)) / 100
     )
     return out
 

@@ -9,12 +9,13 @@ What it costs is decided once, at the request's start, by the environment's samp
 - Off (no OTLP endpoint): every helper returns one shared null context after an `is None` test.
 - Not sampled: no span objects, no attributes, no children. The request holds its traceparent
   (flags 00), and the engine is sent it, so the engine (parent-based) does not trace it either.
-- Sampled: the spans are plain tuples, timed with the perf_counter values the steps take anyway,
+- Sampled: the spans are plain tuples, timed with the perf_counter values the steps take anyway
+  (told as Unix time by the span exporter, from the one wall-clock reading the request takes),
   their attributes set in one dict each; at the request's end they go to the span exporter
-  process (core.span_export), which builds the SDK's spans and encodes OTLP off this process's
-  GIL. The admission's parts that are not steps of their own (the Redis round trips for rate,
-  requests in flight and budgets; the wait for a fair slot on the engine) are timed on the
-  admission span, which ends when the request holds its slot.
+  process (core.span_export), which encodes OTLP off this process's GIL. The admission's parts
+  that are not steps of their own (the Redis round trips for rate, requests in flight and
+  budgets; the wait for a fair slot on the engine) are timed on the admission span, which ends
+  when the request holds its slot.
 
 A caller's own `traceparent` is only a link on the request's span, never its parent: the
 gateway's sampler decides, and a caller cannot put its requests into another trace. The spans
@@ -92,7 +93,7 @@ class Trace:
     def __init__(self, trace_id: int, name: str, attributes: dict[str, Any], links: list) -> None:
         self.trace_id = trace_id
         self.span_id = getrandbits(64) or 1
-        self.wall_ns = time.time_ns()  # with `perf`, the clock the tuples' times are told on
+        self.wall_ns = time.time_ns()  # with `perf`: the clock the tuples' perf times are told on
         self.perf = _perf()
         self.name = name
         self.attributes = attributes
@@ -102,10 +103,6 @@ class Trace:
         self.admission: Step | None = None
         self.call: Step | None = None
         self.error = False
-
-    def ns(self, perf: float) -> int:
-        """A perf_counter value as Unix nanoseconds."""
-        return self.wall_ns + int((perf - self.perf) * 1e9)
 
     def traceparent(self, span_id: int) -> str:
         return f"00-{self.trace_id:032x}-{span_id:016x}-01"
@@ -121,7 +118,7 @@ class Step:
         self.name = name
         self.kind = kind
         self.attributes = attributes
-        self.events: list[tuple[str, int, dict[str, Any]]] = []
+        self.events: list[tuple[str, float, dict[str, Any]]] | tuple[()] = ()
         self.span_id = getrandbits(64) or 1
         self.start = 0.0
         self.before: Step | None = None
@@ -143,8 +140,8 @@ class Step:
                 trace.span_id,
                 self.name,
                 self.kind,
-                trace.ns(self.start),
-                trace.ns(_perf() if at is None else at),
+                self.start,
+                _perf() if at is None else at,
                 self.attributes,
                 self.events,
                 (),
@@ -238,15 +235,15 @@ class _RequestSpan:
                 0,
                 trace.name,
                 SERVER,
-                trace.ns(self.request.started),
-                trace.ns(_perf()),
+                self.request.started,
+                _perf(),
                 trace.attributes,
                 (),
                 trace.links,
                 trace.error,
             )
         )
-        telemetry.span_pipe().put((trace.trace_id, trace.spans))
+        telemetry.span_pipe().put((trace.trace_id, trace.wall_ns, trace.perf, trace.spans))
 
 
 _SUPPRESSED: Any = None
@@ -456,7 +453,7 @@ def answered(request: GatewayRequest, outcome: Outcome) -> None:
     call.attributes.update(attributes)
     trace.attributes.update(attributes)
     if outcome.first_token_at is not None:
-        call.events.append(("gen_ai.first_token", trace.ns(outcome.first_token_at), {}))
+        call.events = [("gen_ai.first_token", outcome.first_token_at, {})]
 
 
 def mark(request: GatewayRequest, name: str, value: Any) -> None:

@@ -74,3 +74,32 @@ def test_the_goals_say_whether_every_request_joined():
     assert "| no |" in render(result(4, 5, 5), "cmd") and "(80.0%)" in render(
         result(4, 5, 5), "cmd"
     )
+
+
+def test_core_0s_processes_and_the_stub_phases_spans_are_reported():
+    modes = ("off", "1%", "100%")
+    r = result(5, 5, 5)
+    r.cpu_ms = {"stub": dict.fromkeys(modes, 0.4)}
+    r.gateway_busy = {"stub": dict.fromkeys(modes, 0.9)}
+    r.exporter_cpu_ms = {"stub": {"1%": 0.001, "100%": 0.03}}
+    r.core0_ms = {"stub": {m: {"load generator": 0.1, "stub": 0.05} for m in modes}}
+    r.stub_sent_traced, r.stub_spans = 200, 150
+    out = render(r, "cmd")
+    assert "| load generator | 0.100 | 0.100 | 0.100 |" in out
+    assert "| exporter | 0.000 | 0.001 | 0.030 |" in out
+    assert "150 request spans for the 200 requests" in out
+
+
+def test_each_rounds_ratio_to_its_own_off_run_is_reported():
+    r = result(5, 5, 5)
+    r.round_rps = {
+        "stub": {
+            "off": [100.0, 200.0, 100.0],
+            "1%": [90.0, 220.0, 100.0],
+            "100%": [50.0, 100.0, 80.0],
+        }
+    }
+    out = render(r, "cmd")
+    assert (
+        "stub: 1% 0.900x to 1.100x (median 1.000x); 100% 0.500x to 0.800x (median 0.500x)." in out
+    )

@@ -15,22 +15,42 @@ import pytest
 from core.span_export import SpanPipe
 
 TRACE = int("4bf92f3577b34da6a3ce929d0e0e4736", 16)
+WALL, PERF = 10**18, 1000.0
 
 
-def record(name: str) -> tuple[int, list[tuple]]:
-    """A request span with one client child: attributes, an event, a link, an error status."""
+def at(ns: int) -> float:
+    """The perf clock's reading `ns` after WALL."""
+    return PERF + ns / 1e9
+
+
+def record(name: str) -> tuple[int, int, float, list[tuple]]:
+    """A request span with one client child: attributes, an event, a link, an error status;
+    times on a perf clock read 1000.0 s at the Unix time 10**18 ns."""
     root, call = 0x1111, 0x2222
     return (
         TRACE,
+        WALL,
+        PERF,
         [
-            (call, root, f"chat {name}", 2, 1_000, 2_000, {"n": 3}, [("first", 1_500, {})], (), 0),
+            (
+                call,
+                root,
+                f"chat {name}",
+                2,
+                at(1_000),
+                at(2_000),
+                {"n": 3},
+                [("first", at(1_500), {})],
+                (),
+                0,
+            ),
             (
                 root,
                 0,
                 name,
                 1,
-                500,
-                2_500,
+                at(500),
+                at(2_500),
                 {"lora_portal.tenant": "acme", "ok": False, "ms": 1.5},
                 [],
                 [(0xAB, 0xCD, 1, {"lora_portal.link": "caller"})],
@@ -75,7 +95,12 @@ def test_spans_written_on_a_loop_reach_the_receiver_whole(pipe, otlp_receiver):
         f"{0x1111:016x}",
         "",
     )
-    assert (root["kind"], root["start_ns"], root["end_ns"], root["status"]) == (2, 500, 2500, 2)
+    assert (root["kind"], root["start_ns"], root["end_ns"], root["status"]) == (
+        2,
+        WALL + 500,
+        WALL + 2500,
+        2,
+    )
     assert root["attributes"] == {"lora_portal.tenant": "acme", "ok": False, "ms": 1.5}
     assert root["links"] == [
         {
@@ -85,7 +110,7 @@ def test_spans_written_on_a_loop_reach_the_receiver_whole(pipe, otlp_receiver):
         }
     ]
     assert call["parent_span_id"] == root["span_id"] and call["kind"] == 3
-    assert call["events"] == [{"name": "first", "time_ns": 1500}]
+    assert call["events"] == [{"name": "first", "time_ns": WALL + 1500}]
     assert call["status"] == 0
 
 
@@ -107,3 +132,52 @@ def test_a_killed_exporter_drops_spans_and_raises_nothing(pipe):
         pipe.put(record(f"lost-{i}"))  # the first write finds the pipe closed
     assert pipe.fd == -1
     assert pipe.dropped >= 2
+
+
+def test_the_wire_encoding_is_the_sdks_encoding_of_the_same_spans():
+    """core.otlp_wire's request, parsed back, equals the SDK's encoding of the record's spans
+    made ReadableSpans: every field, the resource and the scope (twice: the second from the
+    attributes' cache)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    from core.otlp_wire import Encoder
+    from core.span_export import readable_spans
+
+    resource = Resource.create({"service.name": "wire-test", "deployment.slot": 2})
+    scope = InstrumentationScope("lora_portal")
+    trace_id, wall, perf, spans = record("wire")
+    odd = {"negative": -7, "large": 2**40, "list": ["a", "b"], "flag": True, "text": "thé"}
+    spans = [
+        *spans,
+        (0x3333, 0x1111, "odd", 0, at(600), at(900), odd, [("e", at(700), {"k": "v"})], (), 0),
+    ]
+    wanted = encode_spans(readable_spans((trace_id, wall, perf, spans), resource, scope))
+    encoder = Encoder(dict(resource.attributes), "lora_portal")
+    for _ in range(2):
+        got = ExportTraceServiceRequest.FromString(
+            encoder.request(encoder.record((trace_id, wall, perf, spans)))
+        )
+        assert got == wanted
+    assert len(got.resource_spans[0].scope_spans[0].spans) == 3
+
+
+def test_a_full_export_queue_drops_whole_traces_and_sends_the_rest():
+    """The exporter's queue (OTEL_BSP_MAX_QUEUE_SIZE spans): a trace that does not fit is
+    dropped whole and counted; what it holds is sent in batches of at most the batch size."""
+    from core.span_export import Batches
+
+    sent: list[list[bytes]] = []
+    batches = Batches(sent.append, max_queue=3, batch=2, delay_s=60)  # its thread not started
+    encode = lambda rec: [bytes([n]) for n in range(len(rec[3]))]  # noqa: E731
+    batches.take((1, 0, 0.0, [(), ()]), encode)
+    batches.take((2, 0, 0.0, [(), ()]), encode)  # 2 spans, room for 1: dropped whole
+    batches.take((3, 0, 0.0, [()]), encode)
+    assert batches.dropped == 2
+    batches.thread.start()
+    batches.close()
+    assert sent == [[b"\x00", b"\x01"], [b"\x00"]]
