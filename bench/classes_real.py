@@ -1038,14 +1038,9 @@ def main() -> None:
     else:
         db_url = os.environ.get("BENCH_CLASSES_DATABASE_URL", DEFAULT_DB_URL)
         services = Services()
-        result = gs.measure_and_clean_up(
-            VAR,
-            db_url,
-            keep_db=args.keep_db,
-            measure=lambda: measure(args, services, db_url),
-            stop_all=services.stop_all,
+        result = gs.measure_and_save(
+            VAR, db_url, args.keep_db, services, lambda: measure(args, services, db_url)
         )
-        (VAR / "result.json").write_text(json.dumps(asdict(result)))
     section = render(result, args.render_only or command, args.note)
     if args.section != SECTION:
         for marker in ("begin", "end"):

@@ -37,7 +37,7 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -547,14 +547,9 @@ def main() -> None:
 
     db_url = os.environ.get("BENCH_GATEWAY_ROUTING_DATABASE_URL", DEFAULT_DB_URL)
     services = Services()
-    result = gs.measure_and_clean_up(
-        VAR,
-        db_url,
-        keep_db=args.keep_db,
-        measure=lambda: measure(args, services, db_url),
-        stop_all=services.stop_all,
+    result = gs.measure_and_save(
+        VAR, db_url, args.keep_db, services, lambda: measure(args, services, db_url)
     )
-    (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
     section = render(result, " ".join([".venv/bin/python -m bench.gateway_routing", *sys.argv[1:]]))
     print(section)
     if args.write_docs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import random
@@ -22,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
@@ -858,6 +859,18 @@ if __name__ == "__main__":
         serve_stub(int(sys.argv[2]))
     elif sys.argv[1:2] == ["gateway-profiled"]:
         serve_gateway_profiled(int(sys.argv[2]), sys.argv[3])
+
+
+def measure_and_save(
+    var: Path, db_url: str, keep_db: bool, services: Any, measure: Callable[[], T]
+) -> T:
+    """`measure_and_clean_up` for a bench whose `services` has `stop_all`, with the result (a
+    dataclass) saved as `var`/result.json for `--render-only`."""
+    result = measure_and_clean_up(
+        var, db_url, keep_db=keep_db, measure=measure, stop_all=services.stop_all
+    )
+    (var / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))  # type: ignore[call-overload]
+    return result
 
 
 def measure_and_clean_up(

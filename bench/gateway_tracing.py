@@ -182,10 +182,10 @@ def render(r: TracingResult, command: str) -> str:
         cells = [f"{rates['off']:.0f}"]
         cells += [f"{rates[m]:.0f} ({rates[m] / rates['off']:.3f}x)" for m in ("1%", "100%")]
         lines.append(f"| {upstream} | " + " | ".join(cells) + " |")
-    for upstream, per in r.round_rps.items():
+    for upstream, rounds in r.round_rps.items():
         cells = []
         for m in ("1%", "100%"):
-            ratios = sorted(a / b for a, b in zip(per[m], per["off"], strict=True) if b)
+            ratios = sorted(a / b for a, b in zip(rounds[m], rounds["off"], strict=True) if b)
             if ratios:
                 median = ratios[len(ratios) // 2]
                 cells.append(f"{m} {ratios[0]:.3f}x to {ratios[-1]:.3f}x (median {median:.3f}x)")
@@ -214,7 +214,7 @@ def render(r: TracingResult, command: str) -> str:
             cells = [f"{shares[m]:.0%}" for m in MODES]
             lines.append(f"| {upstream}: gateway's core busy | " + " | ".join(cells) + " |")
     if r.core0_ms.get("stub"):
-        per = r.core0_ms["stub"]
+        core0 = r.core0_ms["stub"]
         lines += [
             "",
             "Core 0 in the stub runs, CPU ms per request (the load generator, the stub, the OTLP "
@@ -223,8 +223,8 @@ def render(r: TracingResult, command: str) -> str:
             "| process | off | 1 % | 100 % |",
             "|---|---|---|---|",
         ]
-        for name in per["off"]:
-            cells = [f"{per[m][name]:.3f}" for m in MODES]
+        for name in core0["off"]:
+            cells = [f"{core0[m][name]:.3f}" for m in MODES]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         exporter = r.exporter_cpu_ms.get("stub", {})
         cells = ["0.000"] + [f"{exporter.get(m, 0.0):.3f}" for m in ("1%", "100%")]

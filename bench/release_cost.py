@@ -47,7 +47,7 @@ import os
 import secrets
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvloop
@@ -576,14 +576,9 @@ def main() -> None:
     else:
         db_url = os.environ.get("BENCH_RELEASE_COST_DATABASE_URL", DEFAULT_DB_URL)
         services = Services()
-        result = gs.measure_and_clean_up(
-            VAR,
-            db_url,
-            keep_db=args.keep_db,
-            measure=lambda: measure(args, services, db_url),
-            stop_all=services.stop_all,
+        result = gs.measure_and_save(
+            VAR, db_url, args.keep_db, services, lambda: measure(args, services, db_url)
         )
-        (VAR / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
         section = render(result, command)
     if args.note:
         section = section.replace(END, "".join(f"\n{note}\n" for note in args.note) + END)
