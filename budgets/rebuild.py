@@ -5,7 +5,8 @@ the gateway's admission refuses every request under a budget (503 budget_unavail
 `rebuild_counts` has written each budget's current window from BudgetSpend and set the marker,
 all in one transaction. The gateway runs it from its lease beat (gateway.replicas) and at once
 when an admission finds the marker gone. `persist_reaped` folds the reaper's notes (the worst
-cases of a dead replica's requests, settled in Redis) into BudgetSpend.
+cases of a dead replica's requests, settled in Redis, less what those requests' own settles had
+persisted when their replica was only late: budget_settle.lua) into BudgetSpend.
 """
 
 from __future__ import annotations

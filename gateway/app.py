@@ -47,7 +47,7 @@ from gateway.exchange import FAILED, GONE, SENT, STALE, Exchange, Outcome
 from gateway.fairness import Ask, FairSlots, NoSlot
 from gateway.invalidation import CHANGED_CHANNEL, RESIDENCY_KEY, ROUTES_KEY
 from gateway.lanes import LaneWatch, background_room, engine_slots
-from gateway.offloop import off_loop
+from gateway.offloop import off_loop, off_loop_waiting
 from gateway.pin_guard import PinGuardLink
 from gateway.recorder import Measurement, Recorder
 from gateway.release_samples import SHADOW_PARAMS, ReleaseSamples
@@ -663,7 +663,7 @@ class Gateway:
         target = request.target
         assert target is not None
         try:
-            result = await off_loop(load_on_engine)(
+            result = await off_loop_waiting(load_on_engine)(
                 target.version_id, engine.name, not request.caused_load
             )
         except ApplicationError as exc:

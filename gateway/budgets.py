@@ -6,7 +6,9 @@ The reservation runs inside the admission script (workers/redis_contract/budget_
 through gateway.limits.Admission), so a budget is checked in the same atomic step as the rate
 and in-flight counts: concurrent requests on any number of replicas can never together reserve
 more than a budget holds. The settle (budget_settle.lua) gives back the worst case and counts
-what the engine reported; a stream cut short is charged what it delivered.
+what the engine reported; a stream cut short is charged what it delivered. A request the reaper
+settled at its worst case (this replica's lease lapsed while it ran) adds nothing more there, and
+its persisted spend is taken back to that worst case through the reaper's notes.
 
 Worst case, in a budget's weighted tokens: the prompt's size in bytes (every token of a
 byte-level tokenizer is at least one byte; token ids count 4) plus what a chat template may add
@@ -36,7 +38,12 @@ from gateway.errors import GatewayError, too_many, unavailable
 from gateway.offloop import off_loop
 from gateway.request_schema import Checked
 from gateway.script_link import Script
-from workers.redis_contract.keys import BUDGETS_READY, budget_key
+from workers.redis_contract.keys import (
+    BUDGETS_READY,
+    BUDGETS_REAPED,
+    BUDGETS_REAPED_REQUEST,
+    budget_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +250,10 @@ class BudgetSettler:
         try:
             answers = await self.script.many(
                 [
-                    ([*s.claim.script_keys(), s.ledger], [s.claim.worst, s.claim.charge()])
+                    (
+                        [*s.claim.script_keys(), s.ledger],
+                        [s.claim.worst, s.claim.charge(), BUDGETS_REAPED_REQUEST, BUDGETS_REAPED],
+                    )
                     for s in batch
                 ]
             )

@@ -19,6 +19,7 @@ from gateway.background import stop_if_cancelled
 from gateway.limits import Scripts
 from workers.redis_contract.keys import (
     BUDGETS_REAPED,
+    BUDGETS_REAPED_REQUEST,
     LEASE_PREFIX,
     LEDGER_PREFIX,
     REPLICAS,
@@ -50,7 +51,14 @@ class ReplicaLease:
         await self.scripts.flush_pending()
         reaped = int(
             await self.reap(
-                keys=[REPLICAS], args=[LEASE_PREFIX, LEDGER_PREFIX, replica, BUDGETS_REAPED]
+                keys=[REPLICAS],
+                args=[
+                    LEASE_PREFIX,
+                    LEDGER_PREFIX,
+                    replica,
+                    BUDGETS_REAPED,
+                    BUDGETS_REAPED_REQUEST,
+                ],
             )
         )
         if reaped:

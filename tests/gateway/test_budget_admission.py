@@ -1,7 +1,8 @@
 """Budgets in the admission script, against the real Redis and PostgreSQL: concurrent requests
 never together settle more than a budget holds; a settle is persisted before it reaches Redis; a
 Redis that lost the counts refuses (503 budget_unavailable) until they are rebuilt from the
-persisted spend, never from zero; a window starts again at its boundary (the budgets' clock)."""
+persisted spend, never from zero; a window starts again at its boundary (the budgets' clock); a
+request reaped while its replica lived is counted once, at its worst case."""
 
 from __future__ import annotations
 
@@ -10,17 +11,26 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.conf import settings
+from redis import asyncio as aioredis
 
 from budgets.models import Budget, BudgetSpend
 from budgets.rebuild import rebuild_counts
 from budgets.rules import UNWEIGHTED, BudgetRule
 from gateway import limits
-from gateway.budgets import BudgetClaim, Spans
+from gateway.budgets import BudgetClaim, Spans, _Settle
 from gateway.errors import GatewayError
+from gateway.replicas import ReplicaLease
 from gateway.routes import Target
 from tenants.models import Tenant
 from workers import shared_state
-from workers.redis_contract.keys import BUDGETS_READY, budget_key
+from workers.redis_contract.keys import (
+    BUDGETS_READY,
+    BUDGETS_REAPED,
+    REPLICAS,
+    budget_key,
+    lease_key,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -194,3 +204,50 @@ async def test_two_flushes_at_once_persist_and_settle_each_request_once(scripts,
     used, reserved = await asyncio.to_thread(_counts, budget, _claim(budget, 1, now))
     persisted = await asyncio.to_thread(lambda: BudgetSpend.objects.get(budget=budget).tokens)
     assert (used, reserved, persisted) == (charged, 0, charged)
+
+
+async def test_requests_reaped_while_their_replica_lived_are_counted_once(scripts, budget):
+    """A live replica whose lease lapsed (its event loop late) is reaped by another: its
+    reservations settled at their worst case, in Redis and (through the reaper's notes) in the
+    database. When its requests then end, their settles add nothing more, in either, even sent
+    again; the replica's next beat brings it back."""
+    now = datetime.now(UTC)
+    other = limits.Scripts(aioredis.Redis.from_url(settings.REDIS_URL))
+    lapsing, reaper = ReplicaLease(scripts.redis, scripts), ReplicaLease(other.redis, other)
+    await lapsing.beat()
+    await reaper.beat()
+    ended = []
+    for worst, (prompt, completion) in ((500, (10, 90)), (300, (0, 50))):
+        claim = _claim(budget, worst, now)
+        admission = _admission(scripts, budget, claim)
+        await admission.admit()
+        claim.delivered_tokens(prompt, completion)
+        ended.append((admission, claim))
+    assert await asyncio.to_thread(_counts, budget, ended[0][1]) == (0, 800)
+
+    await scripts.redis.delete(lease_key(scripts.replica))  # its lease lapses
+    assert await reaper.beat() >= 1  # reaped, and the worst cases persisted
+    assert await asyncio.to_thread(_counts, budget, ended[0][1]) == (800, 0)
+
+    def persisted() -> int:
+        return BudgetSpend.objects.get(budget=budget).tokens
+
+    assert await asyncio.to_thread(persisted) == 800
+    await ended[0][0].release()
+    assert await scripts.budgets.flush() == 1
+    await lapsing.beat()  # back: its lease renewed, the reaper's notes persisted
+    await ended[1][0].release()
+    assert await scripts.budgets.flush() == 1
+    # The same settles sent again (as if their answers had been lost).
+    for admission, claim in ended:
+        scripts.budgets.queue.append(_Settle(claim, admission.ledger, persisted=True))
+    assert await scripts.budgets.flush() == 2
+    await reaper.beat()
+    assert await asyncio.to_thread(_counts, budget, ended[0][1]) == (800, 0)
+    assert await asyncio.to_thread(persisted) == 800
+    assert not any(int(v) for v in shared_state.client().hvals(BUDGETS_REAPED))
+
+    for replica in (scripts.replica, other.replica):
+        await scripts.redis.delete(lease_key(replica))
+        await scripts.redis.srem(REPLICAS, replica)
+    await other.redis.aclose()

@@ -57,6 +57,9 @@ BUDGETS_READY = (
     f"{GATEWAY}:budgets:ready"  # set once the budgets' counts are rebuilt (budgets.rebuild)
 )
 BUDGETS_REAPED = f"{GATEWAY}:budgets:reaped"  # hash: `<budget>|<window>` -> worst cases reaped
+# + `<ledger>#<request>`: a request whose reservations the reaper settled at their worst case
+# ('reaped'), then 'settled' once its own settle came (budget_settle.lua adds nothing more).
+BUDGETS_REAPED_REQUEST = f"{GATEWAY}:budgets:reaped-request:"
 
 
 def budget_key(budget_id: int, window: int) -> str:

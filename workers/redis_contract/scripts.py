@@ -13,6 +13,9 @@ _HERE = Path(__file__).resolve().parent
 
 # A replica that died mid-request cannot block an adapter forever: the counters' TTL (seconds).
 CONCURRENCY_TTL_S = 3600
+# How long the reaper's mark on a request it settled waits for that request's own settle (a
+# replica whose lease lapsed while it was alive settles later; budget_settle.lua).
+REAPED_REQUEST_TTL_S = 86400
 
 
 def _compose(*names: str) -> str:
@@ -43,6 +46,6 @@ ENTER = (
 )
 LEAVE = _compose("ledger", "leave")
 BUDGET_SETTLE = _compose("ledger", "budget_settle")
-REAP = _compose("reap")
+REAP = _compose("reap").replace("REAPED_REQUEST_TTL", str(REAPED_REQUEST_TTL_S))
 # The gateway's recorder (gateway.conversations): a batch's conversation keys in one call.
 CONVERSATION_TURNS = _compose("conversation_turns")
