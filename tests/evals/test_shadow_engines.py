@@ -46,6 +46,15 @@ def _pairs_do_not_go_stale_under_load(settings):
     settings.RELEASE_SHADOW_MAX_AGE_SECONDS = 3600
 
 
+@pytest.fixture(autouse=True)
+def _passes_at_the_tests_priority(settings):
+    """A pass runs at EVAL_RUN_NICE lower priority (tests/evals/test_run_priority.py tests that):
+    on a machine whose cores are all busy at normal priority, a nice-19 thread can wait past the
+    gateway's Redis connect timeout, and the pass's pairs then count as `error`, not as what these
+    tests look for."""
+    settings.EVAL_RUN_NICE = 0
+
+
 PROMPT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say something about tea."}]
 MAX_TOKENS = 6
 
