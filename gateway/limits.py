@@ -143,9 +143,8 @@ class Scripts:
         self.pending: list[tuple[list[str], list[str | int]]] = []
         # Each request's name in the ledger: unique within the replica (whose id is unique).
         self.request_ids = itertools.count(1)
-        # The engines' drain rates as held requests saw them, and requests shed, by class.
+        # The engines' drain rates as held requests saw them, by class.
         self.drains: dict[str, class_policy.DrainMeter] = {}
-        self.shed: dict[str, int] = {}
         self.class_counts = ClassCounts()  # for the metrics, flushed with the measurements
         # Budgets' settles, persisted then sent (gateway.budgets); run by the gateway's loop.
         self.budgets = BudgetSettler(self.link.script(lua.BUDGET_SETTLE))
@@ -444,7 +443,6 @@ class Admission:
         )
         lower = class_policy.lower_class_holds(name, load, self._plans)
         if class_policy.should_shed(plan, wait_s, waited_s, lower):
-            self.scripts.shed[name] = self.scripts.shed.get(name, 0) + 1
             raise unavailable(
                 f"Engine '{entry.engine}' is saturated and class {name} would wait "
                 f"{'longer than' if wait_s is None else f'about {wait_s:.1f} s, over'} its "
